@@ -1,0 +1,51 @@
+// Aligned buffers (64-byte, for SIMD and cache lines) and process memory stats.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <memory>
+
+namespace chimera {
+
+constexpr size_t kAlign = 64;
+
+struct AlignedFree {
+  void operator()(void* p) const { std::free(p); }
+};
+
+// Zero-initialised aligned array of T (trivial types only).
+template <typename T>
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  explicit AlignedBuffer(size_t n) { resize(n); }
+  void resize(size_t n) {
+    if (n == n_) return;
+    size_t bytes = ((n * sizeof(T) + kAlign - 1) / kAlign) * kAlign;
+    if (bytes == 0) bytes = kAlign;
+    void* p = std::aligned_alloc(kAlign, bytes);
+    if (!p) throw std::bad_alloc();
+    std::memset(p, 0, bytes);
+    p_.reset(static_cast<T*>(p));
+    n_ = n;
+  }
+  T* data() { return p_.get(); }
+  const T* data() const { return p_.get(); }
+  size_t size() const { return n_; }
+  T& operator[](size_t i) { return p_.get()[i]; }
+  const T& operator[](size_t i) const { return p_.get()[i]; }
+
+ private:
+  std::unique_ptr<T, AlignedFree> p_;
+  size_t n_ = 0;
+};
+
+// Peak resident set size of this process in bytes (VmHWM), 0 if unknown.
+uint64_t peak_rss_bytes();
+// Current resident set size in bytes (VmRSS), 0 if unknown.
+uint64_t current_rss_bytes();
+
+}  // namespace chimera

@@ -1,0 +1,99 @@
+// Thread pool implementation: a generation counter wakes workers for each job;
+// the calling thread takes part as thread 0.
+#include "core/thread_pool.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "core/cpu_features.h"
+
+namespace chimera {
+
+ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+  for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  cv_start_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void ThreadPool::worker(int index) {
+  uint64_t seen = 0;
+  for (;;) {
+    const std::function<void(int, int)>* job;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_start_.wait(lk, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      job = job_;
+    }
+    (*job)(index, n_threads_);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (--pending_ == 0) cv_done_.notify_one();
+    }
+  }
+}
+
+void ThreadPool::run_on_all(const std::function<void(int, int)>& fn) {
+  if (n_threads_ == 1) {
+    fn(0, 1);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    job_ = &fn;
+    pending_ = n_threads_ - 1;
+    ++generation_;
+  }
+  cv_start_.notify_all();
+  fn(0, n_threads_);
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_done_.wait(lk, [&] { return pending_ == 0; });
+  job_ = nullptr;
+}
+
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn, int64_t grain) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(1, grain);
+  const int64_t units = (n + grain - 1) / grain;
+  const int nt = (int)std::min<int64_t>(n_threads_, units);
+  if (nt <= 1) {
+    fn(0, n, 0);
+    return;
+  }
+  run_on_all([&](int t, int) {
+    if (t >= nt) return;
+    const int64_t u0 = units * t / nt, u1 = units * (t + 1) / nt;
+    const int64_t b = u0 * grain, e = std::min(n, u1 * grain);
+    if (b < e) fn(b, e, t);
+  });
+}
+
+namespace {
+std::unique_ptr<ThreadPool>& pool_slot() {
+  static std::unique_ptr<ThreadPool> p;
+  return p;
+}
+}  // namespace
+
+ThreadPool& global_thread_pool() {
+  auto& p = pool_slot();
+  if (!p) p = std::make_unique<ThreadPool>(default_thread_count());
+  return *p;
+}
+
+void set_global_thread_count(int n) {
+  auto& p = pool_slot();
+  if (p && p->size() == n) return;
+  p.reset();
+  p = std::make_unique<ThreadPool>(n);
+}
+
+}  // namespace chimera

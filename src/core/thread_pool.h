@@ -1,0 +1,50 @@
+// The engine thread pool: one worker per core, static partitioning.
+// parallel_for splits [0, n) into contiguous ranges, one per thread, so a given
+// (n, thread count) always gives the same partition; kernels that write disjoint
+// outputs per range are therefore deterministic and agree across thread counts
+// as long as each output element is computed by one range.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace chimera {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int n_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+
+  // Calls fn(begin, end, thread_index) for contiguous ranges covering [0, n).
+  // `grain` is the unit ranges are aligned to (e.g. 16 rows). Blocks until done.
+  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn, int64_t grain = 1);
+
+  // Calls fn(thread_index, n_threads) once on every thread.
+  void run_on_all(const std::function<void(int, int)>& fn);
+
+ private:
+  void worker(int index);
+
+  int n_threads_;
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  std::condition_variable cv_start_, cv_done_;
+  const std::function<void(int, int)>* job_ = nullptr;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+};
+
+// Process-wide pool used by the CLI and server (size set once at start-up).
+ThreadPool& global_thread_pool();
+void set_global_thread_count(int n);
+
+}  // namespace chimera

@@ -1,0 +1,154 @@
+// GGUF v2/v3 container: metadata key/values and tensor descriptors.
+// The reader treats the file as untrusted: every count, length, offset and size
+// is bounds- and overflow-checked against the file, and a malformed file gives a
+// Status that names the problem (never a crash). Tensor data is used in place
+// from the memory map.
+//
+// Layout (little-endian): "GGUF" u32 version, u64 n_tensors, u64 n_kv,
+// n_kv × (string key, u32 type, value), n_tensors × (string name, u32 n_dims,
+// u64 ne[n_dims], u32 ggml_type, u64 offset), padding to `general.alignment`
+// (default 32), then the tensor data; offsets are relative to the data start.
+// string = u64 length + bytes (no terminator). array = u32 elem type, u64 n, items.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/mmap_file.h"
+#include "core/status.h"
+#include "format/gguf/ggml_types.h"
+
+namespace chimera::format {
+
+enum class GgufType : uint32_t {
+  UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6,
+  BOOL = 7, STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+};
+const char* gguf_type_name(GgufType t);
+
+// One metadata value. Scalars live in the numeric fields; arrays hold their
+// element type and items (arrays of arrays nest).
+struct GgufValue {
+  GgufType type = GgufType::UINT8;
+  uint64_t u = 0;        // unsigned ints and bool
+  int64_t i = 0;         // signed ints
+  double f = 0;          // floats
+  std::string s;         // STRING
+  GgufType elem_type = GgufType::UINT8;  // ARRAY
+  std::vector<GgufValue> arr;            // ARRAY
+
+  bool is_integer() const;
+  bool is_float() const { return type == GgufType::FLOAT32 || type == GgufType::FLOAT64; }
+  // Integer value of any integer type (or bool); nullopt otherwise.
+  std::optional<int64_t> as_int() const;
+  // Float value of a float or integer type; nullopt otherwise.
+  std::optional<double> as_double() const;
+  std::string to_display(size_t max_items = 8) const;
+
+  static GgufValue from_u32(uint32_t v);
+  static GgufValue from_i32(int32_t v);
+  static GgufValue from_u64(uint64_t v);
+  static GgufValue from_f32(float v);
+  static GgufValue from_bool(bool v);
+  static GgufValue from_string(std::string v);
+  static GgufValue from_array(GgufType elem, std::vector<GgufValue> items);
+  static GgufValue from_strings(const std::vector<std::string>& v);
+  static GgufValue from_f32s(const std::vector<float>& v);
+  static GgufValue from_i32s(const std::vector<int32_t>& v);
+};
+
+struct GgufTensorInfo {
+  std::string name;
+  GgmlType type = GgmlType::F32;
+  std::vector<int64_t> ne;   // ggml order: ne[0] is the contiguous (row) dimension
+  uint64_t offset = 0;       // relative to the data section
+  uint64_t n_elements = 0;
+  uint64_t n_bytes = 0;
+  const uint8_t* data = nullptr;  // points into the mapping
+  int64_t dim(size_t i) const { return i < ne.size() ? ne[i] : 1; }
+  std::string shape_string() const;
+};
+
+class GgufFile {
+ public:
+  // Opens and validates a GGUF file (memory-mapped).
+  static Result<std::unique_ptr<GgufFile>> open(const std::string& path);
+  // Parses an in-memory image (tests, fuzzing).
+  static Result<std::unique_ptr<GgufFile>> parse(std::shared_ptr<MappedFile> file);
+
+  uint32_t version() const { return version_; }
+  uint64_t alignment() const { return alignment_; }
+  uint64_t data_offset() const { return data_offset_; }
+  uint64_t file_size() const { return file_->size(); }
+  const std::string& path() const { return file_->path(); }
+
+  const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
+  const GgufValue* find(std::string_view key) const;
+  std::optional<int64_t> get_int(std::string_view key) const;
+  std::optional<double> get_float(std::string_view key) const;
+  std::optional<bool> get_bool(std::string_view key) const;
+  std::optional<std::string> get_string(std::string_view key) const;
+  // Returns the array value under key (nullptr when absent or not an array).
+  const GgufValue* get_array(std::string_view key) const;
+  // A per-layer integer: either a scalar (same for every layer) or an array of
+  // n_layer values. Error when an array has the wrong length or bad type.
+  Result<std::vector<int64_t>> get_per_layer_int(std::string_view key, size_t n_layer,
+                                                 std::optional<int64_t> fallback) const;
+  // general.architecture, or "" when absent.
+  std::string architecture() const;
+
+  const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
+  const GgufTensorInfo* find_tensor(std::string_view name) const;
+  // Total bytes of tensor data.
+  uint64_t tensor_bytes() const;
+
+ private:
+  GgufFile() = default;
+  std::shared_ptr<MappedFile> file_;
+  uint32_t version_ = 0;
+  uint64_t alignment_ = 32;
+  uint64_t data_offset_ = 0;
+  std::vector<std::pair<std::string, GgufValue>> kv_;
+  std::map<std::string, size_t, std::less<>> kv_index_;
+  std::vector<GgufTensorInfo> tensors_;
+  std::map<std::string, size_t, std::less<>> tensor_index_;
+  friend class GgufParser;
+};
+
+// Builds a GGUF file: metadata in insertion order, tensors laid out aligned.
+class GgufWriter {
+ public:
+  explicit GgufWriter(uint32_t version = 3) : version_(version) {}
+  void set(const std::string& key, GgufValue value);  // replaces an existing key
+  void set_alignment(uint32_t a);
+  // Adds a tensor; `data` must hold ggml_row_size(type, ne[0]) * rows bytes.
+  Status add_tensor(const std::string& name, GgmlType type, std::vector<int64_t> ne,
+                    const void* data, size_t n_bytes);
+  // Same, but the writer keeps its own copy of the bytes.
+  Status add_tensor_copy(const std::string& name, GgmlType type, std::vector<int64_t> ne,
+                         std::vector<uint8_t> bytes);
+  Status write(const std::string& path) const;
+  std::vector<uint8_t> to_bytes() const;
+
+ private:
+  struct Tensor {
+    std::string name;
+    GgmlType type;
+    std::vector<int64_t> ne;
+    const void* data;
+    size_t n_bytes;
+    std::shared_ptr<std::vector<uint8_t>> owned;
+  };
+  template <typename Sink> void emit(Sink& sink) const;
+  uint32_t version_;
+  uint32_t alignment_ = 32;
+  std::vector<std::pair<std::string, GgufValue>> kv_;
+  std::vector<Tensor> tensors_;
+};
+
+}  // namespace chimera::format

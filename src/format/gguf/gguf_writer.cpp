@@ -1,0 +1,158 @@
+// GGUF writer: metadata in insertion order, tensor data aligned to
+// `general.alignment`. Used by tests, `convert`, `quantize` and `synth`.
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#include "format/gguf/gguf.h"
+
+namespace chimera::format {
+
+namespace {
+
+struct FileSink {
+  std::FILE* f;
+  bool ok = true;
+  uint64_t pos = 0;
+  void put(const void* p, size_t n) {
+    if (n && std::fwrite(p, 1, n, f) != n) ok = false;
+    pos += n;
+  }
+};
+struct VecSink {
+  std::vector<uint8_t>* v;
+  bool ok = true;
+  uint64_t pos = 0;
+  void put(const void* p, size_t n) {
+    const uint8_t* b = static_cast<const uint8_t*>(p);
+    v->insert(v->end(), b, b + n);
+    pos += n;
+  }
+};
+
+template <typename Sink, typename T>
+void put_pod(Sink& s, T v) { s.put(&v, sizeof v); }
+
+template <typename Sink>
+void put_string(Sink& s, const std::string& str) {
+  put_pod<Sink, uint64_t>(s, str.size());
+  s.put(str.data(), str.size());
+}
+
+template <typename Sink>
+void put_value(Sink& s, const GgufValue& v) {
+  switch (v.type) {
+    case GgufType::UINT8: put_pod<Sink, uint8_t>(s, (uint8_t)v.u); break;
+    case GgufType::INT8: put_pod<Sink, int8_t>(s, (int8_t)v.i); break;
+    case GgufType::UINT16: put_pod<Sink, uint16_t>(s, (uint16_t)v.u); break;
+    case GgufType::INT16: put_pod<Sink, int16_t>(s, (int16_t)v.i); break;
+    case GgufType::UINT32: put_pod<Sink, uint32_t>(s, (uint32_t)v.u); break;
+    case GgufType::INT32: put_pod<Sink, int32_t>(s, (int32_t)v.i); break;
+    case GgufType::UINT64: put_pod<Sink, uint64_t>(s, v.u); break;
+    case GgufType::INT64: put_pod<Sink, int64_t>(s, v.i); break;
+    case GgufType::FLOAT32: put_pod<Sink, float>(s, (float)v.f); break;
+    case GgufType::FLOAT64: put_pod<Sink, double>(s, v.f); break;
+    case GgufType::BOOL: put_pod<Sink, uint8_t>(s, v.u ? 1 : 0); break;
+    case GgufType::STRING: put_string(s, v.s); break;
+    case GgufType::ARRAY:
+      put_pod<Sink, uint32_t>(s, (uint32_t)v.elem_type);
+      put_pod<Sink, uint64_t>(s, v.arr.size());
+      for (const auto& e : v.arr) put_value(s, e);
+      break;
+  }
+}
+
+}  // namespace
+
+void GgufWriter::set(const std::string& key, GgufValue value) {
+  for (auto& kv : kv_) {
+    if (kv.first == key) {
+      kv.second = std::move(value);
+      return;
+    }
+  }
+  kv_.emplace_back(key, std::move(value));
+}
+
+void GgufWriter::set_alignment(uint32_t a) {
+  alignment_ = a;
+  set("general.alignment", GgufValue::from_u32(a));
+}
+
+Status GgufWriter::add_tensor(const std::string& name, GgmlType type, std::vector<int64_t> ne, const void* data,
+                              size_t n_bytes) {
+  if (ne.empty() || ne.size() > 4) return invalid_argument("tensor '" + name + "': 1 to 4 dimensions required");
+  size_t rows = 1;
+  for (size_t d = 1; d < ne.size(); ++d) rows *= (size_t)ne[d];
+  const size_t row = ggml_row_size(type, ne[0]);
+  if (row == 0 || row * rows != n_bytes)
+    return invalid_argument("tensor '" + name + "': " + std::to_string(n_bytes) + " bytes do not match shape and type");
+  for (const auto& t : tensors_)
+    if (t.name == name) return invalid_argument("duplicate tensor name '" + name + "'");
+  tensors_.push_back({name, type, std::move(ne), data, n_bytes, nullptr});
+  return Status::ok();
+}
+
+Status GgufWriter::add_tensor_copy(const std::string& name, GgmlType type, std::vector<int64_t> ne,
+                                   std::vector<uint8_t> bytes) {
+  auto owned = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
+  CHIMERA_RETURN_IF_ERROR(add_tensor(name, type, std::move(ne), owned->data(), owned->size()));
+  tensors_.back().owned = owned;
+  return Status::ok();
+}
+
+template <typename Sink>
+void GgufWriter::emit(Sink& s) const {
+  s.put("GGUF", 4);
+  put_pod<Sink, uint32_t>(s, version_);
+  put_pod<Sink, uint64_t>(s, tensors_.size());
+  put_pod<Sink, uint64_t>(s, kv_.size());
+  for (const auto& kv : kv_) {
+    put_string(s, kv.first);
+    put_pod<Sink, uint32_t>(s, (uint32_t)kv.second.type);
+    put_value(s, kv.second);
+  }
+  uint64_t off = 0;
+  for (const auto& t : tensors_) {
+    put_string(s, t.name);
+    put_pod<Sink, uint32_t>(s, (uint32_t)t.ne.size());
+    for (int64_t d : t.ne) put_pod<Sink, uint64_t>(s, (uint64_t)d);
+    put_pod<Sink, uint32_t>(s, (uint32_t)t.type);
+    put_pod<Sink, uint64_t>(s, off);
+    off += (t.n_bytes + alignment_ - 1) / alignment_ * alignment_;
+  }
+  static const uint8_t zeros[256] = {0};
+  auto pad = [&] {
+    uint64_t p = (alignment_ - s.pos % alignment_) % alignment_;
+    while (p) {
+      uint64_t n = p > sizeof zeros ? sizeof zeros : p;
+      s.put(zeros, n);
+      p -= n;
+    }
+  };
+  pad();
+  for (const auto& t : tensors_) {
+    s.put(t.data, t.n_bytes);
+    pad();
+  }
+}
+
+Status GgufWriter::write(const std::string& path) const {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) return io_error("cannot create '" + path + "'");
+  FileSink s{f};
+  emit(s);
+  bool ok = s.ok;
+  if (std::fclose(f) != 0) ok = false;
+  if (!ok) return io_error("failed writing '" + path + "' (disk full?)");
+  return Status::ok();
+}
+
+std::vector<uint8_t> GgufWriter::to_bytes() const {
+  std::vector<uint8_t> v;
+  VecSink s{&v};
+  emit(s);
+  return v;
+}
+
+}  // namespace chimera::format

@@ -1,0 +1,41 @@
+// Instruction-set selection for kernels. The CPU is probed once; the active ISA
+// defaults to the best one the CPU runs and can be lowered (tests sweep every
+// available ISA; `--isa` on the CLI for diagnosis). Highway-based kernels follow
+// the active ISA through hwy's target mask; hand-written intrinsics kernels read
+// active_isa() when they pick an implementation.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace chimera::kernels {
+
+enum class Isa {
+  kScalar = 0,    // portable C++ (Highway EMU128/SCALAR)
+  kAvx2 = 1,      // AVX2 + FMA + F16C
+  kAvx512 = 2,    // AVX-512 F/BW/DQ/VL
+  kAvx512Vnni = 3,// + VNNI, VBMI2, BF16 (Highway AVX3_DL)
+  kNeon = 4,      // Arm NEON
+};
+
+const char* isa_name(Isa isa);
+// Every ISA this CPU can run, from scalar to the best.
+std::vector<Isa> available_isas();
+Isa best_isa();
+Isa active_isa();
+// Restricts kernels to `isa` (must be available). Not thread-safe with running kernels.
+void set_active_isa(Isa isa);
+// Parses "scalar", "avx2", "avx512", "avx512vnni", "neon".
+bool parse_isa(const std::string& name, Isa* out);
+
+// RAII helper for tests: sets an ISA and restores the previous one.
+class ScopedIsa {
+ public:
+  explicit ScopedIsa(Isa isa) : prev_(active_isa()) { set_active_isa(isa); }
+  ~ScopedIsa() { set_active_isa(prev_); }
+
+ private:
+  Isa prev_;
+};
+
+}  // namespace chimera::kernels

@@ -1,0 +1,1 @@
+// placeholder; replaced as the models library grows.
