@@ -1,1 +1,1 @@
-// placeholder; replaced as the models library grows.
+// Placeholder so the library is never empty; removed once the folder has real sources.
