@@ -52,4 +52,15 @@ struct RopeParams {
 // for one token at position pos.
 void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, const RopeParams& p);
 
+// --- additions (rope split into its two halves, so Q and K of one token, or
+// several calls at one position, can share the table) ---
+// The table rope() applies at `pos`, exactly as ggml_rope_cache_init builds it
+// (scalar cosf/sinf per pair, theta advanced by repeated float multiplication):
+// cs[2i] = cos(theta_i) * mscale, cs[2i+1] = sin(theta_i) * mscale, i < n_rot/2.
+void rope_cache(int64_t pos, const RopeParams& p, float* cs);
+// Applies a table from rope_cache (only p.mode and p.n_rot are read).
+void rope_apply(float* x, int64_t n_heads, int64_t head_dim, const float* cs, const RopeParams& p);
+// Name of the Highway target the ops dispatch to under the active ISA (diagnostics).
+const char* ops_simd_target();
+
 }  // namespace chimera::kernels

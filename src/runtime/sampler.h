@@ -3,12 +3,24 @@
 // (repetition / presence / frequency over the last `penalty_last_n` tokens) ->
 // top-k -> top-p -> min-p -> temperature -> draw from the softmax with a seeded
 // RNG. temperature <= 0 is greedy: argmax, the lowest id on ties.
-// The same seed and inputs always give the same tokens on any machine.
+// The same seed and inputs always give the same tokens on any machine: the
+// RNG is std::mt19937_64 (fully specified by the standard), the uniform draw
+// and exp() are our own code using only IEEE-exact operations, and ties are
+// broken by token id.
+//
+// Odd inputs never crash: NaN logits count as -inf (never drawn while any other
+// token is left); +inf logits share all probability equally; if every logit is
+// -inf/NaN the draw is uniform over the candidates left (greedy: id 0).
+// Parameters out of range are treated as "disabled" (a NaN or non-positive
+// repeat_penalty acts as 1, a NaN top_p as 1, ...). sample() returns -1 only for
+// an empty row (n_vocab <= 0 or null logits). History tokens outside
+// [0, n_vocab) are ignored by the penalties.
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace chimera::runtime {
@@ -25,21 +37,41 @@ struct SamplingParams {
   uint64_t seed = 0xC41AE7A;
 };
 
+// One candidate of the final distribution (see Sampler::distribution).
+struct TokenProb {
+  int32_t id = 0;
+  double p = 0;
+};
+
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& p);
   // Picks a token from logits[0..n_vocab). Does not record it.
   int32_t sample(const float* logits, int32_t n_vocab);
+  // The candidates a draw would choose from after every stage, with their
+  // probabilities (summing to 1), in draw order. Consumes no randomness.
+  // Greedy gives the single argmax with p = 1. Empty for an empty row.
+  std::vector<TokenProb> distribution(const float* logits, int32_t n_vocab);
   // Records a token in the penalty history (prompt tokens and generated ones).
   void accept(int32_t token);
+  // Clears the history and restarts the RNG from the seed.
   void reset();
   const SamplingParams& params() const { return p_; }
 
  private:
+  // Runs penalties and the filters; leaves the survivors in cand_[0..n) and
+  // their unnormalised weights in weight_[0..n); returns n (0 for empty input).
+  size_t prepare(const float* logits, int32_t n_vocab, double* total);
+  void apply_penalties(int32_t n_vocab);
+  size_t apply_top_p(size_t n, bool sorted);
+  size_t apply_min_p(size_t n, bool sorted);
+
   SamplingParams p_;
   std::mt19937_64 rng_;
   std::deque<int32_t> history_;
-  std::vector<std::pair<float, int32_t>> cand_;  // scratch
+  std::vector<std::pair<float, int32_t>> cand_;  // scratch: (logit, id)
+  std::vector<double> weight_;                   // scratch: softmax numerators
+  std::vector<int32_t> window_;                  // scratch: penalty window, sorted
 };
 
 }  // namespace chimera::runtime

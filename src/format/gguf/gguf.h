@@ -1,14 +1,27 @@
 // GGUF v2/v3 container: metadata key/values and tensor descriptors.
 // The reader treats the file as untrusted: every count, length, offset and size
 // is bounds- and overflow-checked against the file, and a malformed file gives a
-// Status that names the problem (never a crash). Tensor data is used in place
-// from the memory map.
+// Status that names the problem (never a crash, abort, hang or huge allocation).
+// Tensor data is used in place from the memory map.
 //
 // Layout (little-endian): "GGUF" u32 version, u64 n_tensors, u64 n_kv,
 // n_kv × (string key, u32 type, value), n_tensors × (string name, u32 n_dims,
 // u64 ne[n_dims], u32 ggml_type, u64 offset), padding to `general.alignment`
 // (default 32), then the tensor data; offsets are relative to the data start.
 // string = u64 length + bytes (no terminator). array = u32 elem type, u64 n, items.
+//
+// What the reader accepts (see gguf_reader.cpp for the exact limits):
+// - versions 2 and 3 (v1 and big-endian files are refused with a clear message);
+// - unique, non-empty keys; bool bytes 0 or 1; arrays nested at most
+//   kGgufMaxArrayDepth deep; at most kGgufMaxValues metadata values in total
+//   (bounds the memory a hostile array count can claim);
+// - `general.alignment`, when present, an integer power of two in [1, 2^20];
+// - unique, non-empty tensor names; 1..4 dimensions, each >= 1, whose product
+//   fits int64; a known ggml type whose block size divides ne[0]; an offset
+//   that is a multiple of the alignment; data inside the file; no two tensors'
+//   byte ranges overlap (gaps are allowed, unlike llama.cpp which requires the
+//   packed order). Offsets are relative to the data section, so tensor data can
+//   never overlap the header.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +37,13 @@
 #include "format/gguf/ggml_types.h"
 
 namespace chimera::format {
+
+inline constexpr int kGgufMaxArrayDepth = 8;          // array of array of ... levels
+inline constexpr uint64_t kGgufMaxValues = 1ull << 23;  // metadata values, all arrays together
+inline constexpr uint64_t kGgufMaxTensors = 1ull << 20;
+inline constexpr uint64_t kGgufMaxKeys = 1ull << 20;
+inline constexpr uint64_t kGgufMaxAlignment = 1ull << 20;
+inline constexpr uint32_t kGgufMaxDims = 4;
 
 enum class GgufType : uint32_t {
   UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6,
@@ -50,6 +70,16 @@ struct GgufValue {
   std::optional<double> as_double() const;
   std::string to_display(size_t max_items = 8) const;
 
+  // Semantic equality: type, element type and the field(s) that type uses
+  // (floats compare bitwise, so NaN == NaN when written from the same bits).
+  bool operator==(const GgufValue& o) const;
+
+  static GgufValue from_u8(uint8_t v);
+  static GgufValue from_i8(int8_t v);
+  static GgufValue from_u16(uint16_t v);
+  static GgufValue from_i16(int16_t v);
+  static GgufValue from_i64(int64_t v);
+  static GgufValue from_f64(double v);
   static GgufValue from_u32(uint32_t v);
   static GgufValue from_i32(int32_t v);
   static GgufValue from_u64(uint64_t v);
@@ -125,6 +155,9 @@ class GgufWriter {
  public:
   explicit GgufWriter(uint32_t version = 3) : version_(version) {}
   void set(const std::string& key, GgufValue value);  // replaces an existing key
+  // A power of two; write()/to_bytes() fall back to 32 (and write() fails)
+  // otherwise. Setting "general.alignment" through set() changes only the
+  // metadata, not the padding actually used (tests use that to build bad files).
   void set_alignment(uint32_t a);
   // Adds a tensor; `data` must hold ggml_row_size(type, ne[0]) * rows bytes.
   Status add_tensor(const std::string& name, GgmlType type, std::vector<int64_t> ne,
@@ -133,6 +166,7 @@ class GgufWriter {
   Status add_tensor_copy(const std::string& name, GgmlType type, std::vector<int64_t> ne,
                          std::vector<uint8_t> bytes);
   Status write(const std::string& path) const;
+  // The file image; an invalid alignment is replaced by 32 (see set_alignment).
   std::vector<uint8_t> to_bytes() const;
 
  private:

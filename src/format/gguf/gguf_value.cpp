@@ -1,5 +1,8 @@
-// GgufValue helpers: typed access, construction and display.
+// GgufValue helpers: typed access, construction, comparison and display.
+// Invariant kept by the reader and the from_* constructors: unsigned types set
+// both `u` and `i`, signed types set `i` only, floats set `f`, bool sets u=i=0/1.
 #include <cstdio>
+#include <cstring>
 
 #include "format/gguf/gguf.h"
 
@@ -85,6 +88,31 @@ std::string GgufValue::to_display(size_t max_items) const {
   }
 }
 
+bool GgufValue::operator==(const GgufValue& o) const {
+  if (type != o.type) return false;
+  switch (type) {
+    case GgufType::UINT8: case GgufType::UINT16: case GgufType::UINT32: case GgufType::UINT64:
+    case GgufType::BOOL:
+      return u == o.u;
+    case GgufType::INT8: case GgufType::INT16: case GgufType::INT32: case GgufType::INT64:
+      return i == o.i;
+    case GgufType::FLOAT32: {
+      const float a = (float)f, b = (float)o.f;
+      return std::memcmp(&a, &b, sizeof a) == 0;
+    }
+    case GgufType::FLOAT64: return std::memcmp(&f, &o.f, sizeof f) == 0;
+    case GgufType::STRING: return s == o.s;
+    case GgufType::ARRAY: return elem_type == o.elem_type && arr == o.arr;
+  }
+  return false;
+}
+
+GgufValue GgufValue::from_u8(uint8_t v) { GgufValue x; x.type = GgufType::UINT8; x.u = v; x.i = v; return x; }
+GgufValue GgufValue::from_i8(int8_t v) { GgufValue x; x.type = GgufType::INT8; x.i = v; return x; }
+GgufValue GgufValue::from_u16(uint16_t v) { GgufValue x; x.type = GgufType::UINT16; x.u = v; x.i = v; return x; }
+GgufValue GgufValue::from_i16(int16_t v) { GgufValue x; x.type = GgufType::INT16; x.i = v; return x; }
+GgufValue GgufValue::from_i64(int64_t v) { GgufValue x; x.type = GgufType::INT64; x.i = v; return x; }
+GgufValue GgufValue::from_f64(double v) { GgufValue x; x.type = GgufType::FLOAT64; x.f = v; return x; }
 GgufValue GgufValue::from_u32(uint32_t v) { GgufValue x; x.type = GgufType::UINT32; x.u = v; x.i = v; return x; }
 GgufValue GgufValue::from_i32(int32_t v) { GgufValue x; x.type = GgufType::INT32; x.i = v; return x; }
 GgufValue GgufValue::from_u64(uint64_t v) { GgufValue x; x.type = GgufType::UINT64; x.u = v; x.i = (int64_t)v; return x; }

@@ -1,5 +1,11 @@
 // GGUF writer: metadata in insertion order, tensor data aligned to
 // `general.alignment`. Used by tests, `convert`, `quantize` and `synth`.
+// Invariants: tensors are packed in insertion order, each padded to the
+// alignment (the layout llama.cpp expects); shapes are checked against the byte
+// count with overflow checks. The writer does not validate metadata (tests use
+// it to build hostile files); it only refuses a padding alignment that is not a
+// power of two.
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -9,6 +15,8 @@
 namespace chimera::format {
 
 namespace {
+
+bool valid_alignment(uint64_t a) { return a != 0 && (a & (a - 1)) == 0 && a <= kGgufMaxAlignment; }
 
 struct FileSink {
   std::FILE* f;
@@ -81,11 +89,17 @@ void GgufWriter::set_alignment(uint32_t a) {
 
 Status GgufWriter::add_tensor(const std::string& name, GgmlType type, std::vector<int64_t> ne, const void* data,
                               size_t n_bytes) {
-  if (ne.empty() || ne.size() > 4) return invalid_argument("tensor '" + name + "': 1 to 4 dimensions required");
+  if (ne.empty() || ne.size() > kGgufMaxDims)
+    return invalid_argument("tensor '" + name + "': 1 to 4 dimensions required");
+  for (int64_t d : ne)
+    if (d <= 0) return invalid_argument("tensor '" + name + "': dimensions must be positive");
   size_t rows = 1;
-  for (size_t d = 1; d < ne.size(); ++d) rows *= (size_t)ne[d];
+  for (size_t d = 1; d < ne.size(); ++d) {
+    if ((size_t)ne[d] > SIZE_MAX / rows) return invalid_argument("tensor '" + name + "': shape overflows");
+    rows *= (size_t)ne[d];
+  }
   const size_t row = ggml_row_size(type, ne[0]);
-  if (row == 0 || row * rows != n_bytes)
+  if (row == 0 || rows > SIZE_MAX / row || row * rows != n_bytes)
     return invalid_argument("tensor '" + name + "': " + std::to_string(n_bytes) + " bytes do not match shape and type");
   for (const auto& t : tensors_)
     if (t.name == name) return invalid_argument("duplicate tensor name '" + name + "'");
@@ -103,6 +117,7 @@ Status GgufWriter::add_tensor_copy(const std::string& name, GgmlType type, std::
 
 template <typename Sink>
 void GgufWriter::emit(Sink& s) const {
+  const uint64_t alignment = valid_alignment(alignment_) ? alignment_ : 32;
   s.put("GGUF", 4);
   put_pod<Sink, uint32_t>(s, version_);
   put_pod<Sink, uint64_t>(s, tensors_.size());
@@ -119,11 +134,11 @@ void GgufWriter::emit(Sink& s) const {
     for (int64_t d : t.ne) put_pod<Sink, uint64_t>(s, (uint64_t)d);
     put_pod<Sink, uint32_t>(s, (uint32_t)t.type);
     put_pod<Sink, uint64_t>(s, off);
-    off += (t.n_bytes + alignment_ - 1) / alignment_ * alignment_;
+    off += (t.n_bytes + alignment - 1) / alignment * alignment;
   }
   static const uint8_t zeros[256] = {0};
   auto pad = [&] {
-    uint64_t p = (alignment_ - s.pos % alignment_) % alignment_;
+    uint64_t p = (alignment - s.pos % alignment) % alignment;
     while (p) {
       uint64_t n = p > sizeof zeros ? sizeof zeros : p;
       s.put(zeros, n);
@@ -138,6 +153,8 @@ void GgufWriter::emit(Sink& s) const {
 }
 
 Status GgufWriter::write(const std::string& path) const {
+  if (!valid_alignment(alignment_))
+    return invalid_argument("alignment " + std::to_string(alignment_) + " is not a power of two");
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) return io_error("cannot create '" + path + "'");
   FileSink s{f};

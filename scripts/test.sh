@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Builds chimera (Release, with tests) and runs the whole test suite:
+# unit and kernel sweeps on every ISA the CPU runs, golden model cases from
+# ../shared (skipped, never passed, when absent), tokenizer vectors, CLI error
+# cases, then a bounded libFuzzer run of the GGUF reader.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JOBS="${CHIMERA_JOBS:-$(nproc)}"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+ninja -C build -j"$JOBS"
+ctest --test-dir build --output-on-failure -j"$JOBS" --timeout 600
+if [[ -x scripts/fuzz.sh ]]; then
+  scripts/fuzz.sh "${CHIMERA_FUZZ_SECONDS:-30}"
+fi

@@ -1,0 +1,131 @@
+// `chimera chat`: interactive multi-turn chat using the model's chat template
+// (tokenizer.chat_template), or a plain fallback format. The sequence state is
+// kept between turns: each turn renders the whole conversation, and only the
+// text past what the model has already consumed (prompt + its own replies) is
+// tokenized and fed, so earlier turns are never prefilled again.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "core/log.h"
+#include "core/thread_pool.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace chimera::cli {
+namespace {
+
+struct ChatOptions {
+  std::string model, system;
+  int64_t n_predict = -1;
+  int64_t n_ctx = 0;
+  bool verbose = false;
+  ComputeOptions compute;
+  SamplingOptions sampling;
+};
+
+int run(const ChatOptions& o) {
+  if (Status s = o.compute.apply(); !s) return report_error(s);
+  auto mr = load_model_verbose(o.model, false);
+  if (!mr) return report_error(mr.status());
+  models::Model& model = **mr;
+  const tokenizer::Tokenizer& tok = model.tokenizer();
+
+  const std::string bos = tok.bos() >= 0 ? tok.token_text(tok.bos()) : "";
+  const std::string eos = tok.eos() >= 0 ? tok.token_text(tok.eos()) : "";
+  tokenizer::ChatTemplate tmpl = tokenizer::ChatTemplate::fallback();
+  if (auto src = model.gguf().get_string("tokenizer.chat_template")) {
+    auto parsed = tokenizer::ChatTemplate::parse(*src);
+    if (parsed) {
+      tmpl = std::move(parsed).value();
+    } else {
+      std::fprintf(stderr, "warning: cannot use the model's chat template (%s); using a plain format\n",
+                   parsed.status().message().c_str());
+    }
+  } else {
+    std::fprintf(stderr, "note: the model has no chat template; using a plain format\n");
+  }
+
+  const int64_t n_ctx = resolve_ctx(model, o.n_ctx);
+  auto gen = runtime::make_generator(model, n_ctx, &global_thread_pool());
+  runtime::GenerateOptions go;
+  go.n_predict = o.n_predict;
+  go.sampling = o.sampling.p;
+
+  std::vector<tokenizer::ChatMessage> messages;
+  if (!o.system.empty()) messages.push_back({"system", o.system});
+  std::string fed;  // text the model has consumed so far
+  const bool tty = isatty(STDIN_FILENO);
+  if (tty) std::fprintf(stderr, "Type a message; an empty line or Ctrl-D ends the chat.\n");
+  std::string line;
+  for (;;) {
+    if (tty) std::fprintf(stderr, "\n> ");
+    if (!std::getline(std::cin, line)) break;
+    if (line.empty() && tty) break;
+    messages.push_back({"user", line});
+    auto rendered = tmpl.render(messages, /*add_generation_prompt=*/true, bos, eos);
+    if (!rendered) return report_error(rendered.status().with_context("chat template"));
+    std::string delta;
+    bool first_turn = fed.empty();
+    if (!first_turn && rendered->compare(0, fed.size(), fed) == 0) {
+      delta = rendered->substr(fed.size());
+    } else {
+      if (!first_turn) {
+        std::fprintf(stderr, "note: the template re-rendered earlier turns differently; re-reading the conversation\n");
+        gen->reset();
+      }
+      delta = *rendered;
+      first_turn = true;
+    }
+    // BOS: the vocabulary's rule, unless the template already wrote it.
+    const bool add_special = first_turn && !(bos.size() && delta.compare(0, bos.size(), bos) == 0);
+    std::vector<int32_t> ids = tok.encode(delta, add_special, /*parse_special=*/true);
+    if (o.verbose) std::fprintf(stderr, "[feeding %zu new tokens]\n", ids.size());
+    std::string reply;
+    tokenizer::StreamDecoder dec(tok, false);
+    auto r = gen->generate(ids, go, [&](int32_t t) {
+      std::string piece = dec.push(t);
+      reply += piece;
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+      return true;
+    });
+    std::string rest = dec.flush();
+    reply += rest;
+    std::fwrite(rest.data(), 1, rest.size(), stdout);
+    std::printf("\n");
+    std::fflush(stdout);
+    if (!r) return report_error(r.status());
+    if (o.verbose)
+      std::fprintf(stderr, "[prompt %lld tokens %.1f tok/s, reply %lld tokens, context %lld/%lld]\n",
+                   (long long)r->n_prompt, r->prompt_seconds > 0 ? r->n_prompt / r->prompt_seconds : 0.0,
+                   (long long)r->n_generated, (long long)gen->n_past(), (long long)n_ctx);
+    fed = *rendered + reply;
+    messages.push_back({"assistant", reply});
+    if (r->hit_context_limit) {
+      std::fprintf(stderr, "note: the context is full (%lld tokens); start a new chat or raise -c\n", (long long)n_ctx);
+      break;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_chat_command(CLI::App& app) {
+  auto o = std::make_shared<ChatOptions>();
+  CLI::App* sub = app.add_subcommand("chat", "Interactive multi-turn chat with the model's chat template");
+  sub->add_option("-m,--model", o->model, "GGUF model file")->required();
+  sub->add_option("--system", o->system, "System message");
+  sub->add_option("-n,--n-predict", o->n_predict, "Maximum reply tokens (-1 = until end of turn)")->capture_default_str();
+  sub->add_option("-c,--ctx-size", o->n_ctx, "Context size (default 4096)");
+  sub->add_flag("-v,--verbose", o->verbose, "Print per-turn token counts and speed");
+  o->compute.add_to(sub);
+  o->sampling.add_to(sub);
+  sub->callback([o] { set_exit_code(run(*o)); });
+}
+
+}  // namespace chimera::cli

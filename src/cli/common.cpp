@@ -1,0 +1,97 @@
+// Shared CLI helpers.
+#include "cli/common.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "core/cpu_features.h"
+#include "core/thread_pool.h"
+#include "core/timer.h"
+#include "kernels/dispatch.h"
+
+namespace chimera::cli {
+
+Result<std::vector<int32_t>> parse_id_list(const std::string& s) {
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && (s[i] == ',' || s[i] == ' ' || s[i] == '\t' || s[i] == '\n')) ++i;
+    if (i >= s.size()) break;
+    size_t j = i;
+    if (s[j] == '-' || s[j] == '+') ++j;
+    while (j < s.size() && s[j] >= '0' && s[j] <= '9') ++j;
+    const std::string tok = s.substr(i, j - i);
+    if (j == i || tok == "-" || tok == "+" || (j < s.size() && s[j] != ',' && s[j] != ' ' && s[j] != '\t' && s[j] != '\n'))
+      return invalid_argument("invalid token id list '" + s + "' (expected integers separated by commas)");
+    long long v = 0;
+    try {
+      v = std::stoll(tok);
+    } catch (...) {
+      return invalid_argument("token id '" + tok + "' is out of range");
+    }
+    if (v < 0 || v > INT32_MAX) return invalid_argument("token id '" + tok + "' is out of range");
+    ids.push_back((int32_t)v);
+    i = j;
+  }
+  return ids;
+}
+
+Result<std::string> read_text_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return io_error("cannot read '" + path + "'");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void ComputeOptions::add_to(CLI::App* app) {
+  app->add_option("--threads", threads, "Worker threads (default: all cores)")->check(CLI::Range(1, 1024));
+  app->add_option("--isa", isa, "Restrict kernels to an instruction set: scalar, avx2, avx512, avx512vnni, neon");
+}
+
+Status ComputeOptions::apply() const {
+  set_global_thread_count(threads > 0 ? threads : default_thread_count());
+  if (!isa.empty()) {
+    kernels::Isa want;
+    if (!kernels::parse_isa(isa, &want)) return invalid_argument("unknown instruction set '" + isa + "'");
+    bool ok = false;
+    for (auto a : kernels::available_isas()) ok |= a == want;
+    if (!ok) return unsupported(std::string("this CPU cannot run ") + kernels::isa_name(want) + " kernels");
+    kernels::set_active_isa(want);
+  }
+  return Status::ok();
+}
+
+void SamplingOptions::add_to(CLI::App* app) {
+  app->add_option("--temp", p.temperature, "Temperature (0 = greedy)")->capture_default_str();
+  app->add_option("--top-k", p.top_k, "Top-k (0 = off)")->capture_default_str();
+  app->add_option("--top-p", p.top_p, "Top-p (1 = off)")->capture_default_str();
+  app->add_option("--min-p", p.min_p, "Min-p (0 = off)")->capture_default_str();
+  app->add_option("--repeat-penalty", p.repeat_penalty, "Repetition penalty (1 = off)")->capture_default_str();
+  app->add_option("--presence-penalty", p.presence_penalty, "Presence penalty")->capture_default_str();
+  app->add_option("--frequency-penalty", p.frequency_penalty, "Frequency penalty")->capture_default_str();
+  app->add_option("--repeat-last-n", p.penalty_last_n, "Penalty window (-1 = all)")->capture_default_str();
+  app->add_option("--seed", p.seed, "Random seed")->capture_default_str();
+}
+
+Result<std::unique_ptr<models::Model>> load_model_verbose(const std::string& path, bool quiet) {
+  Stopwatch sw;
+  CHIMERA_ASSIGN_OR_RETURN(auto m, models::load_model(path));
+  if (!quiet) {
+    const auto& i = m->info();
+    std::fprintf(stderr, "chimera: loaded %s (%s, %lld layers, %lld vocab, %.1f MiB) in %.2f s; %d threads, %s kernels\n",
+                 i.name.c_str(), i.arch.c_str(), (long long)i.n_layer, (long long)i.n_vocab,
+                 (double)i.weight_bytes / (1024.0 * 1024.0), sw.elapsed(), global_thread_pool().size(),
+                 kernels::isa_name(kernels::active_isa()));
+  }
+  return m;
+}
+
+int64_t resolve_ctx(const models::Model& m, int64_t requested) {
+  // Like llama.cpp: 4096 unless asked (the training context is not a hard limit
+  // for RoPE models; small models often record a smaller one).
+  (void)m;
+  return requested > 0 ? requested : 4096;
+}
+
+}  // namespace chimera::cli

@@ -1,0 +1,39 @@
+// Helpers shared by sub-commands: option groups, model loading, id lists.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "models/model.h"
+#include "runtime/generator.h"
+#include "runtime/sampler.h"
+
+namespace chimera::cli {
+
+// Parses "1,2,3" or "1 2 3" into ids.
+Result<std::vector<int32_t>> parse_id_list(const std::string& s);
+Result<std::string> read_text_file(const std::string& path);
+
+// --threads and --isa, applied before loading.
+struct ComputeOptions {
+  int threads = 0;  // 0 = all cores
+  std::string isa;  // "" = best
+  void add_to(CLI::App* app);
+  Status apply() const;
+};
+
+struct SamplingOptions {
+  runtime::SamplingParams p;
+  void add_to(CLI::App* app);
+};
+
+// Loads a model, printing a one-line summary to stderr unless quiet.
+Result<std::unique_ptr<models::Model>> load_model_verbose(const std::string& path, bool quiet);
+
+// Context size: requested (> 0), else 4096.
+int64_t resolve_ctx(const models::Model& m, int64_t requested);
+
+}  // namespace chimera::cli

@@ -1,0 +1,96 @@
+// matmul driver: looks the weight type up in the kernel table, packs the m
+// activation rows once into the kernel's layout (thread-local scratch that
+// only grows, so steady-state calls do not allocate), then splits the weight
+// rows over the pool in contiguous, 16-row-aligned ranges. Each y element is
+// produced by exactly one thread, and kernels make it independent of the
+// partition, so any thread count gives bit-identical results.
+#include "kernels/matmul.h"
+
+#include <cassert>
+#include <cstdlib>
+#include <memory>
+
+#include "kernels/dispatch.h"
+#include "kernels/type_traits.h"
+
+namespace chimera::kernels {
+namespace {
+
+constexpr size_t kActAlign = 64;
+// Below this many multiply-adds the pool's wake-up costs more than it saves.
+constexpr int64_t kMinParallelMacs = 1 << 16;
+constexpr int64_t kRowGrain = 16;
+
+struct Scratch {
+  struct Free {
+    void operator()(void* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, Free> p;
+  size_t cap = 0;
+  uint8_t* get(size_t bytes) {
+    if (bytes > cap) {
+      size_t n = std::max(bytes, cap * 2);
+      n = (n + kActAlign - 1) / kActAlign * kActAlign;
+      void* q = std::aligned_alloc(kActAlign, n);
+      if (!q) throw std::bad_alloc();
+      p.reset(static_cast<uint8_t*>(q));
+      cap = n;
+    }
+    return p.get();
+  }
+};
+
+uint8_t* act_scratch(size_t bytes) {
+  thread_local Scratch s;
+  return s.get(bytes);
+}
+
+}  // namespace
+
+bool matmul_supports(format::GgmlType type) { return weight_type_traits(type) != nullptr; }
+
+Status check_matmul_type(format::GgmlType type) {
+  if (matmul_supports(type)) return Status::ok();
+  return unsupported("matmul: weight type " + format::ggml_type_name(type) + " is not supported");
+}
+
+void matmul(const WeightView& w, const float* x, int64_t m, int64_t ldx, float* y, int64_t ldy, ThreadPool* pool) {
+  if (m <= 0 || w.rows <= 0) return;
+  const MatmulKernel* kern = matmul_kernel(w.type, active_isa());
+  assert(kern && "matmul: unsupported weight type (call check_matmul_type at load)");
+  if (!kern) std::abort();
+
+  GemmArgs g;
+  g.w = static_cast<const uint8_t*>(w.data);
+  g.w_stride = w.row_bytes;
+  g.k = w.cols;
+  g.y = y;
+  g.ldy = ldy;
+  if (kern->pack_act) {
+    const size_t stride = (kern->act_bytes(w.cols) + kActAlign - 1) / kActAlign * kActAlign;
+    uint8_t* buf = act_scratch(stride * (size_t)m);
+    for (int64_t i = 0; i < m; ++i) kern->pack_act(x + i * ldx, w.cols, buf + (size_t)i * stride);
+    g.a = buf;
+    g.a_stride = stride;
+  } else {
+    g.a = reinterpret_cast<const uint8_t*>(x);
+    g.a_stride = (size_t)ldx * sizeof(float);
+  }
+
+  const bool parallel = pool && pool->size() > 1 && w.rows > kRowGrain && w.rows * w.cols * m >= kMinParallelMacs;
+  if (!parallel) {
+    kern->gemm(g, 0, w.rows, 0, m);
+    return;
+  }
+  pool->parallel_for(
+      w.rows, [&](int64_t r0, int64_t r1, int) { kern->gemm(g, r0, r1, 0, m); }, kRowGrain);
+}
+
+void weight_row_to_f32(const WeightView& w, int64_t r, float* out) {
+  const WeightTypeTraits* t = weight_type_traits(w.type);
+  assert(t && "weight_row_to_f32: unsupported weight type");
+  if (!t) std::abort();
+  t->row_to_f32(static_cast<const uint8_t*>(w.data) + (size_t)r * w.row_bytes, out, w.cols);
+}
+
+}  // namespace chimera::kernels

@@ -1,0 +1,236 @@
+// AVX-512 matmul kernels: Isa::kAvx512 (F/BW/DQ/VL) for F32, F16 and BF16
+// weights, and Isa::kAvx512Vnni's BF16 kernel built on vdpbf16ps
+// (AVX512_BF16). Hand-written intrinsics in functions compiled for those
+// targets only.
+//
+// kAvx512: activations packed as f32 (F16/BF16 rounded RNE first, bit-equal
+// to pack_*_scalar); one 16-lane f32 accumulator per output, element j into
+// lane j % 16 by FMA, tail via masked (zeroing) loads, then a
+// fixed-order horizontal sum. Tiles up to 8 weight rows x 6 activations (<= 32 zmm).
+// kAvx512Vnni BF16: activations packed as BF16 (RNE); per output one 16-lane
+// accumulator, lane l += a[2l]*w[2l] + a[2l+1]*w[2l+1] per 32 elements as
+// vdpbf16ps defines it (bf16 products exact in f32; the instruction treats
+// bf16 subnormal inputs as zero and flushes subnormal results — outside any
+// range that matters for weights/activations, within the stated tolerance).
+#include "kernels/type_traits.h"
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#include "kernels/matmul_pack.h"
+#include "kernels/matmul_tile.h"
+
+#define CHIMERA_T_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")))
+#define CHIMERA_T_AVX512_INLINE \
+  __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq"), always_inline)) inline
+#define CHIMERA_T_BF16 \
+  __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vnni")))
+
+namespace chimera::kernels {
+namespace {
+
+using format::GgmlType;
+
+struct WF32 {
+  static CHIMERA_T_AVX512_INLINE __m512 load(const uint8_t* row, int64_t j) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + j);
+  }
+  static CHIMERA_T_AVX512_INLINE __m512 load_tail(const uint8_t* row, int64_t j, __mmask16 m) {
+    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + j);
+  }
+};
+
+struct WF16 {
+  static CHIMERA_T_AVX512_INLINE __m512 load(const uint8_t* row, int64_t j) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + j * 2)));
+  }
+  static CHIMERA_T_AVX512_INLINE __m512 load_tail(const uint8_t* row, int64_t j, __mmask16 m) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, row + j * 2));
+  }
+};
+
+struct WBF16 {
+  static CHIMERA_T_AVX512_INLINE __m512 widen(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  static CHIMERA_T_AVX512_INLINE __m512 load(const uint8_t* row, int64_t j) {
+    return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + j * 2)));
+  }
+  static CHIMERA_T_AVX512_INLINE __m512 load_tail(const uint8_t* row, int64_t j, __mmask16 m) {
+    return widen(_mm256_maskz_loadu_epi16(m, row + j * 2));
+  }
+};
+
+// Fixed-order horizontal sum (own sequence rather than _mm512_reduce_add_ps,
+// whose GCC 12 expansion trips -Wuninitialized): 512 -> 256 -> 128 -> 1.
+CHIMERA_T_AVX512_INLINE float hsum(__m512 v) {
+  const __m512 t = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+  const __m256 h = _mm512_castps512_ps256(t);
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+template <class W>
+struct KernelAvx512 {
+  template <int R, int M>
+  CHIMERA_T_AVX512 static void tile(const GemmArgs& g, int64_t r, int64_t i) {
+    const uint8_t* w = g.w + (size_t)r * g.w_stride;
+    const uint8_t* a = g.a + (size_t)i * g.a_stride;
+    const size_t ws = g.w_stride, as = g.a_stride;
+    const int64_t k = g.k;
+    __m512 acc[R][M];
+    CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
+      CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) acc[rr][mm] = _mm512_setzero_ps();
+    }
+    int64_t j = 0;
+    for (; j + 16 <= k; j += 16) {
+      __m512 wv[R];
+      CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) wv[rr] = W::load(w + rr * ws, j);
+      CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
+        const __m512 av = _mm512_loadu_ps(reinterpret_cast<const float*>(a + mm * as) + j);
+        CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) acc[rr][mm] = _mm512_fmadd_ps(wv[rr], av, acc[rr][mm]);
+      }
+    }
+    if (j < k) {
+      const __mmask16 m = (__mmask16)((1u << (k - j)) - 1u);
+      __m512 wv[R];
+      CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) wv[rr] = W::load_tail(w + rr * ws, j, m);
+      CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
+        const __m512 av = _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(a + mm * as) + j);
+        CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) acc[rr][mm] = _mm512_fmadd_ps(wv[rr], av, acc[rr][mm]);
+      }
+    }
+    CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
+      CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) g.y[(i + mm) * g.ldy + r + rr] = hsum(acc[rr][mm]);
+    }
+  }
+};
+
+struct KernelBf16Dp {
+  template <int R, int M>
+  CHIMERA_T_BF16 static void tile(const GemmArgs& g, int64_t r, int64_t i) {
+    const uint8_t* w = g.w + (size_t)r * g.w_stride;
+    const uint8_t* a = g.a + (size_t)i * g.a_stride;
+    const size_t ws = g.w_stride, as = g.a_stride;
+    const int64_t k = g.k;
+    __m512 acc[R][M];
+    CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
+      CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) acc[rr][mm] = _mm512_setzero_ps();
+    }
+    int64_t j = 0;
+    for (; j + 32 <= k; j += 32) {
+      __m512i wv[R];
+      CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) wv[rr] = _mm512_loadu_si512(w + rr * ws + j * 2);
+      CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
+        const __m512i av = _mm512_loadu_si512(a + mm * as + j * 2);
+        CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
+          acc[rr][mm] = _mm512_dpbf16_ps(acc[rr][mm], (__m512bh)av, (__m512bh)wv[rr]);
+        }
+      }
+    }
+    if (j < k) {
+      const __mmask32 m = (__mmask32)((1ull << (k - j)) - 1u);
+      __m512i wv[R];
+      CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) wv[rr] = _mm512_maskz_loadu_epi16(m, w + rr * ws + j * 2);
+      CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
+        const __m512i av = _mm512_maskz_loadu_epi16(m, a + mm * as + j * 2);
+        CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
+          acc[rr][mm] = _mm512_dpbf16_ps(acc[rr][mm], (__m512bh)av, (__m512bh)wv[rr]);
+        }
+      }
+    }
+    CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
+      CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) g.y[(i + mm) * g.ldy + r + rr] = hsum(acc[rr][mm]);
+    }
+  }
+};
+
+// Accumulators + weight vectors + one activation must fit in 32 zmm registers.
+constexpr int kRows = 8, kActs = 6;
+constexpr std::array<int, kActs + 1> kRowsFor = {0, 8, 8, 6, 5, 4, 4};
+
+template <class K>
+constexpr detail::TileSet<kRows, kActs> kTiles = detail::make_tile_set<K, kRows, kActs>(kRowsFor);
+
+template <class K>
+void gemm_avx512(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+  detail::gemm_blocked(kTiles<K>, g, r0, r1, i0, i1);
+}
+
+CHIMERA_T_AVX512 void pack_f16_as_f32_avx512(const float* x, int64_t k, void* out) {
+  float* o = static_cast<float*>(out);
+  int64_t j = 0;
+  for (; j + 16 <= k; j += 16) {
+    const __m256i h = _mm512_cvtps_ph(_mm512_loadu_ps(x + j), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm512_storeu_ps(o + j, _mm512_cvtph_ps(h));
+  }
+  pack_f16_as_f32_scalar(x + j, k - j, o + j);
+}
+
+// f32 -> bf16 bits (RNE, NaN kept NaN) in the low half of each 32-bit lane's
+// upper 16 bits, i.e. the result is the rounded value's f32 bit pattern.
+CHIMERA_T_AVX512_INLINE __m512i round_bf16_bits(__m512i v) {
+  const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff);
+  const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(v, 16), one);
+  const __m512i r = _mm512_and_si512(_mm512_add_epi32(v, _mm512_add_epi32(bias, lsb)), hi_mask);
+  const __mmask16 nan =
+      _mm512_cmpgt_epu32_mask(_mm512_and_si512(v, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+  const __m512i qnan = _mm512_or_si512(_mm512_and_si512(v, hi_mask), _mm512_set1_epi32(0x400000));
+  return _mm512_mask_mov_epi32(r, nan, qnan);
+}
+
+CHIMERA_T_AVX512 void pack_bf16_as_f32_avx512(const float* x, int64_t k, void* out) {
+  float* o = static_cast<float*>(out);
+  int64_t j = 0;
+  for (; j + 16 <= k; j += 16) {
+    const __m512i r = round_bf16_bits(_mm512_castps_si512(_mm512_loadu_ps(x + j)));
+    _mm512_storeu_ps(o + j, _mm512_castsi512_ps(r));
+  }
+  pack_bf16_as_f32_scalar(x + j, k - j, o + j);
+}
+
+CHIMERA_T_AVX512 void pack_bf16_avx512(const float* x, int64_t k, void* out) {
+  uint16_t* o = static_cast<uint16_t*>(out);
+  int64_t j = 0;
+  for (; j + 16 <= k; j += 16) {
+    const __m512i r = round_bf16_bits(_mm512_castps_si512(_mm512_loadu_ps(x + j)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + j), _mm512_maskz_cvtepi32_epi16(0xffff, _mm512_srli_epi32(r, 16)));
+  }
+  pack_bf16_scalar(x + j, k - j, o + j);
+}
+
+}  // namespace
+
+MatmulKernel matmul_kernel_avx512(format::GgmlType type) {
+  switch (type) {
+    case GgmlType::F32: return {nullptr, nullptr, gemm_avx512<KernelAvx512<WF32>>, "gemm_f32_f32_avx512"};
+    case GgmlType::F16:
+      return {pack_f16_as_f32_avx512, act_bytes_f32, gemm_avx512<KernelAvx512<WF16>>, "gemm_f16_f16_avx512"};
+    case GgmlType::BF16:
+      return {pack_bf16_as_f32_avx512, act_bytes_f32, gemm_avx512<KernelAvx512<WBF16>>, "gemm_bf16_bf16_avx512"};
+    default: return {};
+  }
+}
+
+MatmulKernel matmul_kernel_avx512vnni(format::GgmlType type) {
+  switch (type) {
+    case GgmlType::BF16:
+      return {pack_bf16_avx512, act_bytes_16bit, gemm_avx512<KernelBf16Dp>, "gemm_bf16_bf16_avx512bf16"};
+    default: return {};  // F32/F16 use the kAvx512 kernels
+  }
+}
+
+}  // namespace chimera::kernels
+
+#else  // !__x86_64__
+
+namespace chimera::kernels {
+MatmulKernel matmul_kernel_avx512(format::GgmlType) { return {}; }
+MatmulKernel matmul_kernel_avx512vnni(format::GgmlType) { return {}; }
+}  // namespace chimera::kernels
+
+#endif

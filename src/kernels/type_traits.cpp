@@ -1,0 +1,95 @@
+// The weight-type table: one entry per supported weight type, assembled once
+// from the canonical scalar conversions (fp16.h) and the per-ISA kernel
+// providers. Lookups after the first are a table read; there is no per-call
+// branching on the type anywhere else in matmul.
+#include "kernels/type_traits.h"
+
+#include <cstring>
+
+#include "core/fp16.h"
+
+namespace chimera::kernels {
+namespace {
+
+using format::GgmlType;
+
+void f32_from_f32(const float* x, void* out, int64_t n) { std::memcpy(out, x, (size_t)n * sizeof(float)); }
+void f32_to_f32(const void* row, float* out, int64_t n) { std::memcpy(out, row, (size_t)n * sizeof(float)); }
+
+void f16_from_f32(const float* x, void* out, int64_t n) {
+  auto* o = static_cast<uint16_t*>(out);
+  for (int64_t i = 0; i < n; ++i) o[i] = f32_to_f16(x[i]);
+}
+void f16_to_f32_row(const void* row, float* out, int64_t n) {
+  const auto* h = static_cast<const uint16_t*>(row);
+  for (int64_t i = 0; i < n; ++i) out[i] = f16_to_f32(h[i]);
+}
+
+void bf16_from_f32(const float* x, void* out, int64_t n) {
+  auto* o = static_cast<uint16_t*>(out);
+  for (int64_t i = 0; i < n; ++i) o[i] = f32_to_bf16(x[i]);
+}
+void bf16_to_f32_row(const void* row, float* out, int64_t n) {
+  const auto* h = static_cast<const uint16_t*>(row);
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(h[i]);
+}
+
+WeightTypeTraits make_entry(GgmlType type, GgmlType vec_dot, int64_t block, size_t size, RowFromF32Fn from,
+                            RowToF32Fn to) {
+  WeightTypeTraits t;
+  t.type = type;
+  t.vec_dot_type = vec_dot;
+  t.block_size = block;
+  t.type_size = size;
+  t.act_from_f32 = from;
+  t.row_to_f32 = to;
+  t.kernels[(int)Isa::kScalar] = matmul_kernel_scalar(type);
+  t.kernels[(int)Isa::kAvx2] = matmul_kernel_avx2(type);
+  t.kernels[(int)Isa::kAvx512] = matmul_kernel_avx512(type);
+  t.kernels[(int)Isa::kAvx512Vnni] = matmul_kernel_avx512vnni(type);
+  return t;
+}
+
+struct Table {
+  WeightTypeTraits entries[3];
+  Table()
+      : entries{make_entry(GgmlType::F32, GgmlType::F32, 1, 4, f32_from_f32, f32_to_f32),
+                make_entry(GgmlType::F16, GgmlType::F16, 1, 2, f16_from_f32, f16_to_f32_row),
+                make_entry(GgmlType::BF16, GgmlType::BF16, 1, 2, bf16_from_f32, bf16_to_f32_row)} {}
+};
+
+const Table& table() {
+  static const Table t;
+  return t;
+}
+
+// Fallback order when an ISA level has no kernel of its own.
+Isa lower_isa(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512Vnni: return Isa::kAvx512;
+    case Isa::kAvx512: return Isa::kAvx2;
+    default: return Isa::kScalar;
+  }
+}
+
+}  // namespace
+
+const WeightTypeTraits* weight_type_traits(format::GgmlType type) {
+  for (const WeightTypeTraits& e : table().entries) {
+    if (e.type == type) return &e;
+  }
+  return nullptr;
+}
+
+const MatmulKernel* matmul_kernel(format::GgmlType type, Isa isa) {
+  const WeightTypeTraits* t = weight_type_traits(type);
+  if (!t) return nullptr;
+  for (;;) {
+    const MatmulKernel& k = t->kernels[(int)isa];
+    if (k.gemm) return &k;
+    if (isa == Isa::kScalar) return nullptr;
+    isa = lower_isa(isa);
+  }
+}
+
+}  // namespace chimera::kernels

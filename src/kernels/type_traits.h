@@ -1,0 +1,91 @@
+// Per-weight-type kernel table for matmul, in the spirit of llama.cpp's
+// ggml type_traits: every weight type that matmul supports is one table entry,
+// and the generic driver (matmul.cpp) never branches on the type. An entry says
+//   - vec_dot_type: the type activations are rounded/quantized to before the
+//     dot product (F32 -> F32, F16 -> F16, BF16 -> BF16; Q8_0/Q4_0 -> Q8_0,
+//     K-quants -> Q8_K when those land),
+//   - act_from_f32: f32 activation row -> vec_dot_type row in ggml storage
+//     layout (the semantic conversion; the reference and tests use it),
+//   - row_to_f32: weight row -> f32 (dequantization / embedding lookup),
+//   - kernels[isa]: the optimised implementation for each ISA level.
+// A kernel packs activation rows into its own layout (`pack_act`, possibly
+// wider than the vec_dot type, e.g. F16-rounded values kept as f32 so the inner
+// loop needs no conversion) and computes a [rows x activations] block of dot
+// products (`gemm`). Invariant every kernel keeps: the value of y[i][r] depends
+// only on (weight row r, activation row i, k) and the ISA — never on which
+// tile, block or thread computed it — so GEMV (m == 1) and batched GEMM agree
+// bit for bit, and so do different thread counts.
+//
+// Adding a quantized type = one entry: block geometry, act_from_f32 =
+// quantize_row_q8_0 (say), row_to_f32 = dequantize_row, and per-ISA kernels
+// whose pack_act writes Q8 blocks and whose gemm consumes them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "format/gguf/ggml_types.h"
+#include "kernels/dispatch.h"
+
+namespace chimera::kernels {
+
+constexpr int kIsaCount = 5;  // Isa enum values 0..4
+
+// One call's operands. Byte strides let the same signature serve block formats.
+struct GemmArgs {
+  const uint8_t* w = nullptr;  // weight row 0 in storage layout
+  size_t w_stride = 0;         // bytes between weight rows
+  const uint8_t* a = nullptr;  // packed activation row 0 (kernel layout)
+  size_t a_stride = 0;         // bytes between packed activation rows
+  int64_t k = 0;               // dot length (weight cols)
+  float* y = nullptr;          // y[i * ldy + r]
+  int64_t ldy = 0;
+};
+
+// Writes y[i][r] = dot(weight row r, activation row i) for r in [r0, r1) and
+// i in [i0, i1). Must not allocate. Results must not depend on the bounds.
+using GemmFn = void (*)(const GemmArgs& args, int64_t r0, int64_t r1, int64_t i0, int64_t i1);
+// Packs one f32 activation row of k values into the kernel layout at `out`.
+using PackActFn = void (*)(const float* x, int64_t k, void* out);
+// Bytes one packed activation row of k values occupies (before alignment padding).
+using ActBytesFn = size_t (*)(int64_t k);
+// Converts n values of a row stored as `type` into f32 / from f32.
+using RowToF32Fn = void (*)(const void* row, float* out, int64_t n);
+using RowFromF32Fn = void (*)(const float* x, void* out, int64_t n);
+
+struct MatmulKernel {
+  // Null pack_act means the kernel reads f32 activations in place (stride ldx);
+  // then act_bytes is unused.
+  PackActFn pack_act = nullptr;
+  ActBytesFn act_bytes = nullptr;
+  GemmFn gemm = nullptr;
+  const char* name = nullptr;  // e.g. "gemm_f16_f16_avx512" (benchmarks, logs)
+};
+
+struct WeightTypeTraits {
+  format::GgmlType type = format::GgmlType::F32;
+  format::GgmlType vec_dot_type = format::GgmlType::F32;
+  int64_t block_size = 1;  // weight elements per storage block
+  size_t type_size = 4;    // bytes per storage block
+  RowFromF32Fn act_from_f32 = nullptr;  // f32 -> vec_dot_type (ggml layout, RNE)
+  RowToF32Fn row_to_f32 = nullptr;      // weight storage -> f32 (exact for F16/BF16)
+  // Indexed by (int)Isa. An empty slot falls back to the next lower level
+  // that has one (ending at kScalar, which every entry must fill).
+  MatmulKernel kernels[kIsaCount];
+};
+
+// The entry for `type`, or null when matmul does not support it.
+const WeightTypeTraits* weight_type_traits(format::GgmlType type);
+
+// The kernel matmul uses for `type` at `isa` (after fallback); null when
+// the type is unsupported.
+const MatmulKernel* matmul_kernel(format::GgmlType type, Isa isa);
+
+// Per-ISA kernel providers (each defined in its own translation unit; the x86
+// ones return an empty kernel on other architectures).
+MatmulKernel matmul_kernel_scalar(format::GgmlType type);
+MatmulKernel matmul_kernel_avx2(format::GgmlType type);
+MatmulKernel matmul_kernel_avx512(format::GgmlType type);
+MatmulKernel matmul_kernel_avx512vnni(format::GgmlType type);
+
+}  // namespace chimera::kernels

@@ -1,0 +1,53 @@
+// Attention block implementation. K and V are projected straight into the
+// cache rows of their positions (no copy); RoPE is applied in place there.
+#include "layers/attention_block.h"
+
+#include <cmath>
+
+namespace chimera::layers {
+
+Result<AttentionWeights> bind_attention(const WeightBinder& b, const std::string& p, const AttentionConfig& c) {
+  AttentionWeights w;
+  CHIMERA_ASSIGN_OR_RETURN(w.wq, bind_linear(b, p + ".attn_q", c.n_embd, c.n_head * c.head_dim));
+  CHIMERA_ASSIGN_OR_RETURN(w.wk, bind_linear(b, p + ".attn_k", c.n_embd, c.n_head_kv * c.head_dim));
+  CHIMERA_ASSIGN_OR_RETURN(w.wv, bind_linear(b, p + ".attn_v", c.n_embd, c.n_head_kv * c.head_dim_v));
+  CHIMERA_ASSIGN_OR_RETURN(w.wo, bind_linear(b, p + ".attn_output", c.n_head * c.head_dim_v, c.n_embd));
+  return w;
+}
+
+void AttentionScratch::reserve(const AttentionConfig& c, int64_t max_tokens) {
+  q.resize((size_t)(max_tokens * c.n_head * c.head_dim));
+  attn.resize((size_t)(max_tokens * c.n_head * c.head_dim_v));
+}
+
+void attention_forward(const AttentionConfig& c, const AttentionWeights& w, const float* h, int64_t T, int64_t pos0,
+                       KvCache& cache, AttentionScratch& s, float* out, ThreadPool* pool) {
+  const int64_t nq = c.n_head * c.head_dim;
+  const int64_t nk = c.n_head_kv * c.head_dim;
+  const int64_t nv = c.n_head_kv * c.head_dim_v;
+  float* q = s.q.data();
+  float* k = cache.k_row(pos0);
+  float* v = cache.v_row(pos0);
+  w.wq.apply(h, T, c.n_embd, q, nq, pool);
+  w.wk.apply(h, T, c.n_embd, k, nk, pool);
+  w.wv.apply(h, T, c.n_embd, v, nv, pool);
+  if (c.use_rope) {
+    for (int64_t t = 0; t < T; ++t) {
+      kernels::rope(q + t * nq, c.n_head, c.head_dim, pos0 + t, c.rope);
+      kernels::rope(k + t * nk, c.n_head_kv, c.head_dim, pos0 + t, c.rope);
+    }
+  }
+  kernels::AttentionParams ap;
+  ap.n_head = c.n_head;
+  ap.n_head_kv = c.n_head_kv;
+  ap.head_dim = c.head_dim;
+  ap.scale = c.scale != 0.f ? c.scale : 1.0f / std::sqrt((float)c.head_dim);
+  ap.causal = c.causal;
+  ap.window = c.window;
+  const int64_t n_kv = pos0 + T;  // keys of every token processed so far
+  kernels::attention(ap, q, T, nq, pos0, cache.k(), nk, cache.v(), nv, n_kv, s.attn.data(), c.n_head * c.head_dim_v,
+                     pool);
+  w.wo.apply(s.attn.data(), T, c.n_head * c.head_dim_v, out, c.n_embd, pool);
+}
+
+}  // namespace chimera::layers

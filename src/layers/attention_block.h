@@ -1,0 +1,46 @@
+// Self-attention block with a KV cache: q/k/v projections (optional biases),
+// optional RoPE on q and k, K/V rows written to the cache at their positions,
+// scaled dot-product attention (causal or not, optional window), output
+// projection. Handles any number of tokens per call, so batched prefill,
+// chunked prefill and single-token decode run the same code.
+#pragma once
+
+#include "core/memory.h"
+#include "kernels/attention.h"
+#include "kernels/ops.h"
+#include "layers/linear.h"
+#include "layers/state.h"
+
+namespace chimera::layers {
+
+struct AttentionConfig {
+  int64_t n_embd = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t head_dim = 0;   // key/query head size
+  int64_t head_dim_v = 0; // value head size
+  bool use_rope = true;
+  kernels::RopeParams rope;
+  float scale = 0.f;      // 0 => 1/sqrt(head_dim)
+  bool causal = true;
+  int64_t window = 0;
+  KvSpec kv_spec() const { return {n_head_kv * head_dim, n_head_kv * head_dim_v}; }
+};
+
+struct AttentionWeights {
+  Linear wq, wk, wv, wo;
+};
+
+Result<AttentionWeights> bind_attention(const WeightBinder& b, const std::string& prefix, const AttentionConfig& c);
+
+// Scratch for one call of up to max_tokens rows.
+struct AttentionScratch {
+  AlignedBuffer<float> q, attn;
+  void reserve(const AttentionConfig& c, int64_t max_tokens);
+};
+
+// out[T][n_embd] = Attention(h[T][n_embd]) for tokens at positions pos0..pos0+T-1.
+void attention_forward(const AttentionConfig& c, const AttentionWeights& w, const float* h, int64_t T, int64_t pos0,
+                       KvCache& cache, AttentionScratch& s, float* out, ThreadPool* pool);
+
+}  // namespace chimera::layers

@@ -1,0 +1,133 @@
+// Llama family (arch "llama"): RMSNorm, RoPE (adjacent pairs — llama.cpp's
+// converter permutes Q/K so the GGUF uses LLAMA_ROPE_TYPE_NORM), GQA attention
+// with a KV cache, SwiGLU FFN, tied or separate output. Optional q/k/v/o biases
+// and rope_freqs (Llama 3 frequency factors) are honoured when present.
+#include <cmath>
+
+#include "layers/attention_block.h"
+#include "layers/mlp.h"
+#include "layers/weights.h"
+#include "models/hparams.h"
+#include "models/model.h"
+#include "models/transformer_util.h"
+
+namespace chimera::models {
+namespace {
+
+struct LlamaLayer {
+  layers::Vec attn_norm, ffn_norm;
+  layers::AttentionWeights attn;
+  layers::GatedMlp mlp;
+};
+
+class LlamaModel final : public Model {
+ public:
+  std::vector<layers::LayerStateSpec> state_specs() const override {
+    return std::vector<layers::LayerStateSpec>(layers_.size(), attn_cfg_.kv_spec());
+  }
+
+  Status init(const format::GgufFile& g) {
+    HParams hp(g, "llama");
+    CHIMERA_ASSIGN_OR_RETURN(n_embd_, hp.count("embedding_length", 1 << 20));
+    CHIMERA_ASSIGN_OR_RETURN(int64_t n_layer, hp.count("block_count", 4096));
+    CHIMERA_ASSIGN_OR_RETURN(int64_t n_ff, hp.count("feed_forward_length", 1 << 22));
+    CHIMERA_ASSIGN_OR_RETURN(int64_t n_head, hp.count("attention.head_count", 1 << 14));
+    const int64_t n_head_kv = hp.count_or("attention.head_count_kv", n_head);
+    if (n_head_kv < 1 || n_head % n_head_kv != 0)
+      return invalid_argument("attention.head_count (" + std::to_string(n_head) +
+                              ") must be a multiple of head_count_kv (" + std::to_string(n_head_kv) + ")");
+    const int64_t head_dim = hp.count_or("attention.key_length", n_embd_ / n_head);
+    const int64_t head_dim_v = hp.count_or("attention.value_length", head_dim);
+    if (head_dim < 1 || head_dim_v < 1) return invalid_argument("invalid attention head size");
+    eps_ = hp.real_or("attention.layer_norm_rms_epsilon", 1e-5f);
+    info_.n_ctx_train = hp.count_or("context_length", 2048);
+    info_.n_layer = n_layer;
+    info_.n_embd = n_embd_;
+
+    attn_cfg_.n_embd = n_embd_;
+    attn_cfg_.n_head = n_head;
+    attn_cfg_.n_head_kv = n_head_kv;
+    attn_cfg_.head_dim = head_dim;
+    attn_cfg_.head_dim_v = head_dim_v;
+    const int64_t n_rot = hp.count_or("rope.dimension_count", head_dim);
+    if (n_rot > head_dim) return invalid_argument("rope.dimension_count exceeds the head size");
+    CHIMERA_ASSIGN_OR_RETURN(attn_cfg_.rope, read_rope(hp, kernels::RopeMode::kNorm, n_rot, info_.n_ctx_train));
+    attn_cfg_.scale = hp.real_or("attention.scale", 0.f);
+
+    layers::WeightBinder b(g);
+    CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
+    info_.n_vocab = embd_.output.rows;
+    CHIMERA_ASSIGN_OR_RETURN(rope_freqs_, b.optional_vector("rope_freqs.weight", n_rot / 2));
+    attn_cfg_.rope.freq_factors = rope_freqs_.ptr();
+
+    layers_.resize((size_t)n_layer);
+    for (int64_t i = 0; i < n_layer; ++i) {
+      const std::string p = "blk." + std::to_string(i);
+      LlamaLayer& L = layers_[(size_t)i];
+      CHIMERA_ASSIGN_OR_RETURN(L.attn_norm, b.vector(p + ".attn_norm.weight", n_embd_));
+      CHIMERA_ASSIGN_OR_RETURN(L.ffn_norm, b.vector(p + ".ffn_norm.weight", n_embd_));
+      CHIMERA_ASSIGN_OR_RETURN(L.attn, layers::bind_attention(b, p, attn_cfg_));
+      CHIMERA_ASSIGN_OR_RETURN(L.mlp, layers::bind_gated_mlp(b, p, n_embd_, n_ff));
+    }
+    info_.weight_bytes = g.tensor_bytes();
+    ws_.n_embd = n_embd_;
+    attn_scratch_.reserve(attn_cfg_, kMaxUbatch);
+    mlp_scratch_.reserve(n_ff, kMaxUbatch);
+    return Status::ok();
+  }
+
+ protected:
+  void forward_impl(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
+                    ThreadPool* pool) override {
+    for (int64_t done = 0; done < n; done += kMaxUbatch) {
+      const int64_t T = std::min(kMaxUbatch, n - done);
+      const bool last_chunk = done + T == n;
+      ubatch(st, tokens + done, T, which, logits, done, last_chunk, pool);
+    }
+  }
+
+ private:
+  static constexpr int64_t kMaxUbatch = 256;
+
+  void ubatch(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits,
+              int64_t row0, bool last_chunk, ThreadPool* pool) {
+    ws_.reserve(T);
+    float* x = ws_.x.data();
+    float* h = ws_.h.data();
+    embed_tokens(embd_.tok, tokens, T, x);
+    const int64_t pos0 = st.n_past();
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      const LlamaLayer& L = layers_[l];
+      for (int64_t t = 0; t < T; ++t)
+        kernels::rms_norm(x + t * n_embd_, L.attn_norm.ptr(), h + t * n_embd_, n_embd_, eps_);
+      layers::attention_forward(attn_cfg_, L.attn, h, T, pos0, *st.kv(l), attn_scratch_, h, pool);
+      kernels::add(x, h, T * n_embd_);
+      for (int64_t t = 0; t < T; ++t)
+        kernels::rms_norm(x + t * n_embd_, L.ffn_norm.ptr(), h + t * n_embd_, n_embd_, eps_);
+      layers::gated_mlp_forward(L.mlp, h, T, n_embd_, mlp_scratch_, h, pool);
+      kernels::add(x, h, T * n_embd_);
+    }
+    st.advance(T);
+    write_logits(embd_, x, T, n_embd_, eps_, which, logits, row0, last_chunk, ws_, pool);
+  }
+
+  int64_t n_embd_ = 0;
+  float eps_ = 1e-5f;
+  layers::AttentionConfig attn_cfg_;
+  Embeddings embd_;
+  layers::Vec rope_freqs_;
+  std::vector<LlamaLayer> layers_;
+  Workspace ws_;
+  layers::AttentionScratch attn_scratch_;
+  layers::MlpScratch mlp_scratch_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> load_llama(const format::GgufFile& gguf) {
+  auto m = std::make_unique<LlamaModel>();
+  CHIMERA_RETURN_IF_ERROR(m->init(gguf));
+  return std::unique_ptr<Model>(std::move(m));
+}
+
+}  // namespace chimera::models

@@ -1,0 +1,48 @@
+// Model::forward validation and the GGUF -> model loader.
+#include "models/model.h"
+
+namespace chimera::models {
+
+Status Model::forward(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
+                      ThreadPool* pool) {
+  if (n <= 0) return invalid_argument("forward: no tokens");
+  if (st.n_past() + n > st.n_ctx())
+    return out_of_range("context overflow: " + std::to_string(st.n_past()) + " tokens in context + " +
+                        std::to_string(n) + " new exceed the context size " + std::to_string(st.n_ctx()) +
+                        " (raise it with -c)");
+  for (int64_t i = 0; i < n; ++i)
+    if (tokens[i] < 0 || tokens[i] >= info_.n_vocab)
+      return invalid_argument("token id " + std::to_string(tokens[i]) + " is out of range [0, " +
+                              std::to_string(info_.n_vocab) + ")");
+  forward_impl(st, tokens, n, which, logits, pool);
+  return Status::ok();
+}
+
+Result<std::unique_ptr<Model>> load_model(const std::string& path) {
+  CHIMERA_ASSIGN_OR_RETURN(auto gguf, format::GgufFile::open(path));
+  const std::string arch = gguf->architecture();
+  if (arch.empty()) return invalid_argument("'" + path + "' has no general.architecture");
+  const RegistryEntry* entry = nullptr;
+  for (const auto& e : model_registry())
+    if (arch == e.arch) entry = &e;
+  if (!entry) {
+    std::string names;
+    for (const auto& e : model_registry()) names += std::string(names.empty() ? "" : ", ") + e.arch;
+    return unsupported("unsupported architecture '" + arch + "' (supported: " + names + ")");
+  }
+  if (gguf->tensors().empty()) return invalid_argument("'" + path + "' holds no tensors (vocabulary-only file?)");
+  CHIMERA_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::from_gguf(*gguf));
+  auto r = entry->load(*gguf);
+  if (!r.is_ok()) return r.status().with_context("loading '" + path + "' (" + arch + ")");
+  std::unique_ptr<Model> m = std::move(r).value();
+  m->info_.arch = arch;
+  m->info_.name = gguf->get_string("general.name").value_or(arch);
+  if (tok->n_vocab() < m->info_.n_vocab && tok->n_vocab() > 0) {
+    // Models may pad the output to more rows than tokens; the reverse is fine too.
+  }
+  m->tok_ = std::move(tok);
+  m->gguf_ = std::move(gguf);
+  return m;
+}
+
+}  // namespace chimera::models

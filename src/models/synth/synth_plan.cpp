@@ -1,0 +1,172 @@
+// Plan helpers for `synth`: random streams, the SentencePiece-style vocabulary,
+// llama3 rope factors, and request validation. Random values come from a
+// counter-based generator (splitmix64 of key + index), so any element range of a
+// tensor can be produced independently and the result never depends on chunking.
+#include <cmath>
+#include <numbers>
+
+#include "models/synth/synth.h"
+
+namespace chimera::models::synth {
+
+using format::GgufType;
+using format::GgufValue;
+
+uint64_t SynthTensor::n_elements() const {
+  uint64_t n = 1;
+  for (int64_t d : ne) n *= (uint64_t)d;
+  return n;
+}
+
+uint64_t SynthTensor::n_bytes() const {
+  uint64_t rows = 1;
+  for (size_t d = 1; d < ne.size(); ++d) rows *= (uint64_t)ne[d];
+  return rows * format::ggml_row_size(type, ne.empty() ? 0 : ne[0]);
+}
+
+void SynthPlan::set(const std::string& key, GgufValue v) {
+  for (auto& kv : metadata) {
+    if (kv.first == key) {
+      kv.second = std::move(v);
+      return;
+    }
+  }
+  metadata.emplace_back(key, std::move(v));
+}
+
+const GgufValue* SynthPlan::find(std::string_view key) const {
+  for (const auto& kv : metadata)
+    if (kv.first == key) return &kv.second;
+  return nullptr;
+}
+
+uint64_t SynthPlan::total_bytes() const {
+  uint64_t n = 0;
+  for (const auto& t : tensors) n += t.n_bytes();
+  return n;
+}
+
+uint64_t SynthPlan::total_elements() const {
+  uint64_t n = 0;
+  for (const auto& t : tensors) n += t.n_elements();
+  return n;
+}
+
+namespace {
+
+inline uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+}  // namespace
+
+void synth_values(const SynthTensor& t, uint64_t seed, uint64_t begin, uint64_t n, float* out) {
+  switch (t.init.kind) {
+    case SynthInit::Kind::kConstant:
+      for (uint64_t i = 0; i < n; ++i) out[i] = t.init.value;
+      return;
+    case SynthInit::Kind::kValues:
+      CHIMERA_CHECK(begin + n <= t.init.values.size());
+      for (uint64_t i = 0; i < n; ++i) out[i] = t.init.values[begin + i];
+      return;
+    case SynthInit::Kind::kNormal: {
+      // Irwin-Hall: the sum of four 16-bit uniforms (mean 2, variance 1/3) is close
+      // to normal and costs one 64-bit hash per value.
+      const uint64_t key = splitmix64(seed ^ fnv1a(t.name));
+      const float scale = t.init.value * std::sqrt(3.0f) / 65536.0f;
+      for (uint64_t i = 0; i < n; ++i) {
+        const uint64_t r = splitmix64(key + (begin + i) * 0xd1b54a32d192ed03ull);
+        const uint32_t s = (uint32_t)(r & 0xffff) + (uint32_t)((r >> 16) & 0xffff) +
+                           (uint32_t)((r >> 32) & 0xffff) + (uint32_t)(r >> 48);
+        out[i] = ((float)s - 131070.0f) * scale;  // centred: E[s] = 4 * 65535 / 2
+      }
+      return;
+    }
+  }
+}
+
+Status add_spm_vocab(SynthPlan& plan, int64_t n_vocab) {
+  constexpr int64_t kFixed = 3 + 256;
+  if (n_vocab < kFixed)
+    return invalid_argument("vocabulary of " + std::to_string(n_vocab) + " tokens is too small (minimum " +
+                            std::to_string(kFixed) + ")");
+  // Token types as llama.cpp numbers them: 1 normal, 2 unknown, 3 control, 6 byte.
+  std::vector<GgufValue> tokens, scores, types;
+  tokens.reserve((size_t)n_vocab);
+  scores.reserve((size_t)n_vocab);
+  types.reserve((size_t)n_vocab);
+  auto add = [&](std::string text, float score, int32_t type) {
+    tokens.push_back(GgufValue::from_string(std::move(text)));
+    scores.push_back(GgufValue::from_f32(score));
+    types.push_back(GgufValue::from_i32(type));
+  };
+  add("<unk>", 0.0f, 2);
+  add("<s>", 0.0f, 3);
+  add("</s>", 0.0f, 3);
+  static const char kHex[] = "0123456789ABCDEF";
+  for (int b = 0; b < 256; ++b) add(std::string("<0x") + kHex[b >> 4] + kHex[b & 15] + ">", 0.0f, 6);
+  for (int64_t i = kFixed; i < n_vocab; ++i) add("\xE2\x96\x81tok" + std::to_string(i), -(float)(i - kFixed), 1);
+
+  plan.set("tokenizer.ggml.model", GgufValue::from_string("llama"));
+  plan.set("tokenizer.ggml.tokens", GgufValue::from_array(GgufType::STRING, std::move(tokens)));
+  plan.set("tokenizer.ggml.scores", GgufValue::from_array(GgufType::FLOAT32, std::move(scores)));
+  plan.set("tokenizer.ggml.token_type", GgufValue::from_array(GgufType::INT32, std::move(types)));
+  plan.set("tokenizer.ggml.bos_token_id", GgufValue::from_u32(1));
+  plan.set("tokenizer.ggml.eos_token_id", GgufValue::from_u32(2));
+  plan.set("tokenizer.ggml.unknown_token_id", GgufValue::from_u32(0));
+  plan.set("tokenizer.ggml.add_bos_token", GgufValue::from_bool(true));
+  plan.set("tokenizer.ggml.add_eos_token", GgufValue::from_bool(false));
+  return Status::ok();
+}
+
+std::vector<float> llama3_rope_factors(int64_t head_dim, double theta, double factor, double low_freq_factor,
+                                       double high_freq_factor, double original_context) {
+  const double low_freq_wavelen = original_context / low_freq_factor;
+  const double high_freq_wavelen = original_context / high_freq_factor;
+  std::vector<float> out;
+  for (int64_t i = 0; i < head_dim; i += 2) {
+    const double freq = 1.0 / std::pow(theta, (double)i / (double)head_dim);
+    const double wavelen = 2.0 * std::numbers::pi / freq;
+    if (wavelen < high_freq_wavelen) {
+      out.push_back(1.0f);
+    } else if (wavelen > low_freq_wavelen) {
+      out.push_back((float)factor);
+    } else {
+      const double smooth = (original_context / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+      out.push_back((float)(1.0 / ((1.0 - smooth) / factor + smooth)));
+    }
+  }
+  return out;
+}
+
+Result<SynthPlan> make_synth_plan(const SynthRequest& req) {
+  const SynthModel* model = find_synth_model(req.like);
+  if (!model) return invalid_argument("unknown model '" + req.like + "' for --like (known: " + synth_model_names() + ")");
+  const SynthType* type = find_synth_type(req.type);
+  if (!type) {
+    if (format::ggml_type_from_name(req.type))
+      return unsupported("type '" + req.type + "' is not supported by synth yet (supported: " + synth_type_names() +
+                         ")");
+    return invalid_argument("unknown type '" + req.type + "' (supported: " + synth_type_names() + ")");
+  }
+  if (req.n_layers && (*req.n_layers < 1 || *req.n_layers > 4096))
+    return invalid_argument("--layers must be between 1 and 4096, got " + std::to_string(*req.n_layers));
+  if (req.n_vocab && (*req.n_vocab < 1 || *req.n_vocab > (int64_t(1) << 24)))
+    return invalid_argument("--vocab out of range: " + std::to_string(*req.n_vocab));
+  CHIMERA_ASSIGN_OR_RETURN(SynthPlan plan, model->build(req));
+  CHIMERA_RETURN_IF_ERROR(apply_type(*type, plan));
+  plan.set("chimera.synth.like", GgufValue::from_string(std::string(model->name)));
+  plan.set("chimera.synth.seed", GgufValue::from_u64(req.seed));
+  return plan;
+}
+
+}  // namespace chimera::models::synth

@@ -1,0 +1,73 @@
+// Generation behind one interface: the CLI (`run`, `chat`), the server and the
+// benchmarks drive a Generator and never branch on the model family. The
+// autoregressive generator keeps its sequence state between calls, so a chat
+// turn only feeds the new tokens. (The diffusion generator of the masked-LM
+// issue implements the same interface.)
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "models/model.h"
+#include "runtime/sampler.h"
+
+namespace chimera::runtime {
+
+struct GenerateOptions {
+  int64_t n_predict = 128;   // maximum new tokens (< 0: until EOG or context end)
+  bool stop_at_eog = true;
+  SamplingParams sampling;
+};
+
+struct GenerateStats {
+  int64_t n_prompt = 0;      // tokens fed this call
+  int64_t n_generated = 0;
+  double prompt_seconds = 0; // prefill time
+  double gen_seconds = 0;    // decode time (after the first token)
+  double ttft_seconds = 0;   // call start -> first generated token
+  bool stopped_at_eog = false;
+  bool hit_context_limit = false;
+};
+
+// Called for every generated token; return false to stop.
+using TokenCallback = std::function<bool(int32_t token)>;
+
+class Generator {
+ public:
+  virtual ~Generator() = default;
+  // Appends `prompt` to the sequence and generates up to n_predict tokens.
+  virtual Result<GenerateStats> generate(const std::vector<int32_t>& prompt, const GenerateOptions& opts,
+                                         const TokenCallback& on_token) = 0;
+  // Forgets the sequence (next call starts from an empty context).
+  virtual void reset() = 0;
+  virtual int64_t n_past() const = 0;
+  virtual int64_t n_ctx() const = 0;
+};
+
+class AutoregressiveGenerator final : public Generator {
+ public:
+  AutoregressiveGenerator(models::Model& model, int64_t n_ctx, ThreadPool* pool);
+  Result<GenerateStats> generate(const std::vector<int32_t>& prompt, const GenerateOptions& opts,
+                                 const TokenCallback& on_token) override;
+  void reset() override;
+  int64_t n_past() const override { return state_->n_past() + (int64_t)pending_.size(); }
+  int64_t n_ctx() const override { return state_->n_ctx(); }
+
+ private:
+  models::Model& model_;
+  ThreadPool* pool_;
+  std::unique_ptr<layers::SequenceState> state_;
+  std::vector<float> logits_;  // logits after the last fed token
+  bool have_logits_ = false;
+  std::vector<int32_t> history_;   // every token of the sequence (penalties)
+  std::vector<int32_t> pending_;   // generated but not yet fed
+};
+
+// Builds the generator the model calls for.
+std::unique_ptr<Generator> make_generator(models::Model& model, int64_t n_ctx, ThreadPool* pool);
+
+}  // namespace chimera::runtime
