@@ -248,7 +248,7 @@ void print_text(const GgufFile& f, const Options& o) {
     std::printf("\ntensors (%zu):\n", f.tensors().size());
     size_t nw = 4;
     for (const auto& t : f.tensors()) nw = std::max(nw, std::min<size_t>(t.name.size(), 64));
-    std::printf("  %-*s %-8s %-24s %12s\n", (int)nw, "name", "type", "shape", "bytes");
+    if (!f.tensors().empty()) std::printf("  %-*s %-8s %-24s %12s\n", (int)nw, "name", "type", "shape", "bytes");
     for (const auto& t : f.tensors())
       std::printf("  %-*s %-8s %-24s %12llu\n", (int)nw, t.name.c_str(), format::ggml_type_name(t.type).c_str(),
                   t.shape_string().c_str(), (unsigned long long)t.n_bytes);
@@ -270,8 +270,13 @@ void print_text(const GgufFile& f, const Options& o) {
   }
   std::printf("  layers:          %lld (%lld attention, %lld recurrent)\n", (long long)e.n_layer,
               (long long)e.n_attn_layers, (long long)e.n_recurrent_layers);
-  std::printf("  KV per token:    %s\n", human_bytes(e.kv_bytes_per_token).c_str());
   if (e.n_recurrent_layers) std::printf("  recurrent state: %s\n", human_bytes(e.recurrent_bytes).c_str());
+  if (e.n_attn_layers == 0) {
+    std::printf("  KV cache:        none (no attention layers)\n");
+    std::printf("  total:           %s\n", human_bytes(sat_add(weights, e.recurrent_bytes)).c_str());
+    return;
+  }
+  std::printf("  KV per token:    %s\n", human_bytes(e.kv_bytes_per_token).c_str());
   for (int64_t c : contexts(e, o.ctx)) {
     const uint64_t kv = sat_mul(e.kv_bytes_per_token, (uint64_t)c);
     const uint64_t total = sat_add(sat_add(weights, kv), e.recurrent_bytes);

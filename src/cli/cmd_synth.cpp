@@ -24,6 +24,8 @@ struct SynthOptions {
   std::string output;
   int64_t layers = 0;
   int64_t vocab = 0;
+  bool has_layers = false;  // given on the command line (0 is an error, not "default")
+  bool has_vocab = false;
   uint64_t seed = 42;
   bool list = false;
 };
@@ -72,8 +74,8 @@ int run_synth(const SynthOptions& o) {
   req.like = o.like;
   req.type = o.type;
   req.seed = o.seed;
-  if (o.layers != 0) req.n_layers = o.layers;
-  if (o.vocab != 0) req.n_vocab = o.vocab;
+  if (o.has_layers) req.n_layers = o.layers;
+  if (o.has_vocab) req.n_vocab = o.vocab;
   auto plan = synth::make_synth_plan(req);
   if (!plan) return report_error(plan.status());
 
@@ -99,12 +101,16 @@ void add_synth_command(CLI::App& app) {
   cmd->add_option("--like", opts->like, "Model to imitate (" + synth::synth_model_names() + ")");
   cmd->add_option("--type", opts->type, "Weight type (" + synth::synth_type_names() + ")")->capture_default_str();
   cmd->add_option("-o,--output", opts->output, "Output GGUF path");
-  cmd->add_option("--layers", opts->layers, "Number of layers (default: the real model's)");
+  auto* layers = cmd->add_option("--layers", opts->layers, "Number of layers (default: the real model's)");
   cmd->add_option("--seed", opts->seed, "Random seed")->capture_default_str();
   cmd->add_flag("--list", opts->list, "List known models and types");
   // Test-only: a smaller vocabulary keeps fixture files small.
-  cmd->add_option("--vocab", opts->vocab, "")->group("");
-  cmd->callback([opts] { set_exit_code(run_synth(*opts)); });
+  auto* vocab = cmd->add_option("--vocab", opts->vocab, "")->group("");
+  cmd->callback([opts, layers, vocab] {
+    opts->has_layers = layers->count() > 0;
+    opts->has_vocab = vocab->count() > 0;
+    set_exit_code(run_synth(*opts));
+  });
 }
 
 }  // namespace chimera::cli

@@ -30,6 +30,7 @@ int run_main(int argc, char** argv) {
   add_tokenize_commands(app);
   add_convert_command(app);
   add_chat_command(app);
+  add_bench_command(app);
   add_synth_command(app);
   try {
     app.parse(argc, argv);

@@ -24,6 +24,7 @@ void add_logits_command(CLI::App& app);
 void add_tokenize_commands(CLI::App& app);
 void add_convert_command(CLI::App& app);
 void add_chat_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
 
 }  // namespace chimera::cli

@@ -18,7 +18,7 @@ namespace {
 
 constexpr size_t kActAlign = 64;
 // Below this many multiply-adds the pool's wake-up costs more than it saves.
-constexpr int64_t kMinParallelMacs = 1 << 16;
+constexpr int64_t kMinParallelMacs = 1 << 18;
 constexpr int64_t kRowGrain = 16;
 
 struct Scratch {
@@ -82,8 +82,14 @@ void matmul(const WeightView& w, const float* x, int64_t m, int64_t ldx, float* 
     kern->gemm(g, 0, w.rows, 0, m);
     return;
   }
+  // One captured pointer keeps the std::function in its small buffer (no heap).
+  struct Job {
+    const MatmulKernel* kern;
+    GemmArgs g;
+    int64_t m;
+  } job{kern, g, m};
   pool->parallel_for(
-      w.rows, [&](int64_t r0, int64_t r1, int) { kern->gemm(g, r0, r1, 0, m); }, kRowGrain);
+      w.rows, [p = &job](int64_t r0, int64_t r1, int) { p->kern->gemm(p->g, r0, r1, 0, p->m); }, kRowGrain);
 }
 
 void weight_row_to_f32(const WeightView& w, int64_t r, float* out) {

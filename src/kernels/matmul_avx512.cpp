@@ -16,6 +16,12 @@
 
 #if defined(__x86_64__)
 
+// GCC 12's AVX-512 intrinsics self-initialise "undefined" vectors
+// (`__m512 __Y = __Y;`), which -Wuninitialized reports once inlined here.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include "kernels/matmul_pack.h"
@@ -219,7 +225,8 @@ MatmulKernel matmul_kernel_avx512(format::GgmlType type) {
 MatmulKernel matmul_kernel_avx512vnni(format::GgmlType type) {
   switch (type) {
     case GgmlType::BF16:
-      return {pack_bf16_avx512, act_bytes_16bit, gemm_avx512<KernelBf16Dp>, "gemm_bf16_bf16_avx512bf16"};
+      return {pack_bf16_avx512, act_bytes_16bit, gemm_avx512<KernelBf16Dp>, "gemm_bf16_bf16_avx512bf16",
+              GgmlType::BF16};
     default: return {};  // F32/F16 use the kAvx512 kernels
   }
 }

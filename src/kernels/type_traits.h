@@ -16,6 +16,13 @@
 // tile, block or thread computed it — so GEMV (m == 1) and batched GEMM agree
 // bit for bit, and so do different thread counts.
 //
+// Accumulation (F32/F16/BF16): f32, one SIMD-width accumulator per output
+// (8 lanes scalar/AVX2, 16 lanes AVX-512; vdpbf16ps pairs on AVX512_BF16),
+// element j into lane j % width, then a fixed-order horizontal sum. Products
+// of F16xF16 and BF16xBF16 values are exact in f32. Tolerance against
+// ref::matmul_ref: (ceil(k/8) + 8) * 2^-24 * sum_k |w| |round_vd(x)|.
+// Results differ between ISAs (different lane counts), never within one.
+//
 // Adding a quantized type = one entry: block geometry, act_from_f32 =
 // quantize_row_q8_0 (say), row_to_f32 = dequantize_row, and per-ISA kernels
 // whose pack_act writes Q8 blocks and whose gemm consumes them.
@@ -60,6 +67,9 @@ struct MatmulKernel {
   ActBytesFn act_bytes = nullptr;
   GemmFn gemm = nullptr;
   const char* name = nullptr;  // e.g. "gemm_f16_f16_avx512" (benchmarks, logs)
+  // Element layout pack_act writes: F32 (values already rounded to
+  // vec_dot_type, widened back; exact) or vec_dot_type itself.
+  format::GgmlType act_layout = format::GgmlType::F32;
 };
 
 struct WeightTypeTraits {

@@ -63,14 +63,21 @@ class Sampler {
   // their unnormalised weights in weight_[0..n); returns n (0 for empty input).
   size_t prepare(const float* logits, int32_t n_vocab, double* total);
   void apply_penalties(int32_t n_vocab);
-  size_t apply_top_p(size_t n, bool sorted);
-  size_t apply_min_p(size_t n, bool sorted);
+  void select_top_k(size_t k);
+  size_t top_p_sorted(size_t n);
+  size_t top_p_unsorted(size_t n);
+  size_t apply_min_p(size_t n);
 
   SamplingParams p_;
   std::mt19937_64 rng_;
   std::deque<int32_t> history_;
+  std::vector<float> vals_;                      // scratch: penalised logits by id
   std::vector<std::pair<float, int32_t>> cand_;  // scratch: (logit, id)
   std::vector<double> weight_;                   // scratch: softmax numerators
+  std::vector<uint64_t> wfix_;                   // scratch: fixed-point weights by id (top-p)
+  std::vector<uint16_t> bucket_of_;              // scratch: top-p bucket by id
+  std::vector<uint64_t> bucket_mass_;            // scratch: top-p mass per bucket
+  std::vector<std::pair<float, int32_t>> edge_;  // scratch: top-p boundary bucket
   std::vector<int32_t> window_;                  // scratch: penalty window, sorted
 };
 

@@ -58,8 +58,12 @@ TEST(Synth, FullLlama32PlanHasRealShapes) {
   for (const auto& t : plan->tensors) {
     EXPECT_NE(t.name, "output.weight");
     EXPECT_EQ(t.type, t.ne.size() == 1 ? GgmlType::F32 : GgmlType::F16) << t.name;
-    if (t.name == "token_embd.weight") EXPECT_EQ(t.ne, (std::vector<int64_t>{2048, 128256}));
-    if (t.name == "blk.15.ffn_down.weight") EXPECT_EQ(t.ne, (std::vector<int64_t>{8192, 2048}));
+    if (t.name == "token_embd.weight") {
+      EXPECT_EQ(t.ne, (std::vector<int64_t>{2048, 128256}));
+    }
+    if (t.name == "blk.15.ffn_down.weight") {
+      EXPECT_EQ(t.ne, (std::vector<int64_t>{8192, 2048}));
+    }
   }
 }
 
@@ -190,12 +194,12 @@ TEST(Synth, ListsModelsAndTypes) {
 
 TEST(Synth, BadRequestsExitOneWithError) {
   const std::string out = test::temp_path("synth-bad.gguf");
-  for (const std::string args : {
+  for (const std::string& args : std::vector<std::string>{
            "synth --like no-such-model --type F16 -o " + out,
            "synth --like llama-3.2-1b --type F99 -o " + out,
            "synth --like llama-3.2-1b --type Q4_K -o " + out,  // not supported yet
            "synth --like llama-3.2-1b --type F16 --layers 0 -o " + out,
-           "synth --like llama-3.2-1b --type F16",  // no output
+           std::string("synth --like llama-3.2-1b --type F16"),  // no output
            "synth --type F16 -o " + out,            // no model
            "synth --like llama-3.2-1b --type F16 --layers abc -o " + out,
        }) {
@@ -203,6 +207,7 @@ TEST(Synth, BadRequestsExitOneWithError) {
     EXPECT_EQ(r.rc, 1) << args << "\n" << r.output;
     EXPECT_NE(r.output.find("error:"), std::string::npos) << args << "\n" << r.output;
     EXPECT_FALSE(std::filesystem::exists(out)) << args;
+    std::filesystem::remove(out);
   }
   RunResult r = run_chimera("synth --like no-such-model -o " + out);
   EXPECT_NE(r.output.find("llama-3.2-1b"), std::string::npos) << "error lists known names: " << r.output;

@@ -8,7 +8,10 @@
 
 #include <cmath>
 #include <limits>
+#include <algorithm>
+#include <functional>
 #include <map>
+#include <random>
 #include <vector>
 
 namespace chimera::runtime {
@@ -217,9 +220,10 @@ TEST(Sampler, SameSeedSameTokens) {
   for (int i = 0; i < 200; ++i) again.push_back(a.sample(l.data(), 8));
   EXPECT_EQ(ta, again);
   // Golden prefix: pins the RNG -> uniform -> choice mapping, which must not
-  // depend on the standard library or machine.
+  // depend on the standard library or machine. Computed independently (a
+  // Python mt19937_64 + u = (x >> 11) * 2^-53 + cumulative walk in id order).
   const std::vector<int32_t> golden(ta.begin(), ta.begin() + 12);
-  EXPECT_EQ(golden, (std::vector<int32_t>{}));
+  EXPECT_EQ(golden, (std::vector<int32_t>{6, 5, 6, 1, 7, 1, 4, 3, 2, 3, 0, 4}));
 }
 
 TEST(Sampler, DifferentSeedsDiffer) {
@@ -316,7 +320,39 @@ TEST(Sampler, LargeVocabularyDefaultChain) {
   for (const auto& e : d) sum += e.p;
   EXPECT_NEAR(sum, 1.0, 1e-9);
   EXPECT_LT(d.size(), static_cast<size_t>(n));
-  for (size_t i = 1; i < d.size(); ++i) EXPECT_GE(d[i - 1].p, d[i].p);
+  // The kept tokens are exactly the best ones: the worst kept logit is not
+  // below the best dropped one, and the mass just reaches 0.9.
+  std::vector<char> kept(n, 0);
+  for (const auto& e : d) kept[e.id] = 1;
+  float worst_kept = kInf, best_dropped = -kInf;
+  double z = 0, zk = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    z += std::exp(static_cast<double>(l[i]));
+    if (kept[i]) {
+      worst_kept = std::min(worst_kept, l[i]);
+      zk += std::exp(static_cast<double>(l[i]));
+    } else {
+      best_dropped = std::max(best_dropped, l[i]);
+    }
+  }
+  EXPECT_GE(worst_kept, best_dropped);
+  EXPECT_GE(zk / z, 0.9 - 1e-9);
+  EXPECT_LT((zk - std::exp(static_cast<double>(worst_kept))) / z, 0.9 + 1e-9);
+  // Same rule on random logits without ties, against a full sort.
+  std::mt19937 g(7);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  for (auto& v : l) v = nd(g);
+  for (float top_p : {0.3f, 0.9f, 0.99f}) {
+    p.top_p = top_p;
+    auto got = Sampler(p).distribution(l.data(), n);
+    std::vector<double> w(l.begin(), l.end());
+    std::sort(w.begin(), w.end(), std::greater<>());
+    double tot = 0, cum = 0;
+    for (double v : w) tot += std::exp(v - w[0]);
+    size_t expect = 0;
+    while (expect < w.size() && cum < top_p * tot) cum += std::exp(w[expect++] - w[0]);
+    EXPECT_NEAR(static_cast<double>(got.size()), static_cast<double>(expect), 2.0) << top_p;
+  }
 }
 
 }  // namespace

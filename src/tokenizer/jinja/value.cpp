@@ -37,8 +37,8 @@ bool Value::truthy() const {
     case Kind::kInt: return int_ != 0;
     case Kind::kFloat: return float_ != 0.0;
     case Kind::kString: return !str_.empty();
-    case Kind::kArray: return !arr_->empty();
-    case Kind::kObject: return !obj_->entries.empty();
+    case Kind::kArray: return !items().empty();
+    case Kind::kObject: return !obj().entries.empty();
     case Kind::kFunction: return true;
   }
   return false;
@@ -53,7 +53,7 @@ const char* Value::type_name() const {
     case Kind::kFloat: return "float";
     case Kind::kString: return "str";
     case Kind::kArray: return "list";
-    case Kind::kObject: return obj_->is_namespace ? "Namespace" : "dict";
+    case Kind::kObject: return obj().is_namespace ? "Namespace" : "dict";
     case Kind::kFunction: return "function";
   }
   return "?";
@@ -134,23 +134,23 @@ std::string Value::repr() const {
     case Kind::kString: return py_repr_string(str_);
     case Kind::kArray: {
       std::string out = "[";
-      for (size_t i = 0; i < arr_->size(); ++i) {
+      for (size_t i = 0; i < items().size(); ++i) {
         if (i) out += ", ";
-        out += (*arr_)[i].repr();
+        out += items()[i].repr();
       }
       return out + "]";
     }
     case Kind::kObject: {
-      std::string out = obj_->is_namespace ? "<Namespace {" : "{";
+      std::string out = obj().is_namespace ? "<Namespace {" : "{";
       bool first = true;
-      for (const auto& [k, v] : obj_->entries) {
+      for (const auto& [k, v] : obj().entries) {
         if (!first) out += ", ";
         first = false;
         out += py_repr_string(k) + ": " + v.repr();
       }
-      return out + (obj_->is_namespace ? "}>" : "}");
+      return out + (obj().is_namespace ? "}>" : "}");
     }
-    case Kind::kFunction: return "<function " + fn_->name + ">";
+    case Kind::kFunction: return "<function " + fn().name + ">";
     case Kind::kUndefined: return "Undefined";
     default: return str();
   }
@@ -173,7 +173,7 @@ bool values_equal(const Value& a, const Value& b) {
       return true;
     }
     case Value::Kind::kObject: {
-      if (a.obj_ptr() == b.obj_ptr()) return true;
+      if (a.identity() == b.identity()) return true;
       if (a.obj().entries.size() != b.obj().entries.size()) return false;
       for (const auto& [k, v] : a.obj().entries) {
         const Value* o = b.obj().find(k);
@@ -181,7 +181,7 @@ bool values_equal(const Value& a, const Value& b) {
       }
       return true;
     }
-    case Value::Kind::kFunction: return &a.fn() == &b.fn();
+    case Value::Kind::kFunction: return a.identity() == b.identity();
     default: return false;
   }
 }

@@ -78,17 +78,17 @@ class Value {
   }
   static Value array(Array items = {}) {
     Value v = make(Kind::kArray);
-    v.arr_ = std::make_shared<Array>(std::move(items));
+    v.ptr_ = std::make_shared<Array>(std::move(items));
     return v;
   }
   static Value object(std::shared_ptr<Object> obj = nullptr) {
     Value v = make(Kind::kObject);
-    v.obj_ = obj ? std::move(obj) : std::make_shared<Object>();
+    v.ptr_ = obj ? std::shared_ptr<void>(std::move(obj)) : std::make_shared<Object>();
     return v;
   }
   static Value function(std::string name, NativeFn fn) {
     Value v = make(Kind::kFunction);
-    v.fn_ = std::make_shared<Function>(Function{std::move(name), std::move(fn)});
+    v.ptr_ = std::make_shared<Function>(Function{std::move(name), std::move(fn)});
     return v;
   }
 
@@ -110,10 +110,11 @@ class Value {
   const std::string& as_string() const { return str_; }
   // Name of the missing variable/key for an undefined value (for messages).
   const std::string& undefined_name() const { return str_; }
-  Array& items() const { return *arr_; }
-  Object& obj() const { return *obj_; }
-  const Function& fn() const { return *fn_; }
-  const std::shared_ptr<Object>& obj_ptr() const { return obj_; }
+  Array& items() const { return *static_cast<Array*>(ptr_.get()); }
+  Object& obj() const { return *static_cast<Object*>(ptr_.get()); }
+  const Function& fn() const { return *static_cast<const Function*>(ptr_.get()); }
+  // Identity of the shared list/dict/function (for `is sameas`).
+  const void* identity() const { return ptr_.get(); }
 
   // Python truthiness; undefined is falsy.
   bool truthy() const;
@@ -131,12 +132,12 @@ class Value {
     return v;
   }
   Kind kind_ = Kind::kUndefined;
-  int64_t int_ = 0;
-  double float_ = 0;
-  std::string str_;
-  std::shared_ptr<Array> arr_;
-  std::shared_ptr<Object> obj_;
-  std::shared_ptr<Function> fn_;
+  union {
+    int64_t int_ = 0;  // kBool, kInt
+    double float_;     // kFloat
+  };
+  std::string str_;            // kString; the missing name for kUndefined
+  std::shared_ptr<void> ptr_;  // Array / Object / Function by kind
 };
 
 // Python ==, with 1 == 1.0 == True and deep comparison of lists/dicts.

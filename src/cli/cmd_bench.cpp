@@ -1,0 +1,166 @@
+// `chimera bench`: llama-bench-style throughput of a model — prefill tok/s
+// (pp: p tokens in one call on an empty context) and decode tok/s (tg: n
+// tokens one per call), mean ± sd over repetitions, time to first token, peak
+// RSS, and decode bandwidth (weight bytes read per token × tok/s) against the
+// machine's measured read bandwidth. Output: md (default), json, csv.
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "core/bandwidth.h"
+#include "core/cpu_features.h"
+#include "core/memory.h"
+#include "core/thread_pool.h"
+#include "core/timer.h"
+#include "kernels/dispatch.h"
+
+namespace chimera::cli {
+namespace {
+
+struct BenchOptions {
+  std::string model, threads = "", output = "md";
+  int64_t n_prompt = 512, n_gen = 128;
+  int reps = 5;
+  std::string isa;
+  bool no_probe = false;
+};
+
+struct Stat {
+  double mean = 0, sd = 0;
+};
+Stat stats(const std::vector<double>& v) {
+  Stat s;
+  if (v.empty()) return s;
+  for (double x : v) s.mean += x;
+  s.mean /= v.size();
+  for (double x : v) s.sd += (x - s.mean) * (x - s.mean);
+  s.sd = v.size() > 1 ? std::sqrt(s.sd / (v.size() - 1)) : 0;
+  return s;
+}
+
+int run(const BenchOptions& o) {
+  std::vector<int32_t> thread_list;
+  if (o.threads.empty()) {
+    thread_list.push_back(default_thread_count());
+  } else {
+    auto r = parse_id_list(o.threads);
+    if (!r || r->empty()) return report_error("--threads takes a list like 1,2");
+    for (int32_t t : *r)
+      if (t < 1 || t > 1024) return report_error("thread count " + std::to_string(t) + " out of range");
+    thread_list = *r;
+  }
+  if (o.output != "md" && o.output != "json" && o.output != "csv") return report_error("-o must be md, json or csv");
+  if (o.n_prompt < 0 || o.n_gen < 0 || o.reps < 1) return report_error("-p, -n must be >= 0 and -r >= 1");
+  ComputeOptions co;
+  co.isa = o.isa;
+  if (Status s = co.apply(); !s) return report_error(s);
+  auto mr = load_model_verbose(o.model, o.output != "md");
+  if (!mr) return report_error(mr.status());
+  models::Model& m = **mr;
+  const int64_t nv = m.info().n_vocab;
+  std::mt19937 rng(1234);
+  std::vector<int32_t> prompt((size_t)std::max<int64_t>(o.n_prompt, 1));
+  for (auto& t : prompt) t = (int32_t)(rng() % (uint32_t)nv);
+  std::vector<float> logits((size_t)nv);
+  nlohmann::json rows = nlohmann::json::array();
+  for (int32_t threads : thread_list) {
+    ThreadPool pool(threads);
+    BandwidthResult bw;
+    if (!o.no_probe) bw = measure_read_bandwidth(pool, (size_t)1 << 30, 3);
+    std::vector<double> pp, tg, ttft;
+    const int64_t n_ctx = std::max<int64_t>(o.n_prompt, 1) + o.n_gen + 8;
+    for (int r = -1; r < o.reps; ++r) {  // r = -1: warm-up
+      if (o.n_prompt > 0) {
+        auto st = m.new_state(n_ctx);
+        Stopwatch sw;
+        Status s = m.forward(*st, prompt.data(), o.n_prompt, models::Logits::kLast, logits.data(), &pool);
+        const double t = sw.elapsed();
+        if (!s) return report_error(s);
+        if (r >= 0) {
+          pp.push_back(o.n_prompt / t);
+          ttft.push_back(t);
+        }
+      }
+      if (o.n_gen > 0) {
+        auto st = m.new_state(n_ctx);
+        int32_t tok = prompt[0];
+        Stopwatch sw;
+        for (int64_t i = 0; i < o.n_gen; ++i) {
+          Status s = m.forward(*st, &tok, 1, models::Logits::kLast, logits.data(), &pool);
+          if (!s) return report_error(s);
+          tok = (int32_t)(rng() % (uint32_t)nv);
+        }
+        if (r >= 0) tg.push_back(o.n_gen / sw.elapsed());
+      }
+    }
+    const Stat spp = stats(pp), stg = stats(tg), sttft = stats(ttft);
+    const double bytes_per_tok = (double)m.info().weight_bytes;
+    const double dec_gbs = stg.mean * bytes_per_tok / 1e9;
+    nlohmann::json row = {
+        {"model", m.info().name}, {"arch", m.info().arch}, {"model_bytes", m.info().weight_bytes},
+        {"threads", threads}, {"isa", kernels::isa_name(kernels::active_isa())},
+        {"n_prompt", o.n_prompt}, {"n_gen", o.n_gen}, {"reps", o.reps},
+        {"prefill_tok_s", spp.mean}, {"prefill_tok_s_sd", spp.sd},
+        {"decode_tok_s", stg.mean}, {"decode_tok_s_sd", stg.sd},
+        {"ttft_ms", sttft.mean * 1e3}, {"decode_ms_per_token", stg.mean > 0 ? 1e3 / stg.mean : 0.0},
+        {"decode_bytes_per_token", bytes_per_tok}, {"decode_gbs", dec_gbs},
+        {"bandwidth_gbs", bw.read_gbs},
+        {"decode_bandwidth_pct", bw.read_gbs > 0 ? 100.0 * dec_gbs / bw.read_gbs : 0.0},
+        {"peak_rss_bytes", peak_rss_bytes()}};
+    rows.push_back(row);
+  }
+  if (o.output == "json") {
+    std::printf("%s\n", (rows.size() == 1 ? rows[0] : rows).dump(2).c_str());
+  } else if (o.output == "csv") {
+    std::printf("model,threads,isa,n_prompt,n_gen,prefill_tok_s,prefill_sd,decode_tok_s,decode_sd,ttft_ms,decode_gbs,bandwidth_gbs,decode_bandwidth_pct,peak_rss_bytes\n");
+    for (const auto& r : rows)
+      std::printf("%s,%d,%s,%lld,%lld,%.3f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f,%.1f,%llu\n",
+                  r["model"].get<std::string>().c_str(), r["threads"].get<int>(), r["isa"].get<std::string>().c_str(),
+                  (long long)o.n_prompt, (long long)o.n_gen, r["prefill_tok_s"].get<double>(),
+                  r["prefill_tok_s_sd"].get<double>(), r["decode_tok_s"].get<double>(),
+                  r["decode_tok_s_sd"].get<double>(), r["ttft_ms"].get<double>(), r["decode_gbs"].get<double>(),
+                  r["bandwidth_gbs"].get<double>(), r["decode_bandwidth_pct"].get<double>(),
+                  (unsigned long long)r["peak_rss_bytes"].get<uint64_t>());
+  } else {
+    std::printf("| model | size | threads | isa | test | t/s | TTFT ms | decode GB/s | probe GB/s | %% of bw |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+    for (const auto& r : rows) {
+      const double mib = r["model_bytes"].get<double>() / (1024.0 * 1024.0);
+      if (o.n_prompt > 0)
+        std::printf("| %s | %.1f MiB | %d | %s | pp%lld | %.2f ± %.2f | %.1f | | | |\n",
+                    r["model"].get<std::string>().c_str(), mib, r["threads"].get<int>(),
+                    r["isa"].get<std::string>().c_str(), (long long)o.n_prompt, r["prefill_tok_s"].get<double>(),
+                    r["prefill_tok_s_sd"].get<double>(), r["ttft_ms"].get<double>());
+      if (o.n_gen > 0)
+        std::printf("| %s | %.1f MiB | %d | %s | tg%lld | %.2f ± %.2f | | %.2f | %.2f | %.1f |\n",
+                    r["model"].get<std::string>().c_str(), mib, r["threads"].get<int>(),
+                    r["isa"].get<std::string>().c_str(), (long long)o.n_gen, r["decode_tok_s"].get<double>(),
+                    r["decode_tok_s_sd"].get<double>(), r["decode_gbs"].get<double>(),
+                    r["bandwidth_gbs"].get<double>(), r["decode_bandwidth_pct"].get<double>());
+    }
+    std::printf("peak RSS: %.1f MiB\n", peak_rss_bytes() / (1024.0 * 1024.0));
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* sub = app.add_subcommand("bench", "Measure prefill / decode throughput (llama-bench style)");
+  sub->add_option("-m,--model", o->model, "GGUF model file")->required();
+  sub->add_option("-p,--n-prompt", o->n_prompt, "Prefill test length (0 = skip)")->capture_default_str();
+  sub->add_option("-n,--n-gen", o->n_gen, "Decode test length (0 = skip)")->capture_default_str();
+  sub->add_option("-r,--repetitions", o->reps, "Repetitions")->capture_default_str();
+  sub->add_option("--threads", o->threads, "Thread counts, e.g. 1,2 (default: all cores)");
+  sub->add_option("-o,--output", o->output, "md | json | csv")->capture_default_str();
+  sub->add_option("--isa", o->isa, "Restrict kernels to an instruction set");
+  sub->add_flag("--no-probe", o->no_probe, "Skip the memory-bandwidth probe");
+  sub->callback([o] { set_exit_code(run(*o)); });
+}
+
+}  // namespace chimera::cli

@@ -1,0 +1,340 @@
+// Scaled dot-product attention over a float32 KV cache (kernels/attention.h),
+// Highway SIMD with runtime dispatch, two passes per query vector:
+//   1. s_j = scale * dot(q, k_j) over the visible keys (optional softcap), kept
+//      in a per-thread score buffer; then softmax over the row (kernels::softmax:
+//      max-subtracted float exp, double sum, multiplied by float(1/sum)) — the
+//      same order of operations as llama.cpp's non-flash path (KQ, scale/mask,
+//      soft_max, then V * softmax);
+//   2. out = sum_j p_j * v_j, accumulated in float registers with FMAs in key
+//      order, over chunks of keys that stay in L1.
+// Work units are (block of query rows, KV head, block of the heads sharing it),
+// so K/V rows are loaded once for every query vector in the unit (GQA and
+// prefill reuse); units are taken from an atomic counter, largest first.
+//
+// Invariants: every output element is a function of its own (query, head) only
+// — dot products use the same accumulator layout whether computed one key or
+// four keys at a time, and every per-row vector pass is relative to the row
+// start — so results are bit-identical for any unit shape, thread count or
+// schedule. The hot path does not allocate once the per-thread buffers have
+// grown to the largest shape seen. A query row that sees no key gets zeros.
+//
+// Precision / tolerance vs ref::attention (tests/kernels/attention_test.cpp):
+// float dot products (FMA, two accumulators, fixed reduction tree), softmax sum
+// in double, float PV accumulation in key order; against the double reference
+// |out - ref| <= 3e-5 for q, k, v in [-1, 1], scale 1/sqrt(head_dim),
+// head_dim <= 128, n_kv <= ~1500 (outputs are bounded by max|v| = 1).
+#include "kernels/attention.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <vector>
+
+#include "kernels/ops.h"
+
+#ifndef CHIMERA_KERNELS_ATTENTION_ONCE_
+#define CHIMERA_KERNELS_ATTENTION_ONCE_
+namespace chimera::kernels::attn_detail {
+// Everything a unit needs; shared by all Highway targets.
+struct Task {
+  const AttentionParams* p;
+  const float* q;
+  int64_t ldq, q_pos0;
+  const float* k;
+  int64_t ldk;
+  const float* v;
+  int64_t ldv, n_kv;
+  float* out;
+  int64_t ldo;
+};
+// One unit: query rows [r0, r1), KV head g, query heads [h0, h1) of that group.
+// scores holds (r1-r0)*(h1-h0) rows of `span` floats; lo/hi the same count.
+struct Unit {
+  int64_t r0, r1, g, h0, h1;
+};
+inline void key_range(const AttentionParams& p, int64_t pos, int64_t n_kv, int64_t* lo, int64_t* hi) {
+  int64_t h = p.causal ? std::min(n_kv, pos + 1) : n_kv;
+  int64_t l = p.window > 0 ? std::max<int64_t>(0, pos - p.window + 1) : 0;
+  h = std::max<int64_t>(h, 0);
+  *lo = std::min(l, h);
+  *hi = h;
+}
+}  // namespace chimera::kernels::attn_detail
+#endif
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/attention.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace chimera::kernels {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using attn_detail::Task;
+using attn_detail::Unit;
+
+// Horizontal sums of four vectors into out[0..4). One fixed tree for every
+// slot (pairwise within 128-bit blocks, then the blocks folded by halves), so
+// Reduce4(x, x, x, x)[0] equals Reduce4(x, b, c, e)[0] bit for bit. Needs
+// about a third of the shuffles of four separate SumOfLanes.
+#if HWY_TARGET != HWY_SCALAR  // the scalar target has no block shuffles
+template <class D>
+HWY_INLINE void FoldStore4(D d, hn::Vec<D> s, float* out) {
+  if constexpr (hn::MaxLanes(D()) > 4) {
+    const hn::Half<D> dh;
+    FoldStore4(dh, hn::Add(hn::LowerHalf(dh, s), hn::UpperHalf(dh, s)), out);
+  } else {
+    hn::StoreU(s, d, out);
+  }
+}
+#endif
+
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE void Reduce4(D d, V a, V b, V c, V e, float* HWY_RESTRICT out) {
+#if HWY_TARGET != HWY_SCALAR
+  if constexpr (hn::MaxLanes(D()) >= 4) {
+    const hn::Repartition<uint64_t, D> du;
+    const V ab = hn::Add(hn::InterleaveLower(d, a, b), hn::InterleaveUpper(d, a, b));  // a02 b02 a13 b13
+    const V ce = hn::Add(hn::InterleaveLower(d, c, e), hn::InterleaveUpper(d, c, e));
+    const auto ab64 = hn::BitCast(du, ab), ce64 = hn::BitCast(du, ce);
+    const V s = hn::Add(hn::BitCast(d, hn::InterleaveLower(du, ab64, ce64)),
+                        hn::BitCast(d, hn::InterleaveUpper(du, ab64, ce64)));  // a b c e per block
+    FoldStore4(d, s, out);
+    return;
+  }
+#endif
+  {
+    out[0] = hn::GetLane(hn::SumOfLanes(d, a));
+    out[1] = hn::GetLane(hn::SumOfLanes(d, b));
+    out[2] = hn::GetLane(hn::SumOfLanes(d, c));
+    out[3] = hn::GetLane(hn::SumOfLanes(d, e));
+  }
+}
+
+// dot(q, k) with two accumulators (even / odd vectors); hd % Lanes(d) == 0.
+template <class D>
+HWY_INLINE float Dot1(D d, const float* HWY_RESTRICT q, const float* HWY_RESTRICT k, size_t hd) {
+  const size_t N = hn::Lanes(d);
+  auto a0 = hn::Zero(d), a1 = hn::Zero(d);
+  size_t i = 0;
+  for (; i + 2 * N <= hd; i += 2 * N) {
+    a0 = hn::MulAdd(hn::LoadU(d, q + i), hn::LoadU(d, k + i), a0);
+    a1 = hn::MulAdd(hn::LoadU(d, q + i + N), hn::LoadU(d, k + i + N), a1);
+  }
+  if (i < hd) a0 = hn::MulAdd(hn::LoadU(d, q + i), hn::LoadU(d, k + i), a0);
+  const auto s = hn::Add(a0, a1);
+  float r[4];
+  Reduce4(d, s, s, s, s, r);
+  return r[0];
+}
+
+// Four keys k, k+ldk, k+2ldk, k+3ldk at once, bit-identical to four Dot1 calls.
+template <class D>
+HWY_INLINE void Dot4(D d, const float* HWY_RESTRICT q, const float* HWY_RESTRICT k, size_t ldk, size_t hd,
+                     float* HWY_RESTRICT s) {
+  const size_t N = hn::Lanes(d);
+  const float* k1 = k + ldk;
+  const float* k2 = k + 2 * ldk;
+  const float* k3 = k + 3 * ldk;
+  auto a0 = hn::Zero(d), b0 = hn::Zero(d), c0 = hn::Zero(d), e0 = hn::Zero(d);
+  auto a1 = hn::Zero(d), b1 = hn::Zero(d), c1 = hn::Zero(d), e1 = hn::Zero(d);
+  size_t i = 0;
+  for (; i + 2 * N <= hd; i += 2 * N) {
+    const auto q0 = hn::LoadU(d, q + i), q1 = hn::LoadU(d, q + i + N);
+    a0 = hn::MulAdd(q0, hn::LoadU(d, k + i), a0);
+    b0 = hn::MulAdd(q0, hn::LoadU(d, k1 + i), b0);
+    c0 = hn::MulAdd(q0, hn::LoadU(d, k2 + i), c0);
+    e0 = hn::MulAdd(q0, hn::LoadU(d, k3 + i), e0);
+    a1 = hn::MulAdd(q1, hn::LoadU(d, k + i + N), a1);
+    b1 = hn::MulAdd(q1, hn::LoadU(d, k1 + i + N), b1);
+    c1 = hn::MulAdd(q1, hn::LoadU(d, k2 + i + N), c1);
+    e1 = hn::MulAdd(q1, hn::LoadU(d, k3 + i + N), e1);
+  }
+  if (i < hd) {
+    const auto q0 = hn::LoadU(d, q + i);
+    a0 = hn::MulAdd(q0, hn::LoadU(d, k + i), a0);
+    b0 = hn::MulAdd(q0, hn::LoadU(d, k1 + i), b0);
+    c0 = hn::MulAdd(q0, hn::LoadU(d, k2 + i), c0);
+    e0 = hn::MulAdd(q0, hn::LoadU(d, k3 + i), e0);
+  }
+  Reduce4(d, hn::Add(a0, a1), hn::Add(b0, b1), hn::Add(c0, c1), hn::Add(e0, e1), s);
+}
+
+// s = softcap * tanh(s / softcap) over a row; the tail goes through a padded
+// vector so each element sees the same instructions wherever the row starts.
+template <class D>
+HWY_INLINE void Softcap(D d, float* s, size_t n, float cap) {
+  const size_t N = hn::Lanes(d);
+  const auto vc = hn::Set(d, cap);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    hn::StoreU(hn::Mul(vc, hn::Tanh(d, hn::Div(hn::LoadU(d, s + i), vc))), d, s + i);
+  }
+  if (i < n) {
+    HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)] = {};
+    for (size_t j = 0; j < n - i; ++j) buf[j] = s[i + j];
+    hn::Store(hn::Mul(vc, hn::Tanh(d, hn::Div(hn::Load(d, buf), vc))), d, buf);
+    for (size_t j = 0; j < n - i; ++j) s[i + j] = buf[j];
+  }
+}
+
+// acc[0..NV) += p * v[0..NV*N) for each visible key, then stored to o.
+template <int NV, class D>
+HWY_INLINE void AccumulatePV(D d, const float* HWY_RESTRICT prow, const float* HWY_RESTRICT v, size_t ldv,
+                             int64_t n, float* HWY_RESTRICT o) {
+  const size_t N = hn::Lanes(d);
+  hn::Vec<D> acc[NV];
+  for (int t = 0; t < NV; ++t) acc[t] = hn::LoadU(d, o + t * N);
+  for (int64_t j = 0; j < n; ++j) {
+    const auto pj = hn::Set(d, prow[j]);
+    const float* vj = v + (size_t)j * ldv;
+    for (int t = 0; t < NV; ++t) acc[t] = hn::MulAdd(pj, hn::LoadU(d, vj + t * N), acc[t]);
+  }
+  for (int t = 0; t < NV; ++t) hn::StoreU(acc[t], d, o + t * N);
+}
+
+template <class D>
+HWY_NOINLINE void RunUnit(D d, const Task& t, const Unit& u, float* scores, int64_t* lo, int64_t* hi) {
+  const AttentionParams& p = *t.p;
+  const size_t hd = (size_t)p.head_dim;
+  const size_t N = hn::Lanes(d);
+  const int64_t nh = u.h1 - u.h0;
+  const int64_t M = (u.r1 - u.r0) * nh;
+  int64_t jmin = t.n_kv, jmax = 0;
+  for (int64_t r = u.r0; r < u.r1; ++r) {
+    int64_t l, h;
+    attn_detail::key_range(p, t.q_pos0 + r, t.n_kv, &l, &h);
+    for (int64_t m = (r - u.r0) * nh; m < (r - u.r0 + 1) * nh; ++m) {
+      lo[m] = l;
+      hi[m] = h;
+    }
+    if (l < h) {
+      jmin = std::min(jmin, l);
+      jmax = std::max(jmax, h);
+    }
+  }
+  auto qrow = [&](int64_t m) { return t.q + (u.r0 + m / nh) * t.ldq + (u.h0 + m % nh) * (int64_t)hd; };
+  auto orow = [&](int64_t m) { return t.out + (u.r0 + m / nh) * t.ldo + (u.h0 + m % nh) * (int64_t)hd; };
+  for (int64_t m = 0; m < M; ++m) std::fill(orow(m), orow(m) + hd, 0.0f);
+  if (jmin >= jmax) return;
+  const int64_t span = jmax - jmin;
+  const float* kg = t.k + u.g * (int64_t)hd;
+  const float* vg = t.v + u.g * (int64_t)hd;
+
+  // Pass 1: scores, four keys at a time where all four are visible.
+  for (int64_t j = jmin; j < jmax; j += 4) {
+    const int64_t je = std::min(j + 4, jmax);
+    for (int64_t m = 0; m < M; ++m) {
+      float* srow = scores + m * span;  // index j - jmin
+      const float* qm = qrow(m);
+      if (j >= lo[m] && je - j == 4 && je <= hi[m]) {
+        Dot4(d, qm, kg + j * t.ldk, (size_t)t.ldk, hd, srow + (j - jmin));
+        for (int64_t c = j; c < je; ++c) srow[c - jmin] *= p.scale;
+      } else {
+        for (int64_t c = std::max(j, lo[m]); c < std::min(je, hi[m]); ++c) {
+          srow[c - jmin] = Dot1(d, qm, kg + c * t.ldk, hd) * p.scale;
+        }
+      }
+    }
+  }
+  // Softcap and softmax per query vector, over its own visible range.
+  for (int64_t m = 0; m < M; ++m) {
+    if (lo[m] >= hi[m]) continue;
+    float* row = scores + m * span + (lo[m] - jmin);
+    if (p.softcap > 0.f) Softcap(d, row, (size_t)(hi[m] - lo[m]), p.softcap);
+    softmax(row, hi[m] - lo[m]);
+  }
+  // Pass 2: out += p_j * v_j in key order, chunked so the V rows stay in L1.
+  const int64_t kc = std::max<int64_t>(16, 6144 / (int64_t)hd);
+  for (int64_t jc = jmin; jc < jmax; jc += kc) {
+    const int64_t je = std::min(jc + kc, jmax);
+    for (int64_t m = 0; m < M; ++m) {
+      const int64_t a = std::max(jc, lo[m]), b = std::min(je, hi[m]);
+      if (a >= b) continue;
+      const float* prow = scores + m * span + (a - jmin);  // p of key a
+      const float* va = vg + a * t.ldv;
+      float* o = orow(m);
+      size_t c = 0;
+      for (; c + 4 * N <= hd; c += 4 * N) AccumulatePV<4>(d, prow, va + c, (size_t)t.ldv, b - a, o + c);
+      for (; c < hd; c += N) AccumulatePV<1>(d, prow, va + c, (size_t)t.ldv, b - a, o + c);
+    }
+  }
+}
+
+// Runs one unit with the widest vector whose lane count divides head_dim.
+void AttentionUnitImpl(const Task& t, const Unit& u, float* scores, int64_t* lo, int64_t* hi) {
+  const size_t hd = (size_t)t.p->head_dim;
+  const hn::ScalableTag<float> d;
+  if (hd % hn::Lanes(d) == 0) return RunUnit(d, t, u, scores, lo, hi);
+#if HWY_TARGET != HWY_SCALAR
+  const hn::CappedTag<float, 8> d8;
+  if (hd % hn::Lanes(d8) == 0) return RunUnit(d8, t, u, scores, lo, hi);
+  const hn::CappedTag<float, 4> d4;
+  if (hd % hn::Lanes(d4) == 0) return RunUnit(d4, t, u, scores, lo, hi);
+#endif
+  const hn::CappedTag<float, 1> d1;
+  RunUnit(d1, t, u, scores, lo, hi);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace chimera::kernels
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace chimera::kernels {
+
+HWY_EXPORT(AttentionUnitImpl);
+
+void attention(const AttentionParams& p, const float* q, int64_t n_q, int64_t ldq, int64_t q_pos0,
+               const float* k, int64_t ldk, const float* v, int64_t ldv, int64_t n_kv, float* out,
+               int64_t ldo, ThreadPool* pool) {
+  if (n_q <= 0 || p.n_head <= 0 || p.n_head_kv <= 0 || p.head_dim <= 0 || p.n_head % p.n_head_kv != 0) return;
+  const int64_t n_rep = p.n_head / p.n_head_kv;
+  const int nt = pool ? pool->size() : 1;
+  // Heads per unit: the whole group (K/V read once for all of them) unless
+  // that leaves too few units to keep every thread busy (decode with few KV heads).
+  int64_t hb = n_rep;
+  auto n_units = [&](int64_t hb_, int64_t qb_) {
+    return ((n_q + qb_ - 1) / qb_) * p.n_head_kv * ((n_rep + hb_ - 1) / hb_);
+  };
+  while (hb > 1 && n_units(hb, std::max<int64_t>(1, 16 / hb)) < 2 * nt) hb = (hb + 1) / 2;
+  // Query rows per unit: about 16 query vectors share each K/V row load.
+  const int64_t qb = std::min(n_q, std::max<int64_t>(1, 16 / hb));
+  const int64_t n_qb = (n_q + qb - 1) / qb, n_hb = (n_rep + hb - 1) / hb;
+  const int64_t total = n_qb * p.n_head_kv * n_hb;
+  const attn_detail::Task task{&p, q, ldq, q_pos0, k, ldk, v, ldv, n_kv, out, ldo};
+
+  std::atomic<int64_t> next{0};
+  auto worker = [&](int, int) {
+    thread_local std::vector<float> scores;
+    thread_local std::vector<int64_t> bounds;
+    for (;;) {
+      const int64_t i = next.fetch_add(1, std::memory_order_relaxed);
+      if (i >= total) break;
+      // Later query blocks see more keys under a causal mask: hand them out first.
+      const int64_t per_qb = p.n_head_kv * n_hb;
+      const int64_t b = n_qb - 1 - i / per_qb, rest = i % per_qb;
+      attn_detail::Unit u;
+      u.r0 = b * qb;
+      u.r1 = std::min(n_q, u.r0 + qb);
+      u.g = rest / n_hb;
+      u.h0 = u.g * n_rep + (rest % n_hb) * hb;
+      u.h1 = std::min(u.g * n_rep + n_rep, u.h0 + hb);
+      const int64_t m = (u.r1 - u.r0) * (u.h1 - u.h0);
+      const size_t need = (size_t)(m * std::max<int64_t>(n_kv, 1));
+      if (scores.size() < need) scores.resize(need);
+      if (bounds.size() < (size_t)(2 * m)) bounds.resize((size_t)(2 * m));
+      HWY_DYNAMIC_DISPATCH(AttentionUnitImpl)(task, u, scores.data(), bounds.data(), bounds.data() + m);
+    }
+  };
+  if (nt <= 1 || total == 1) {
+    worker(0, 1);
+  } else {
+    pool->run_on_all(worker);
+  }
+}
+
+}  // namespace chimera::kernels
+#endif  // HWY_ONCE

@@ -1,0 +1,171 @@
+// `chimera info` end to end: runs the built binary (popen) on a valid file, a
+// truncated copy, a hostile file and a missing path; checks exit codes (0 / 1),
+// that errors go to stderr as "error: ...", that no signal ended the process,
+// and the main parts of the text and JSON output.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "format/gguf_test_files.h"
+#include "test_util.h"
+
+namespace chimera::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunResult {
+  int exit_code = -1;
+  bool signaled = false;
+  std::string out;
+  std::string err;
+};
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+RunResult run_chimera(const std::string& args) {
+  RunResult r;
+  const std::string err_path = test::temp_path("info-stderr.txt");
+  const std::string cmd = "exec " + quote(test::chimera_binary()) + " " + args + " 2>" + quote(err_path);
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  if (WIFSIGNALED(status)) r.signaled = true;
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  // A shell that did not exec reports a signal as 128 + n.
+  if (r.exit_code > 128) r.signaled = true;
+  std::ifstream e(err_path);
+  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
+  fs::remove(err_path);
+  return r;
+}
+
+void write_bytes(const std::string& path, const std::vector<uint8_t>& b, size_t n) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(reinterpret_cast<const char*>(b.data()), (std::streamsize)n);
+}
+
+class InfoTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(test::chimera_binary())) GTEST_SKIP() << "chimera binary not built";
+    bytes_ = test::small_model_gguf();
+    path_ = test::temp_path("info-model.gguf");
+    write_bytes(path_, bytes_, bytes_.size());
+  }
+  void TearDown() override {
+    if (!path_.empty()) fs::remove(path_);
+  }
+  std::vector<uint8_t> bytes_;
+  std::string path_;
+};
+
+TEST_F(InfoTest, ValidFile) {
+  auto r = run_chimera("info -m " + quote(path_));
+  EXPECT_FALSE(r.signaled);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  for (const char* s : {"GGUF version:    3", "alignment:       32", "architecture:    llama",
+                        "name:            \"tiny test model\"", "t.arr_of_arr", "[arr x 3]", "token_embd.weight",
+                        "[8, 3, 1, 2]", "Q4_K", "5 tensors, 468 bytes", "memory estimate", "KV per token:    384 B",
+                        "n_ctx 256", "(training context)"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << "missing '" << s << "' in:\n" << r.out;
+}
+
+TEST_F(InfoTest, OptionsNoTensorsAndContext) {
+  auto r = run_chimera("info --no-tensors -c 1000 -m " + quote(path_));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("blk.0.ffn_up.weight"), std::string::npos);
+  EXPECT_NE(r.out.find("n_ctx 1000"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("KV cache 375.00 KiB"), std::string::npos) << r.out;  // 384 B x 1000
+  auto bad = run_chimera("info -c -5 -m " + quote(path_));
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_EQ(bad.err.rfind("error:", 0), 0u) << bad.err;
+}
+
+TEST_F(InfoTest, Json) {
+  auto r = run_chimera("info --json -c 512 -m " + quote(path_));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  EXPECT_EQ(j["version"], 3);
+  EXPECT_EQ(j["architecture"], "llama");
+  EXPECT_EQ(j["tensors"].size(), 5u);
+  EXPECT_EQ(j["tensors"][2]["shape"], nlohmann::json({8, 3, 1, 2}));
+  EXPECT_EQ(j["totals"]["by_type"]["F32"]["count"], 2);
+  EXPECT_EQ(j["memory"]["kv_bytes_per_token"], 384);
+  EXPECT_EQ(j["memory"]["contexts"][0]["n_ctx"], 512);
+  EXPECT_EQ(j["memory"]["contexts"][0]["kv_cache_bytes"], 384 * 512);
+  bool found = false;
+  for (const auto& m : j["metadata"])
+    if (m["key"] == "t.u64") {
+      found = true;
+      EXPECT_EQ(m["value"].get<uint64_t>(), 18000000000000000000ull);
+    }
+  EXPECT_TRUE(found);
+}
+
+TEST_F(InfoTest, TruncatedFileIsAnError) {
+  const std::string dir = test::temp_path("info-trunc");
+  fs::create_directories(dir);
+  const std::string trunc = dir + "/truncated.gguf";
+  for (size_t n : {size_t{0}, size_t{3}, size_t{40}, bytes_.size() / 2, bytes_.size() - 100}) {
+    write_bytes(trunc, bytes_, n);
+    auto r = run_chimera("info -m " + quote(trunc));
+    EXPECT_FALSE(r.signaled) << n;
+    EXPECT_EQ(r.exit_code, 1) << n;
+    EXPECT_EQ(r.err.rfind("error:", 0), 0u) << n << ": " << r.err;
+    EXPECT_NE(r.err.find(trunc), std::string::npos) << r.err;  // names the file
+  }
+  fs::remove_all(dir);
+}
+
+TEST_F(InfoTest, HostileFileIsAnError) {
+  const std::string hostile = test::temp_path("info-hostile.gguf");
+  test::RawGguf g;
+  g.header(3, 0, 1).str("a").u32(9).u32(0).u64(1ull << 62);
+  write_bytes(hostile, g.b, g.b.size());
+  auto r = run_chimera("info -m " + quote(hostile));
+  EXPECT_FALSE(r.signaled);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err.rfind("error:", 0), 0u) << r.err;
+  fs::remove(hostile);
+}
+
+TEST_F(InfoTest, MissingFileIsAnError) {
+  auto r = run_chimera("info -m /nonexistent/model.gguf");
+  EXPECT_FALSE(r.signaled);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err.rfind("error:", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("/nonexistent/model.gguf"), std::string::npos) << r.err;
+  auto no_arg = run_chimera("info");
+  EXPECT_EQ(no_arg.exit_code, 1);
+  EXPECT_EQ(no_arg.err.rfind("error:", 0), 0u) << no_arg.err;
+}
+
+TEST(InfoSharedTest, RealModels) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  if (!fs::exists(test::chimera_binary())) GTEST_SKIP() << "chimera binary not built";
+  auto r = run_chimera("info -m " + quote(shared + "/models/stories260K.gguf"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("48 tensors, 1171200 bytes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("KV per token:    1.25 KiB"), std::string::npos) << r.out;
+  auto g = run_chimera("info --no-tensors -m " + quote(shared + "/golden/models/tiny-granitehybrid.gguf"));
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  EXPECT_NE(g.out.find("layers:          4 (2 attention, 2 recurrent)"), std::string::npos) << g.out;
+}
+
+}  // namespace
+}  // namespace chimera::cli
