@@ -51,6 +51,21 @@ uint64_t sat_mul(uint64_t a, uint64_t b) {
 }
 uint64_t sat_add(uint64_t a, uint64_t b) { return b > kSaturated - a ? kSaturated : a + b; }
 
+// Names from the file may hold control bytes (terminal escapes): show them as \xNN.
+std::string printable(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += (char)c;
+    }
+  }
+  return out;
+}
+
 std::string human_bytes(uint64_t b) {
   if (b == kSaturated) return "overflow";
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
@@ -234,7 +249,7 @@ void print_text(const GgufFile& f, const Options& o) {
   std::printf("alignment:       %llu\n", (unsigned long long)f.alignment());
   std::printf("data offset:     %llu\n", (unsigned long long)f.data_offset());
   const std::string arch = f.architecture();
-  std::printf("architecture:    %s\n", arch.empty() ? "(none)" : arch.c_str());
+  std::printf("architecture:    %s\n", arch.empty() ? "(none)" : printable(arch).c_str());
   if (auto name = f.get_string("general.name"))
     std::printf("name:            %s\n", GgufValue::from_string(*name).to_display().c_str());
 
@@ -242,7 +257,8 @@ void print_text(const GgufFile& f, const Options& o) {
   size_t w = 0;
   for (const auto& [k, v] : f.metadata()) w = std::max(w, std::min<size_t>(k.size(), 48));
   for (const auto& [k, v] : f.metadata())
-    std::printf("  %-*s %-10s %s\n", (int)w, k.c_str(), type_label(v).c_str(), v.to_display(kMaxItems).c_str());
+    std::printf("  %-*s %-10s %s\n", (int)w, printable(k).c_str(), type_label(v).c_str(),
+                v.to_display(kMaxItems).c_str());
 
   if (!o.no_tensors) {
     std::printf("\ntensors (%zu):\n", f.tensors().size());
@@ -250,7 +266,7 @@ void print_text(const GgufFile& f, const Options& o) {
     for (const auto& t : f.tensors()) nw = std::max(nw, std::min<size_t>(t.name.size(), 64));
     if (!f.tensors().empty()) std::printf("  %-*s %-8s %-24s %12s\n", (int)nw, "name", "type", "shape", "bytes");
     for (const auto& t : f.tensors())
-      std::printf("  %-*s %-8s %-24s %12llu\n", (int)nw, t.name.c_str(), format::ggml_type_name(t.type).c_str(),
+      std::printf("  %-*s %-8s %-24s %12llu\n", (int)nw, printable(t.name).c_str(), format::ggml_type_name(t.type).c_str(),
                   t.shape_string().c_str(), (unsigned long long)t.n_bytes);
   }
 

@@ -8,7 +8,7 @@
 // sums, the draw) runs. Probabilities use det_exp(), built only from IEEE
 // +,-,* and bit operations; the top-p mass of an unsorted vocabulary is
 // summed in fixed point (integer addition is associative). The file must not
-// be compiled with -ffast-math.
+// be compiled with -ffast-math or FMA contraction (see the pragma below).
 //
 // Cost for a vocabulary of n: O(n) to copy and penalise; top-k by a bounded
 // heap (small k) or nth_element, then a sort of k; top-p without top-k by
@@ -21,6 +21,12 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+
+// No fused multiply-add contraction: det_exp's rounding must be the same on
+// every target (GCC in ISO C++ mode already does not contract).
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
 
 namespace chimera::runtime {
 

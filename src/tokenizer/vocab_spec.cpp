@@ -2,8 +2,6 @@
 // dispatches a spec to the tokenizer of its model type. Only types are checked
 // here (each wrong type names its key); lengths, ids and merges are checked
 // when the tokenizer is built, so specs from converters get the same checks.
-#include <cmath>
-
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_impl.h"
 
@@ -103,19 +101,15 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const format::GgufFile& 
 }
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::from_spec(const VocabSpec& spec) {
-  Result<std::unique_ptr<Tokenizer>> r = unsupported("x");
-  if (spec.model == "llama") {
-    r = detail::make_spm(spec);
-  } else if (spec.model == "gpt2") {
-    r = detail::make_bpe(spec);
-  } else if (spec.model == "bert") {
-    r = detail::make_wpm(spec);
-  } else if (spec.model == "none" || spec.model == "no_vocab") {
-    r = detail::make_none(spec);
-  } else {
+  auto build = [&]() -> Result<std::unique_ptr<Tokenizer>> {
+    if (spec.model == "llama") return detail::make_spm(spec);
+    if (spec.model == "gpt2") return detail::make_bpe(spec);
+    if (spec.model == "bert") return detail::make_wpm(spec);
+    if (spec.model == "none" || spec.model == "no_vocab") return detail::make_none(spec);
     return unsupported("unsupported tokenizer model '" + spec.model +
                        "' (tokenizer.ggml.model; supported: llama, gpt2, bert, none)");
-  }
+  };
+  auto r = build();
   if (!r) return r.status().with_context("tokenizer");
   return r;
 }

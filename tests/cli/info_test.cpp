@@ -144,6 +144,22 @@ TEST_F(InfoTest, HostileFileIsAnError) {
   fs::remove(hostile);
 }
 
+TEST_F(InfoTest, ControlBytesInNamesAreEscaped) {
+  format::GgufWriter w;
+  w.set("evil\x1b[2Jkey", format::GgufValue::from_string("v\x1b]0;x\x07"));
+  std::vector<uint8_t> data(16, 0);
+  ASSERT_TRUE(w.add_tensor("t\nname", format::GgmlType::F32, {4}, data.data(), data.size()).is_ok());
+  const std::string p = test::temp_path("info-evil.gguf");
+  ASSERT_TRUE(w.write(p).is_ok());
+  auto r = run_chimera("info -m " + quote(p));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos);
+  EXPECT_EQ(r.out.find('\x07'), std::string::npos);
+  EXPECT_NE(r.out.find("evil\\x1b[2Jkey"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("t\\x0aname"), std::string::npos) << r.out;
+  fs::remove(p);
+}
+
 TEST_F(InfoTest, MissingFileIsAnError) {
   auto r = run_chimera("info -m /nonexistent/model.gguf");
   EXPECT_FALSE(r.signaled);

@@ -28,8 +28,9 @@ uint16_t ref_to_half(float f) {
   for (uint32_t h = 0; h < 65536; ++h) {
     const float v = f16_to_f32((uint16_t)h);
     if (std::isnan(v) || std::signbit(v) != std::signbit(f)) continue;
-    double err = std::fabs((double)v - (double)f);
-    if (std::isinf(v) && std::fabs(f) < 65520.f) err = INFINITY;
+    // For rounding, +-inf stands at +-65536 (the next exponent step); ties to even.
+    const double vv = std::isinf(v) ? std::copysign(65536.0, v) : (double)v;
+    const double err = std::fabs(vv - (double)f);
     if (err < best_err || (err == best_err && (h & 1) == 0)) {
       best_err = err;
       best = (uint16_t)h;

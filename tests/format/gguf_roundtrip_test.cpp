@@ -147,6 +147,8 @@ TEST(GgufRoundTripTest, TypedAccessors) {
   EXPECT_FALSE(f->get_per_layer_int("llama.attention.head_count_kv", 3, std::nullopt).is_ok());
   EXPECT_FALSE(f->get_per_layer_int("t.arr_str", 3, std::nullopt).is_ok());
   EXPECT_FALSE(f->get_per_layer_int("absent", 2, std::nullopt).is_ok());
+  // A hostile block_count must not turn into a huge allocation.
+  EXPECT_FALSE(f->get_per_layer_int("llama.attention.head_count", size_t{1} << 40, std::nullopt).is_ok());
   auto fb = f->get_per_layer_int("absent", 2, 7);
   ASSERT_TRUE(fb.is_ok());
   EXPECT_EQ(fb.value(), (std::vector<int64_t>{7, 7}));

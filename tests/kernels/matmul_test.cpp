@@ -383,6 +383,42 @@ TEST(MatmulRowToF32, ExactForEveryF16AndBF16Pattern) {
   EXPECT_EQ(std::memcmp(out.data(), f.data() + 2, 8), 0);
 }
 
+// Every kernel's in-register F16 -> f32 weight conversion is exact: with
+// one-hot activations each output is a single weight, for all finite F16 bit
+// patterns (inf/NaN would turn the 0 * w terms into NaN, so they are checked
+// separately with all-ones activations).
+TEST(MatmulWeightConversion, F16WeightPatternsExactInKernels) {
+  const int64_t k = 64, rows = 65536 / k;
+  std::vector<uint16_t> h(65536);
+  for (uint32_t i = 0; i < 65536; ++i) h[i] = ((i >> 10) & 0x1f) == 0x1f ? 0 : (uint16_t)i;
+  const WeightView w{GgmlType::F16, h.data(), rows, k, (size_t)k * 2};
+  std::vector<float> x((size_t)(k * k), 0.f);
+  for (int64_t i = 0; i < k; ++i) x[(size_t)(i * k + i)] = 1.f;
+  for (Isa isa : available_isas()) {
+    ScopedIsa scoped(isa);
+    std::vector<float> y((size_t)(k * rows));
+    matmul(w, x.data(), k, k, y.data(), rows, &pool2());
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t i = 0; i < k; ++i) {
+        const uint16_t v = h[(size_t)(r * k + i)];
+        ASSERT_EQ(y[(size_t)(i * rows + r)], f16_to_f32(v)) << isa_name(isa) << " bits " << v;
+      }
+    }
+    // inf / NaN weights (at a SIMD-body and a tail position) with all-ones x.
+    for (int64_t kk : {1, 17}) {
+      std::vector<uint16_t> wi((size_t)(3 * kk), 0);
+      const uint16_t special[3] = {0x7c00, 0xfc00, 0x7e00};
+      for (int r = 0; r < 3; ++r) wi[(size_t)(r * kk + kk - 1)] = special[r];
+      const WeightView ws{GgmlType::F16, wi.data(), 3, kk, (size_t)kk * 2};
+      std::vector<float> ones((size_t)kk, 1.f), ys(3);
+      matmul(ws, ones.data(), 1, kk, ys.data(), 3, nullptr);
+      EXPECT_EQ(ys[0], INFINITY) << isa_name(isa);
+      EXPECT_EQ(ys[1], -INFINITY) << isa_name(isa);
+      EXPECT_TRUE(std::isnan(ys[2])) << isa_name(isa);
+    }
+  }
+}
+
 TEST(MatmulTraits, TableEntries) {
   EXPECT_EQ(weight_type_traits(GgmlType::F32)->vec_dot_type, GgmlType::F32);
   EXPECT_EQ(weight_type_traits(GgmlType::F16)->vec_dot_type, GgmlType::F16);

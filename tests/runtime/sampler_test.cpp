@@ -100,6 +100,26 @@ TEST(Sampler, TopKKeepsTheKLargest) {
   EXPECT_EQ(all.distribution(l.data(), 4).size(), 4u);
 }
 
+TEST(Sampler, TopKMatchesAFullSortForSmallAndLargeK) {
+  // Both selection paths (bounded heap up to k = 1024, nth_element above),
+  // with many ties so the id tie-break matters.
+  const int32_t n = 5000;
+  std::vector<float> l(n);
+  for (int32_t i = 0; i < n; ++i) l[i] = static_cast<float>((i * 7919) % 613) * 0.01f;
+  std::vector<std::pair<float, int32_t>> ref;
+  for (int32_t i = 0; i < n; ++i) ref.push_back({l[i], i});
+  std::sort(ref.begin(), ref.end(), [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  });
+  for (int32_t k : {1, 7, 1024, 1025, 3000}) {
+    SamplingParams p = plain();
+    p.top_k = k;
+    auto d = Sampler(p).distribution(l.data(), n);
+    ASSERT_EQ(d.size(), static_cast<size_t>(k));
+    for (int32_t i = 0; i < k; ++i) EXPECT_EQ(d[i].id, ref[i].second) << "k=" << k << " i=" << i;
+  }
+}
+
 TEST(Sampler, TopPKeepsSmallestSetReachingP) {
   // Probabilities 0.05, 0.5, 0.15, 0.3 for ids 0..3.
   std::vector<float> l = logs({0.05, 0.5, 0.15, 0.3});

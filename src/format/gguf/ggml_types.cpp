@@ -1,8 +1,9 @@
 // ggml type table (ids and block sizes follow ggml.h; removed ids 4, 5, 31-33,
-// 36-38 are unknown here).
+// 36-38 are unknown here). Row sizes are overflow-checked (0 = invalid).
 #include "format/gguf/ggml_types.h"
 
 #include <cctype>
+#include <cstdint>
 
 namespace chimera::format {
 namespace {
@@ -51,7 +52,9 @@ std::optional<GgmlType> ggml_type_from_name(std::string_view name) {
 size_t ggml_row_size(GgmlType t, int64_t ne0) {
   auto i = ggml_type_info((uint32_t)t);
   if (!i || ne0 < 0 || ne0 % i->block_size != 0) return 0;
-  return (size_t)(ne0 / i->block_size) * i->type_size;
+  const uint64_t blocks = (uint64_t)(ne0 / i->block_size);
+  if (blocks > SIZE_MAX / i->type_size) return 0;  // overflow: treat as invalid
+  return (size_t)blocks * i->type_size;
 }
 
 }  // namespace chimera::format

@@ -31,7 +31,8 @@ std::string ggml_type_name(GgmlType t);
 // Parses "f16", "Q8_0", ... (case-insensitive).
 std::optional<GgmlType> ggml_type_from_name(std::string_view name);
 
-// Bytes of a row of ne0 elements; 0 if ne0 is not a multiple of the block size.
+// Bytes of a row of ne0 elements; 0 if ne0 is negative, not a multiple of the
+// block size, or the size overflows size_t.
 size_t ggml_row_size(GgmlType t, int64_t ne0);
 
 }  // namespace chimera::format

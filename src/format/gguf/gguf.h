@@ -14,7 +14,10 @@
 // - versions 2 and 3 (v1 and big-endian files are refused with a clear message);
 // - unique, non-empty keys; bool bytes 0 or 1; arrays nested at most
 //   kGgufMaxArrayDepth deep; at most kGgufMaxValues metadata values in total
-//   (bounds the memory a hostile array count can claim);
+//   (each costs sizeof(GgufValue), ~96 bytes, so metadata memory stays below
+//   ~800 MB even for a hostile file; real vocabularies use ~1M values); an
+//   array count is checked against the bytes left and the budget before the
+//   array is allocated;
 // - `general.alignment`, when present, an integer power of two in [1, 2^20];
 // - unique, non-empty tensor names; 1..4 dimensions, each >= 1, whose product
 //   fits int64; a known ggml type whose block size divides ne[0]; an offset
@@ -44,6 +47,7 @@ inline constexpr uint64_t kGgufMaxTensors = 1ull << 20;
 inline constexpr uint64_t kGgufMaxKeys = 1ull << 20;
 inline constexpr uint64_t kGgufMaxAlignment = 1ull << 20;
 inline constexpr uint32_t kGgufMaxDims = 4;
+inline constexpr size_t kGgufMaxLayers = 1u << 16;  // get_per_layer_int refuses more
 
 enum class GgufType : uint32_t {
   UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6,
@@ -68,6 +72,9 @@ struct GgufValue {
   std::optional<int64_t> as_int() const;
   // Float value of a float or integer type; nullopt otherwise.
   std::optional<double> as_double() const;
+  // Short human-readable text: strings quoted and cut at 80 bytes, arrays as
+  // "[type x n] {first max_items items, ...}" (nested arrays: half the items
+  // per level). Not a serialization: compare values with operator==.
   std::string to_display(size_t max_items = 8) const;
 
   // Semantic equality: type, element type and the field(s) that type uses
@@ -126,7 +133,8 @@ class GgufFile {
   // Returns the array value under key (nullptr when absent or not an array).
   const GgufValue* get_array(std::string_view key) const;
   // A per-layer integer: either a scalar (same for every layer) or an array of
-  // n_layer values. Error when an array has the wrong length or bad type.
+  // n_layer values. Error when an array has the wrong length or bad type, or
+  // n_layer > kGgufMaxLayers.
   Result<std::vector<int64_t>> get_per_layer_int(std::string_view key, size_t n_layer,
                                                  std::optional<int64_t> fallback) const;
   // general.architecture, or "" when absent.

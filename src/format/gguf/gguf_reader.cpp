@@ -83,6 +83,25 @@ std::string removed_type_hint(uint32_t t) {
   return "";
 }
 
+// A name from the file, quoted for an error message: at most 80 bytes, control
+// bytes escaped, so a hostile key cannot flood or garble the message.
+std::string q(std::string_view name) {
+  std::string out = "'";
+  for (size_t k = 0; k < name.size() && k < 80; ++k) {
+    const unsigned char c = (unsigned char)name[k];
+    if (c < 0x20 || c == 0x7f) {
+      static const char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += (char)c;
+    }
+  }
+  if (name.size() > 80) out += "...(" + std::to_string(name.size()) + " bytes)";
+  return out + "'";
+}
+
 uint32_t bswap32(uint32_t v) {
   return (v >> 24) | ((v >> 8) & 0xff00u) | ((v << 8) & 0xff0000u) | (v << 24);
 }
@@ -136,7 +155,7 @@ class GgufParser {
   // Accounts for n more metadata values; fails before they are allocated.
   Status charge_values(uint64_t n, const std::string& key) {
     if (n > kGgufMaxValues - values_)
-      return out_of_range("metadata '" + key + "': more than " + std::to_string(kGgufMaxValues) +
+      return out_of_range("metadata " + q(key) + ": more than " + std::to_string(kGgufMaxValues) +
                           " metadata values in the file");
     values_ += n;
     return Status::ok();
@@ -200,14 +219,14 @@ class GgufParser {
       std::string key;
       CHIMERA_RETURN_IF_ERROR(c_.get_string(&key, "metadata key").with_context(where));
       if (key.empty()) return invalid_argument(where + " has an empty key");
-      if (g_->kv_index_.count(key)) return invalid_argument("duplicate metadata key '" + key + "'");
+      if (g_->kv_index_.count(key)) return invalid_argument("duplicate metadata key " + q(key));
       uint32_t t;
-      CHIMERA_RETURN_IF_ERROR(c_.get(&t, "metadata value type").with_context("metadata '" + key + "'"));
+      CHIMERA_RETURN_IF_ERROR(c_.get(&t, "metadata value type").with_context("metadata " + q(key)));
       if (!valid_value_type(t))
-        return invalid_argument("metadata '" + key + "' has unknown value type " + std::to_string(t));
+        return invalid_argument("metadata " + q(key) + " has unknown value type " + std::to_string(t));
       CHIMERA_RETURN_IF_ERROR(charge_values(1, key));
       GgufValue v;
-      CHIMERA_RETURN_IF_ERROR(read_value((GgufType)t, &v, 0, key).with_context("metadata '" + key + "'"));
+      CHIMERA_RETURN_IF_ERROR(read_value((GgufType)t, &v, 0, key).with_context("metadata " + q(key)));
       g_->kv_index_.emplace(key, g_->kv_.size());
       g_->kv_.emplace_back(std::move(key), std::move(v));
     }
@@ -232,8 +251,8 @@ class GgufParser {
     CHIMERA_RETURN_IF_ERROR(c_.get_string(&t->name, "tensor name")
                                 .with_context("tensor " + std::to_string(k) + " of " + std::to_string(n_tensors_)));
     if (t->name.empty()) return invalid_argument("tensor " + std::to_string(k) + " has an empty name");
-    const std::string ctx = "tensor '" + t->name + "'";
-    if (g_->tensor_index_.count(t->name)) return invalid_argument("duplicate tensor name '" + t->name + "'");
+    const std::string ctx = "tensor " + q(t->name);
+    if (g_->tensor_index_.count(t->name)) return invalid_argument("duplicate tensor name " + q(t->name));
     uint32_t n_dims;
     CHIMERA_RETURN_IF_ERROR(c_.get(&n_dims, "tensor dimension count").with_context(ctx));
     if (n_dims == 0 || n_dims > kGgufMaxDims)
@@ -299,7 +318,7 @@ class GgufParser {
     auto& ts = g_->tensors_;
     for (auto& t : ts) {
       if (t.offset > data_size || t.n_bytes > data_size - t.offset)
-        return out_of_range("tensor '" + t.name + "' (" + std::to_string(t.n_bytes) + " bytes at data offset " +
+        return out_of_range("tensor " + q(t.name) + " (" + std::to_string(t.n_bytes) + " bytes at data offset " +
                             std::to_string(t.offset) + ") extends past the end of the file (the data section has " +
                             std::to_string(data_size) + " bytes); the file may be truncated");
       t.data = file_->data() + data_start + t.offset;
@@ -312,8 +331,8 @@ class GgufParser {
       const auto& prev = ts[order[k - 1]];
       const auto& cur = ts[order[k]];
       if (cur.offset < prev.offset + prev.n_bytes)
-        return invalid_argument("tensor '" + cur.name + "' (data offset " + std::to_string(cur.offset) +
-                                ") overlaps tensor '" + prev.name + "' (data offset " + std::to_string(prev.offset) +
+        return invalid_argument("tensor " + q(cur.name) + " (data offset " + std::to_string(cur.offset) +
+                                ") overlaps tensor " + q(prev.name) + " (data offset " + std::to_string(prev.offset) +
                                 ", " + std::to_string(prev.n_bytes) + " bytes)");
     }
     return Status::ok();
@@ -375,6 +394,11 @@ const GgufValue* GgufFile::get_array(std::string_view key) const {
 
 Result<std::vector<int64_t>> GgufFile::get_per_layer_int(std::string_view key, size_t n_layer,
                                                           std::optional<int64_t> fallback) const {
+  // n_layer usually comes from the file (block_count): refuse absurd values
+  // rather than allocating for them.
+  if (n_layer > kGgufMaxLayers)
+    return invalid_argument("metadata '" + std::string(key) + "': layer count " + std::to_string(n_layer) +
+                            " is implausible (limit " + std::to_string(kGgufMaxLayers) + ")");
   const GgufValue* v = find(key);
   if (!v) {
     if (!fallback) return not_found("missing metadata key '" + std::string(key) + "'");

@@ -75,11 +75,15 @@ std::string GgufValue::to_display(size_t max_items) const {
       std::string out = std::string("[") + gguf_type_name(elem_type) + " x " + std::to_string(arr.size()) + "]";
       if (!arr.empty()) {
         out += " {";
-        for (size_t k = 0; k < arr.size() && k < max_items; ++k) {
+        // Nested arrays get half the item budget per level, so the text stays
+        // short (an 8-deep array would otherwise expand to max_items^8 items).
+        const size_t inner = max_items > 1 ? max_items / 2 : 1;
+        size_t k = 0;
+        for (; k < arr.size() && k < max_items; ++k) {
           if (k) out += ", ";
-          out += arr[k].to_display(max_items);
+          out += arr[k].to_display(elem_type == GgufType::ARRAY ? inner : max_items);
         }
-        if (arr.size() > max_items) out += ", ...";
+        if (k < arr.size()) out += ", ...";
         out += "}";
       }
       return out;
