@@ -555,6 +555,21 @@ TEST(ChatTemplateFallback, Format) {
   EXPECT_EQ(r.value(), "assistant:");
 }
 
+TEST(ChatTemplateApi, ExtraContextVariables) {
+  // Qwen3-style thinking switch and a caller-provided variable overriding a default one.
+  const char* src =
+      "{{- messages[-1].content }}{%- if add_generation_prompt %}<|im_start|>assistant\n{%- if enable_thinking is "
+      "defined and enable_thinking is false %}<think>\n\n</think>\n\n{%- endif %}{%- endif %}|{{ bos_token }}";
+  auto t = ChatTemplate::parse(src);
+  ASSERT_TRUE(t.is_ok()) << t.status().message();
+  ChatRenderOptions opt;
+  opt.bos_token = "<s>";
+  EXPECT_EQ(t->render(kOneTurnNoSys, opt).value(), "Hello!<|im_start|>assistant\n|<s>");
+  opt.extra_context["enable_thinking"] = false;
+  opt.extra_context["bos_token"] = "[BOS]";
+  EXPECT_EQ(t->render(kOneTurnNoSys, opt).value(), "Hello!<|im_start|>assistant\n<think>\n\n</think>\n\n|[BOS]");
+}
+
 TEST(ChatTemplateApi, ErrorsAreStatuses) {
   auto bad = ChatTemplate::parse("{% for m in messages %}{{ m.content }}");
   ASSERT_FALSE(bad.is_ok());

@@ -9,6 +9,7 @@
 // in format/gguf/gguf.h with the default alignment of 32.
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>

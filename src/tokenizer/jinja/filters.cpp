@@ -225,7 +225,11 @@ std::string indent_text(const std::string& s, const Value* width, bool first, bo
     start = nl + 1;
   }
   std::string out = lines[0];
-  for (size_t i = 1; i < lines.size(); ++i) out += "\n" + ((blank || !lines[i].empty()) ? pad : "") + lines[i];
+  for (size_t i = 1; i < lines.size(); ++i) {
+    out += '\n';
+    if (blank || !lines[i].empty()) out += pad;
+    out += lines[i];
+  }
   return first ? pad + out : out;
 }
 

@@ -153,13 +153,13 @@ Value get_item(const Value& obj, const Value& index) {
     if (obj.is_array()) {
       int64_t n = (int64_t)obj.items().size();
       if (i < 0) i += n;
-      if (i < 0 || i >= n) return Value::undefined("[" + index.str() + "]");
+      if (i < 0 || i >= n) return Value::undefined(index.str());
       return obj.items()[(size_t)i];
     }
     std::vector<size_t> offs = utf8_offsets(obj.as_string());
     int64_t n = (int64_t)offs.size() - 1;
     if (i < 0) i += n;
-    if (i < 0 || i >= n) return Value::undefined("[" + index.str() + "]");
+    if (i < 0 || i >= n) return Value::undefined(index.str());
     return Value::string(obj.as_string().substr(offs[(size_t)i], offs[(size_t)i + 1] - offs[(size_t)i]));
   }
   return Value::undefined(index.str());

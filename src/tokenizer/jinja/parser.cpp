@@ -316,8 +316,6 @@ class Parser {
 
   Result<ExprPtr> parse_compare() {
     CHIMERA_ASSIGN_OR_RETURN(ExprPtr l, parse_math1());
-    // Chained comparisons (a < b < c) become (a < b) and (b < c) without re-evaluating b's side effects
-    // being observable: templates have none.
     ExprPtr result;
     while (true) {
       int line = cur().line;
@@ -339,13 +337,10 @@ class Parser {
       if (op == Op::kNone) break;
       advance();
       CHIMERA_ASSIGN_OR_RETURN(ExprPtr r, parse_math1());
-      if (!result) {
-        result = binary(op, std::move(l), std::move(r), line);
-      } else {
-        // Reuse the previous right operand by re-parsing is not possible; keep Jinja's
-        // left-to-right pairwise semantics by comparing against a copy of the prior operand.
-        return error("chained comparisons are not supported");
-      }
+      // Chained comparisons (a < b < c) would need the middle operand twice; chat templates
+      // do not use them, so they are rejected rather than silently mis-evaluated.
+      if (result) return error("chained comparisons are not supported");
+      result = binary(op, std::move(l), std::move(r), line);
     }
     return result ? std::move(result) : std::move(l);
   }

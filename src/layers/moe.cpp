@@ -1,0 +1,227 @@
+// MoE block implementation: routing strategies, expert tensor binding, and the
+// gather -> per-expert GEMM -> fixed-order combine forward pass. Invariant: an
+// output row depends only on its own token's input (never on which other
+// tokens shared its experts), which is what makes batch/step/chunk and any
+// thread count agree bit for bit.
+#include "layers/moe.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/ops.h"
+
+namespace chimera::layers {
+namespace {
+
+// Index of the largest value among those not excluded; lowest index on ties.
+// Returns -1 when every value is excluded or NaN.
+int32_t argmax_excluding(const float* s, int64_t n, int32_t excluded) {
+  int32_t best = -1;
+  for (int64_t j = 0; j < n; ++j) {
+    if ((int32_t)j == excluded || std::isnan(s[j])) continue;
+    if (best < 0 || s[j] > s[best]) best = (int32_t)j;
+  }
+  return best;
+}
+
+// Sparsemixer weight of expert `top` with maximum m = s[top]: softmax over the
+// experts that pass the relative-gap test, evaluated at `top`. Arithmetic of
+// the test is float32, as in the reference (torch fp32 ops, threshold cast to
+// float32); `excluded` never takes part (it is -inf in the masked scores).
+float sparsemixer_weight(const float* s, int64_t n, int32_t top, int32_t excluded, float two_eps) {
+  const float m = s[top];
+  double sum = 0.0;
+  for (int64_t j = 0; j < n; ++j) {
+    if ((int32_t)j == excluded) continue;
+    const float factor = std::max(std::fabs(s[j]), m);
+    const float r = (m - s[j]) / factor;
+    if (r > two_eps) continue;  // masked (NaN compares false: kept, as in torch)
+    sum += std::exp((double)s[j] - (double)m);
+  }
+  // The top expert always passes its own test (r = 0), so sum >= 1.
+  return (float)(1.0 / sum);
+}
+
+}  // namespace
+
+void route_softmax_topk(const float* logits, const RoutingParams& p, int32_t* experts, float* weights) {
+  const int64_t n = p.n_expert;
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n; ++j) m = std::max(m, logits[j]);
+  double sum = 0.0;
+  for (int64_t j = 0; j < n; ++j) sum += std::exp((double)logits[j] - (double)m);
+  // Selection on the logits is the same as on the probabilities (softmax is
+  // monotonic) and keeps exact ties resolvable: lowest index first.
+  for (int64_t slot = 0; slot < p.k; ++slot) {
+    int32_t best = -1;
+    for (int64_t j = 0; j < n; ++j) {
+      bool taken = false;
+      for (int64_t q = 0; q < slot; ++q) taken |= experts[q] == (int32_t)j;
+      if (taken || std::isnan(logits[j])) continue;
+      if (best < 0 || logits[j] > logits[best]) best = (int32_t)j;
+    }
+    if (best < 0) best = 0;  // all NaN: deterministic fallback
+    experts[slot] = best;
+    weights[slot] = (float)(std::exp((double)logits[best] - (double)m) / sum);
+  }
+  if (p.renormalize) {
+    double wsum = 0.0;
+    for (int64_t slot = 0; slot < p.k; ++slot) wsum += weights[slot];
+    if (wsum > 0)
+      for (int64_t slot = 0; slot < p.k; ++slot) weights[slot] = (float)(weights[slot] / wsum);
+  }
+  if (p.weight_scale != 1.f)
+    for (int64_t slot = 0; slot < p.k; ++slot) weights[slot] *= p.weight_scale;
+}
+
+void route_sparsemixer(const float* logits, const RoutingParams& p, int32_t* experts, float* weights) {
+  const int64_t n = p.n_expert;
+  const float two_eps = 2.f * p.jitter_eps;
+  int32_t i1 = argmax_excluding(logits, n, -1);
+  if (i1 < 0) i1 = 0;
+  int32_t i2 = argmax_excluding(logits, n, i1);
+  if (i2 < 0) i2 = i1 == 0 ? 1 : 0;
+  experts[0] = i1;
+  experts[1] = i2;
+  weights[0] = sparsemixer_weight(logits, n, i1, -1, two_eps) * p.weight_scale;
+  weights[1] = sparsemixer_weight(logits, n, i2, i1, two_eps) * p.weight_scale;
+}
+
+void route_token(const float* logits, const RoutingParams& p, int32_t* experts, float* weights) {
+  using Fn = void (*)(const float*, const RoutingParams&, int32_t*, float*);
+  static constexpr Fn kTable[] = {route_softmax_topk, route_sparsemixer};  // indexed by MoeRouting
+  kTable[(int)p.kind](logits, p, experts, weights);
+}
+
+Status check_routing(const RoutingParams& p) {
+  if (p.n_expert < 1 || p.n_expert > (1 << 20))
+    return invalid_argument("expert_count " + std::to_string(p.n_expert) + " is out of range");
+  if (p.k < 1 || p.k > p.n_expert)
+    return invalid_argument("expert_used_count " + std::to_string(p.k) + " must be in [1, expert_count = " +
+                            std::to_string(p.n_expert) + "]");
+  if (p.kind == MoeRouting::kSparseMixer && p.k != 2)
+    return invalid_argument("sparsemixer routing selects exactly 2 experts (expert_used_count = " +
+                            std::to_string(p.k) + ")");
+  if (p.kind != MoeRouting::kSoftmaxTopK && p.kind != MoeRouting::kSparseMixer)
+    return invalid_argument("unknown MoE routing strategy");
+  if (!(p.jitter_eps >= 0.f) || !std::isfinite(p.weight_scale)) return invalid_argument("invalid routing parameters");
+  return Status::ok();
+}
+
+Result<ExpertTensor> bind_expert_tensor(const format::GgufFile& g, const std::string& name, int64_t cols,
+                                        int64_t rows, int64_t n_expert) {
+  const format::GgufTensorInfo* t = g.find_tensor(name);
+  if (!t) return not_found("missing tensor '" + name + "'");
+  if (t->dim(0) != cols || t->dim(1) != rows || t->dim(2) != n_expert || t->dim(3) != 1)
+    return invalid_argument("tensor '" + name + "' has shape " + t->shape_string() + ", expected [" +
+                            std::to_string(cols) + ", " + std::to_string(rows) + ", " + std::to_string(n_expert) +
+                            "]");
+  CHIMERA_RETURN_IF_ERROR(kernels::check_matmul_type(t->type).with_context("tensor '" + name + "'"));
+  ExpertTensor e;
+  e.base.type = t->type;
+  e.base.data = t->data;
+  e.base.rows = rows;
+  e.base.cols = cols;
+  e.base.row_bytes = format::ggml_row_size(t->type, cols);
+  e.n_expert = n_expert;
+  e.expert_bytes = e.base.row_bytes * (size_t)rows;
+  if (e.expert_bytes * (size_t)n_expert > t->n_bytes)
+    return invalid_argument("tensor '" + name + "' is smaller than its shape requires");
+  return e;
+}
+
+Result<MoeWeights> bind_moe(const WeightBinder& b, const format::GgufFile& g, const std::string& p,
+                            const MoeConfig& c) {
+  CHIMERA_RETURN_IF_ERROR(check_routing(c.routing).with_context(p));
+  if (c.n_embd < 1 || c.n_ff < 1 || c.n_ff_shexp < 0) return invalid_argument(p + ": invalid MoE sizes");
+  const int64_t E = c.routing.n_expert;
+  MoeWeights w;
+  CHIMERA_ASSIGN_OR_RETURN(w.router, bind_linear(b, p + ".ffn_gate_inp", c.n_embd, E));
+  CHIMERA_ASSIGN_OR_RETURN(w.gate, bind_expert_tensor(g, p + ".ffn_gate_exps.weight", c.n_embd, c.n_ff, E));
+  CHIMERA_ASSIGN_OR_RETURN(w.up, bind_expert_tensor(g, p + ".ffn_up_exps.weight", c.n_embd, c.n_ff, E));
+  CHIMERA_ASSIGN_OR_RETURN(w.down, bind_expert_tensor(g, p + ".ffn_down_exps.weight", c.n_ff, c.n_embd, E));
+  if (c.n_ff_shexp > 0) {
+    CHIMERA_ASSIGN_OR_RETURN(w.shexp.gate, bind_linear(b, p + ".ffn_gate_shexp", c.n_embd, c.n_ff_shexp));
+    CHIMERA_ASSIGN_OR_RETURN(w.shexp.up, bind_linear(b, p + ".ffn_up_shexp", c.n_embd, c.n_ff_shexp));
+    CHIMERA_ASSIGN_OR_RETURN(w.shexp.down, bind_linear(b, p + ".ffn_down_shexp", c.n_ff_shexp, c.n_embd));
+  }
+  return w;
+}
+
+void MoeScratch::reserve(const MoeConfig& c, int64_t T) {
+  const int64_t E = c.routing.n_expert, k = c.routing.k;
+  max_tokens = T;
+  logits.resize((size_t)(T * E));
+  experts.resize((size_t)(T * k));
+  weights.resize((size_t)(T * k));
+  rows.resize((size_t)(T * k));
+  pos.resize((size_t)(T * k));
+  xg.resize((size_t)(T * k * c.n_embd));
+  g.resize((size_t)(T * k * c.n_ff));
+  u.resize((size_t)(T * k * c.n_ff));
+  y.resize((size_t)(T * k * c.n_embd));
+  if (c.n_ff_shexp > 0) {
+    ys.resize((size_t)(T * c.n_embd));
+    shexp.reserve(c.n_ff_shexp, T);
+  }
+}
+
+void moe_forward(const MoeConfig& c, const MoeWeights& w, const float* h, int64_t T, MoeScratch& s, float* out,
+                 ThreadPool* pool, int64_t layer, MoeObserver* observer) {
+  const int64_t d = c.n_embd, ff = c.n_ff, E = c.routing.n_expert, k = c.routing.k;
+  const int64_t R = T * k;  // routed (token, slot) rows
+
+  // 1. Router logits and per-token routing.
+  w.router.apply(h, T, d, s.logits.data(), E, pool);
+  int32_t* ex = s.experts.data();
+  float* wt = s.weights.data();
+  for (int64_t t = 0; t < T; ++t) route_token(s.logits.data() + t * E, c.routing, ex + t * k, wt + t * k);
+  if (observer) observer->on_routing(layer, T, k, E, ex, wt);
+
+  // 2. Group (token, slot) rows by expert (counting sort: stable, so rows of
+  //    one expert stay in token order) and gather their inputs.
+  int32_t* rows = s.rows.data();
+  int32_t* pos = s.pos.data();
+  int64_t n_at = 0;
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t r = 0; r < R; ++r)
+      if (ex[r] == e) {
+        pos[r] = (int32_t)n_at;
+        rows[n_at++] = (int32_t)r;
+      }
+  float* xg = s.xg.data();
+  for (int64_t i = 0; i < R; ++i) std::memcpy(xg + i * d, h + (rows[i] / k) * d, (size_t)d * sizeof(float));
+
+  // 3. One GEMM per used expert (a GEMV when it holds one row).
+  float* g = s.g.data();
+  float* u = s.u.data();
+  float* y = s.y.data();
+  for (int64_t i = 0; i < R;) {
+    const int64_t e = ex[rows[i]];
+    int64_t j = i;
+    while (j < R && ex[rows[j]] == e) ++j;
+    const int64_t m = j - i;
+    kernels::matmul(w.gate.expert(e), xg + i * d, m, d, g + i * ff, ff, pool);
+    kernels::matmul(w.up.expert(e), xg + i * d, m, d, u + i * ff, ff, pool);
+    kernels::silu_mul(g + i * ff, u + i * ff, g + i * ff, m * ff);
+    kernels::matmul(w.down.expert(e), g + i * ff, m, ff, y + i * d, d, pool);
+    i = j;
+  }
+
+  // 4. Shared expert (reads h, so it runs before out, which may alias h, is written).
+  if (w.has_shexp()) gated_mlp_forward(w.shexp, h, T, d, s.shexp, s.ys.data(), pool);
+
+  // 5. Combine per token in slot order, then the shared expert.
+  for (int64_t t = 0; t < T; ++t) {
+    float* o = out + t * d;
+    std::memset(o, 0, (size_t)d * sizeof(float));
+    for (int64_t slot = 0; slot < k; ++slot) {
+      const int64_t r = t * k + slot;
+      kernels::axpy(wt[r], y + (int64_t)pos[r] * d, o, d);
+    }
+    if (w.has_shexp()) kernels::add(o, s.ys.data() + t * d, d);
+  }
+}
+
+}  // namespace chimera::layers

@@ -1,0 +1,206 @@
+// PhiMoE family (arch "phimoe": Phi-3.5-MoE, Phi-tiny-MoE) loaded from GGUF
+// files as llama.cpp writes them, computed with the Hugging Face semantics
+// (not llama.cpp's approximation):
+//   * every norm is a LayerNorm with bias (eps = attention.layer_norm_rms_epsilon,
+//     a misleading key name kept from the HF config field);
+//   * attention with q/k/v/o biases, GQA, rotate-half (NEOX) RoPE, causal;
+//     an `attention.sliding_window` key, when present, limits each query to the
+//     last W keys (HF Mixtral lineage);
+//   * MoE FFN routed by sparsemixer as at inference (top-2, no renormalisation,
+//     jitter eps 0.01, which the GGUF does not store), via layers/moe;
+//   * lm-head with bias after the final LayerNorm.
+// LongRoPE: when rope_factors_short / rope_factors_long are present, a call
+// whose sequence length (last position + 1) exceeds the original context uses
+// the long factors, otherwise the short ones (HF picks by current length);
+// cos/sin are multiplied by the attention factor, read from
+// rope.scaling.{short,long}_mscale when the file carries them (HF config
+// values), else rope.scaling.attn_factor (what llama.cpp's converter writes),
+// else 1. Invariant: rows computed before a switch keep the factors they were
+// computed with (HF instead re-encodes the prefix once; see docs/EXPERTS.md).
+#include <cmath>
+
+#include "layers/attention_block.h"
+#include "layers/moe.h"
+#include "layers/weights.h"
+#include "models/hparams.h"
+#include "models/model.h"
+#include "models/transformer_util.h"
+
+namespace chimera::models {
+namespace {
+
+struct PhiMoeLayer {
+  layers::Vec attn_norm, attn_norm_b, ffn_norm, ffn_norm_b;
+  layers::AttentionWeights attn;
+  layers::MoeWeights moe;
+};
+
+class PhiMoeModel final : public Model, public layers::MoeObservable {
+ public:
+  std::vector<layers::LayerStateSpec> state_specs() const override {
+    return std::vector<layers::LayerStateSpec>(layers_.size(), attn_cfg_.kv_spec());
+  }
+
+  void set_moe_observer(layers::MoeObserver* obs) override { observer_ = obs; }
+  std::vector<uint64_t> expert_bytes_per_layer() const override {
+    std::vector<uint64_t> v;
+    for (const PhiMoeLayer& L : layers_) v.push_back(L.moe.expert_bytes());
+    return v;
+  }
+
+  Status init(const format::GgufFile& g) {
+    HParams hp(g, "phimoe");
+    CHIMERA_ASSIGN_OR_RETURN(n_embd_, hp.count("embedding_length", 1 << 20));
+    CHIMERA_ASSIGN_OR_RETURN(int64_t n_layer, hp.count("block_count", 4096));
+    CHIMERA_ASSIGN_OR_RETURN(int64_t n_ff, hp.count("feed_forward_length", 1 << 22));
+    n_ff = hp.count_or("expert_feed_forward_length", n_ff);
+    CHIMERA_ASSIGN_OR_RETURN(int64_t n_expert, hp.count("expert_count", 1 << 16));
+    CHIMERA_ASSIGN_OR_RETURN(int64_t n_used, hp.count("expert_used_count", 1 << 16));
+    CHIMERA_ASSIGN_OR_RETURN(int64_t n_head, hp.count("attention.head_count", 1 << 14));
+    const int64_t n_head_kv = hp.count_or("attention.head_count_kv", n_head);
+    if (n_head_kv < 1 || n_head % n_head_kv != 0)
+      return invalid_argument("attention.head_count (" + std::to_string(n_head) +
+                              ") must be a multiple of head_count_kv (" + std::to_string(n_head_kv) + ")");
+    // Phi-tiny-MoE has an explicit head_dim (q width != n_embd): honour key_length.
+    const int64_t head_dim = hp.count_or("attention.key_length", n_embd_ / n_head);
+    const int64_t head_dim_v = hp.count_or("attention.value_length", head_dim);
+    if (head_dim < 1 || head_dim_v < 1 || head_dim > 4096 || head_dim_v > 4096)
+      return invalid_argument("invalid attention head size");
+    eps_ = hp.real_or("attention.layer_norm_rms_epsilon", 1e-5f);
+    if (!(eps_ > 0.f) || !std::isfinite(eps_)) return invalid_argument("phimoe: invalid layer-norm epsilon");
+    info_.n_ctx_train = hp.count_or("context_length", 4096);
+    info_.n_layer = n_layer;
+    info_.n_embd = n_embd_;
+
+    attn_cfg_.n_embd = n_embd_;
+    attn_cfg_.n_head = n_head;
+    attn_cfg_.n_head_kv = n_head_kv;
+    attn_cfg_.head_dim = head_dim;
+    attn_cfg_.head_dim_v = head_dim_v;
+    attn_cfg_.window = std::max<int64_t>(0, hp.count_or("attention.sliding_window", 0));
+    if (attn_cfg_.window >= info_.n_ctx_train) attn_cfg_.window = 0;  // never binding
+    const int64_t n_rot = hp.count_or("rope.dimension_count", head_dim);
+    if (n_rot > head_dim) return invalid_argument("rope.dimension_count exceeds the head size");
+    CHIMERA_ASSIGN_OR_RETURN(attn_cfg_.rope, read_rope(hp, kernels::RopeMode::kNeox, n_rot, info_.n_ctx_train));
+
+    layers::WeightBinder b(g);
+    CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
+    info_.n_vocab = embd_.output.rows;
+    if (!embd_.output_norm_b.present()) return not_found("missing tensor 'output_norm.bias' (phimoe LayerNorm)");
+    CHIMERA_RETURN_IF_ERROR(bind_longrope(b, hp, n_rot));
+
+    moe_cfg_.n_embd = n_embd_;
+    moe_cfg_.n_ff = n_ff;
+    moe_cfg_.routing.kind = layers::MoeRouting::kSparseMixer;
+    moe_cfg_.routing.n_expert = n_expert;
+    moe_cfg_.routing.k = n_used;
+    moe_cfg_.routing.jitter_eps = 0.01f;  // HF router_jitter_noise default; not stored in GGUF
+    CHIMERA_RETURN_IF_ERROR(layers::check_routing(moe_cfg_.routing).with_context("phimoe"));
+
+    layers_.resize((size_t)n_layer);
+    for (int64_t i = 0; i < n_layer; ++i) {
+      const std::string p = "blk." + std::to_string(i);
+      PhiMoeLayer& L = layers_[(size_t)i];
+      CHIMERA_ASSIGN_OR_RETURN(L.attn_norm, b.vector(p + ".attn_norm.weight", n_embd_));
+      CHIMERA_ASSIGN_OR_RETURN(L.attn_norm_b, b.vector(p + ".attn_norm.bias", n_embd_));
+      CHIMERA_ASSIGN_OR_RETURN(L.ffn_norm, b.vector(p + ".ffn_norm.weight", n_embd_));
+      CHIMERA_ASSIGN_OR_RETURN(L.ffn_norm_b, b.vector(p + ".ffn_norm.bias", n_embd_));
+      CHIMERA_ASSIGN_OR_RETURN(L.attn, layers::bind_attention(b, p, attn_cfg_));
+      CHIMERA_ASSIGN_OR_RETURN(L.moe, layers::bind_moe(b, g, p, moe_cfg_));
+    }
+    info_.weight_bytes = g.tensor_bytes();  // all weights, as the field documents (decode reads k/E of the experts)
+    ws_.n_embd = n_embd_;
+    attn_scratch_.reserve(attn_cfg_, kMaxUbatch);
+    moe_scratch_.reserve(moe_cfg_, kMaxUbatch);
+    return Status::ok();
+  }
+
+ protected:
+  void forward_impl(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
+                    ThreadPool* pool) override {
+    // LongRoPE: the factor set follows the sequence length this call reaches.
+    layers::AttentionConfig cfg = attn_cfg_;
+    if (rope_long_.present()) {
+      const bool is_long = st.n_past() + n > n_ctx_orig_;
+      cfg.rope.freq_factors = is_long ? rope_long_.ptr() : rope_short_.ptr();
+      cfg.rope.attn_factor = is_long ? mscale_long_ : mscale_short_;
+    }
+    for (int64_t done = 0; done < n; done += kMaxUbatch) {
+      const int64_t T = std::min(kMaxUbatch, n - done);
+      ubatch(cfg, st, tokens + done, T, which, logits, done, done + T == n, pool);
+    }
+  }
+
+ private:
+  static constexpr int64_t kMaxUbatch = 256;
+
+  Status bind_longrope(const layers::WeightBinder& b, const HParams& hp, int64_t n_rot) {
+    CHIMERA_ASSIGN_OR_RETURN(rope_long_, b.optional_vector("rope_factors_long.weight", n_rot / 2));
+    CHIMERA_ASSIGN_OR_RETURN(rope_short_, b.optional_vector("rope_factors_short.weight", n_rot / 2));
+    if (rope_long_.present() != rope_short_.present())
+      return invalid_argument("phimoe LongRoPE needs both rope_factors_long and rope_factors_short");
+    if (!rope_long_.present()) return Status::ok();
+    for (size_t i = 0; i < rope_long_.data.size(); ++i)
+      if (!(rope_long_.data[i] > 0.f) || !(rope_short_.data[i] > 0.f) || !std::isfinite(rope_long_.data[i]) ||
+          !std::isfinite(rope_short_.data[i]))
+        return invalid_argument("phimoe LongRoPE factors must be positive and finite");
+    n_ctx_orig_ = hp.count_or("rope.scaling.original_context_length", info_.n_ctx_train);
+    const float attn_factor = hp.real_or("rope.scaling.attn_factor", 1.f);
+    mscale_short_ = hp.real_or("rope.scaling.short_mscale", attn_factor);
+    mscale_long_ = hp.real_or("rope.scaling.long_mscale", attn_factor);
+    if (!(mscale_short_ > 0.f) || !(mscale_long_ > 0.f) || n_ctx_orig_ < 1)
+      return invalid_argument("phimoe LongRoPE: invalid attention factor or original context");
+    attn_cfg_.rope.freq_scale = 1.f;
+    attn_cfg_.rope.ext_factor = 0.f;
+    return Status::ok();
+  }
+
+  void layer_norm_rows(const float* x, const layers::Vec& w, const layers::Vec& bias, float* y, int64_t T) const {
+    for (int64_t t = 0; t < T; ++t)
+      kernels::layer_norm(x + t * n_embd_, w.ptr(), bias.ptr(), y + t * n_embd_, n_embd_, eps_);
+  }
+
+  void ubatch(const layers::AttentionConfig& cfg, layers::SequenceState& st, const int32_t* tokens, int64_t T,
+              Logits which, float* logits, int64_t row0, bool last_chunk, ThreadPool* pool) {
+    ws_.reserve(T);
+    float* x = ws_.x.data();
+    float* h = ws_.h.data();
+    embed_tokens(embd_.tok, tokens, T, x);
+    const int64_t pos0 = st.n_past();
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      const PhiMoeLayer& L = layers_[l];
+      layer_norm_rows(x, L.attn_norm, L.attn_norm_b, h, T);
+      layers::attention_forward(cfg, L.attn, h, T, pos0, *st.kv(l), attn_scratch_, h, pool);
+      kernels::add(x, h, T * n_embd_);
+      layer_norm_rows(x, L.ffn_norm, L.ffn_norm_b, h, T);
+      layers::moe_forward(moe_cfg_, L.moe, h, T, moe_scratch_, h, pool, (int64_t)l, observer_);
+      kernels::add(x, h, T * n_embd_);
+    }
+    st.advance(T);
+    write_logits(embd_, x, T, n_embd_, eps_, which, logits, row0, last_chunk, ws_, pool, FinalNorm::kLayer);
+  }
+
+  int64_t n_embd_ = 0;
+  float eps_ = 1e-5f;
+  layers::AttentionConfig attn_cfg_;
+  layers::MoeConfig moe_cfg_;
+  Embeddings embd_;
+  layers::Vec rope_long_, rope_short_;
+  int64_t n_ctx_orig_ = 0;
+  float mscale_short_ = 1.f, mscale_long_ = 1.f;
+  std::vector<PhiMoeLayer> layers_;
+  Workspace ws_;
+  layers::AttentionScratch attn_scratch_;
+  layers::MoeScratch moe_scratch_;
+  layers::MoeObserver* observer_ = nullptr;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> load_phimoe(const format::GgufFile& gguf) {
+  auto m = std::make_unique<PhiMoeModel>();
+  CHIMERA_RETURN_IF_ERROR(m->init(gguf));
+  return std::unique_ptr<Model>(std::move(m));
+}
+
+}  // namespace chimera::models
