@@ -160,7 +160,7 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("-o,--output", o->output, "md | json | csv")->capture_default_str();
   sub->add_option("--isa", o->isa, "Restrict kernels to an instruction set");
   sub->add_flag("--no-probe", o->no_probe, "Skip the memory-bandwidth probe");
-  sub->callback([o] { set_exit_code(run(*o)); });
+  add_bench_serve_command(sub, [o] { set_exit_code(run(*o)); });  // `bench serve` (cmd_bench_serve.cpp)
 }
 
 }  // namespace chimera::cli

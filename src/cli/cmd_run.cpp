@@ -6,6 +6,8 @@
 #include "cli/common.h"
 #include "core/memory.h"
 #include "core/thread_pool.h"
+#include "runtime/diffusion_options.h"
+#include "runtime/expert_stats.h"
 #include "tokenizer/tokenizer.h"
 
 namespace chimera::cli {
@@ -13,6 +15,7 @@ namespace {
 
 struct RunOptions {
   std::string model, prompt, prompt_file, ids;
+  std::string expert_stats;  // --expert-stats FILE (MoE models)
   int64_t n_predict = 128;
   int64_t n_ctx = 0;
   bool print_ids = false;
@@ -20,6 +23,8 @@ struct RunOptions {
   bool quiet = false;
   ComputeOptions compute;
   SamplingOptions sampling;
+  runtime::DiffusionOptions diffusion;  // masked diffusion LMs (LLaDA, Dream)
+  std::string remasking = "low_confidence";
 };
 
 int run(const RunOptions& o) {
@@ -57,11 +62,20 @@ int run(const RunOptions& o) {
     return report_error("the prompt has " + std::to_string(prompt.size()) + " tokens, more than the context size " +
                         std::to_string(n_ctx) + " (raise it with -c)");
 
+  std::unique_ptr<runtime::ExpertStatsSession> stats;
+  if (!o.expert_stats.empty()) {
+    auto sr = runtime::ExpertStatsSession::attach(model);
+    if (!sr) return report_error(sr.status());
+    stats = std::move(*sr);
+  }
   auto gen = runtime::make_generator(model, n_ctx, &global_thread_pool());
   runtime::GenerateOptions go;
   go.n_predict = o.n_predict;
   go.stop_at_eog = !o.ignore_eos;
   go.sampling = o.sampling.p;
+  go.diffusion = o.diffusion;
+  if (!runtime::parse_remasking(o.remasking, &go.diffusion.remasking))
+    return report_error("--remasking must be low_confidence, random, margin or entropy (got '" + o.remasking + "')");
 
   if (!o.print_ids && !prompt_text.empty()) {
     std::fwrite(prompt_text.data(), 1, prompt_text.size(), stdout);
@@ -87,6 +101,8 @@ int run(const RunOptions& o) {
   std::printf("\n");
   std::fflush(stdout);
   if (!r) return report_error(r.status());
+  if (stats)
+    if (Status s = stats->write_json(o.expert_stats); !s) return report_error(s);
   const runtime::GenerateStats& st = *r;
   if (!o.quiet) {
     std::fprintf(stderr, "\nprompt: %lld tokens in %.3f s (%.2f tok/s)\n", (long long)st.n_prompt, st.prompt_seconds,
@@ -115,8 +131,21 @@ void add_run_command(CLI::App& app) {
   sub->add_flag("--ids", o->print_ids, "Print generated token ids instead of text");
   sub->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at end-of-generation tokens");
   sub->add_flag("-q,--quiet", o->quiet, "No statistics on stderr");
+  sub->add_option("--expert-stats", o->expert_stats, "MoE models: write expert routing statistics (JSON) to FILE");
   o->compute.add_to(sub);
   o->sampling.add_to(sub);
+  // Masked diffusion LMs (see runtime/diffusion.h); ignored by autoregressive models.
+  runtime::DiffusionOptions& d = o->diffusion;
+  sub->add_option("--steps", d.steps, "Diffusion: denoising steps in total (default: one per token)");
+  sub->add_option("--block-length", d.block_length, "Diffusion: semi-autoregressive block length (default: -n)");
+  sub->add_option("--remasking", o->remasking, "Diffusion: low_confidence | random | margin | entropy")
+      ->capture_default_str();
+  sub->add_option("--cfg", d.cfg_scale, "Diffusion: classifier-free guidance scale (0 = off)");
+  sub->add_flag("--visual", d.visual, "Diffusion: redraw the canvas on stderr as it unmasks");
+  sub->add_flag("--prefix-cache", d.prefix_cache, "Diffusion: reuse committed blocks' K/V (Fast-dLLM, approximate)");
+  sub->add_flag("--dual-cache", d.dual_cache, "Diffusion: reuse prefix and suffix K/V (Fast-dLLM, approximate)");
+  sub->add_option("--cache-refresh", d.cache_refresh, "Diffusion: with a cache, full pass every N steps in a block");
+  sub->add_option("--threshold", d.threshold, "Diffusion: commit all tokens with confidence > T (0 = off)");
   sub->callback([o] { set_exit_code(run(*o)); });
 }
 

@@ -32,6 +32,8 @@ int run_main(int argc, char** argv) {
   add_chat_command(app);
   add_bench_command(app);
   add_synth_command(app);
+  add_serve_command(app);
+  add_experts_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <string>
 
 #include "core/status.h"
@@ -26,5 +27,9 @@ void add_convert_command(CLI::App& app);
 void add_chat_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
+// `bench serve`, nested under `bench`; runs bench_callback when `bench` is used without it.
+void add_bench_serve_command(CLI::App* bench, std::function<void()> bench_callback);
+void add_experts_command(CLI::App& app);
 
 }  // namespace chimera::cli

@@ -24,7 +24,9 @@
 #endif
 #include <immintrin.h>
 
+#include "kernels/matmul_kquant.h"
 #include "kernels/matmul_pack.h"
+#include "kernels/matmul_q_legacy.h"
 #include "kernels/matmul_tile.h"
 
 #define CHIMERA_T_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")))
@@ -212,6 +214,7 @@ CHIMERA_T_AVX512 void pack_bf16_avx512(const float* x, int64_t k, void* out) {
 }  // namespace
 
 MatmulKernel matmul_kernel_avx512(format::GgmlType type) {
+  if (MatmulKernel k = kquant_kernel_avx512(type); k.gemm) return k;  // Q2_K..Q6_K
   switch (type) {
     case GgmlType::F32: return {nullptr, nullptr, gemm_avx512<KernelAvx512<WF32>>, "gemm_f32_f32_avx512"};
     case GgmlType::F16:
@@ -223,6 +226,8 @@ MatmulKernel matmul_kernel_avx512(format::GgmlType type) {
 }
 
 MatmulKernel matmul_kernel_avx512vnni(format::GgmlType type) {
+  if (MatmulKernel k = legacy::legacy_quant_kernel_avx512vnni(type); k.gemm) return k;  // Q8_0/Q4_x/Q5_x/IQ4_NL
+  if (MatmulKernel k = kquant_kernel_avx512vnni(type); k.gemm) return k;                  // Q2_K..Q6_K
   switch (type) {
     case GgmlType::BF16:
       return {pack_bf16_avx512, act_bytes_16bit, gemm_avx512<KernelBf16Dp>, "gemm_bf16_bf16_avx512bf16",

@@ -5,8 +5,11 @@
 #include "kernels/type_traits.h"
 
 #include <cstring>
+#include <vector>
 
 #include "core/fp16.h"
+#include "quant/kquant_blocks.h"
+#include "quant/legacy_blocks.h"
 
 namespace chimera::kernels {
 namespace {
@@ -50,12 +53,58 @@ WeightTypeTraits make_entry(GgmlType type, GgmlType vec_dot, int64_t block, size
   return t;
 }
 
+// Legacy block types (quant/legacy_blocks.h): typed conversions adapted to the
+// table's untyped signatures.
+template <class Block, void (*Fn)(const float*, Block*, int64_t)>
+void quant_from_f32(const float* x, void* out, int64_t n) {
+  Fn(x, static_cast<Block*>(out), n);
+}
+template <class Block, void (*Fn)(const Block*, float*, int64_t)>
+void quant_to_f32(const void* row, float* out, int64_t n) {
+  Fn(static_cast<const Block*>(row), out, n);
+}
+
 struct Table {
-  WeightTypeTraits entries[3];
-  Table()
-      : entries{make_entry(GgmlType::F32, GgmlType::F32, 1, 4, f32_from_f32, f32_to_f32),
-                make_entry(GgmlType::F16, GgmlType::F16, 1, 2, f16_from_f32, f16_to_f32_row),
-                make_entry(GgmlType::BF16, GgmlType::BF16, 1, 2, bf16_from_f32, bf16_to_f32_row)} {}
+  std::vector<WeightTypeTraits> entries;
+  Table() {
+    entries.push_back(make_entry(GgmlType::F32, GgmlType::F32, 1, 4, f32_from_f32, f32_to_f32));
+    entries.push_back(make_entry(GgmlType::F16, GgmlType::F16, 1, 2, f16_from_f32, f16_to_f32_row));
+    entries.push_back(make_entry(GgmlType::BF16, GgmlType::BF16, 1, 2, bf16_from_f32, bf16_to_f32_row));
+    add_legacy_quant_entries();
+    add_kquant_entries();
+  }
+  void add_legacy_quant_entries() {
+    using namespace quant;
+    const auto q8_0 = quant_from_f32<block_q8_0, quantize_row_q8_0>;
+    const auto q8_1 = quant_from_f32<block_q8_1, quantize_row_q8_1>;
+    entries.push_back(make_entry(GgmlType::Q8_0, GgmlType::Q8_0, 32, sizeof(block_q8_0), q8_0,
+                                 quant_to_f32<block_q8_0, dequantize_row_q8_0>));
+    entries.push_back(make_entry(GgmlType::Q4_0, GgmlType::Q8_0, 32, sizeof(block_q4_0), q8_0,
+                                 quant_to_f32<block_q4_0, dequantize_row_q4_0>));
+    entries.push_back(make_entry(GgmlType::Q4_1, GgmlType::Q8_1, 32, sizeof(block_q4_1), q8_1,
+                                 quant_to_f32<block_q4_1, dequantize_row_q4_1>));
+    entries.push_back(make_entry(GgmlType::Q5_0, GgmlType::Q8_0, 32, sizeof(block_q5_0), q8_0,
+                                 quant_to_f32<block_q5_0, dequantize_row_q5_0>));
+    entries.push_back(make_entry(GgmlType::Q5_1, GgmlType::Q8_1, 32, sizeof(block_q5_1), q8_1,
+                                 quant_to_f32<block_q5_1, dequantize_row_q5_1>));
+    entries.push_back(make_entry(GgmlType::IQ4_NL, GgmlType::Q8_0, 32, sizeof(block_iq4_nl), q8_0,
+                                 quant_to_f32<block_iq4_nl, dequantize_row_iq4_nl>));
+  }
+  // K-quant super-block types (quant/kquant_blocks.h), Q8_K activations.
+  void add_kquant_entries() {
+    using namespace quant;
+    const auto q8_K = quant_from_f32<block_q8_K, quantize_row_q8_K>;
+    entries.push_back(make_entry(GgmlType::Q2_K, GgmlType::Q8_K, 256, sizeof(block_q2_K), q8_K,
+                                 quant_to_f32<block_q2_K, dequantize_row_q2_K>));
+    entries.push_back(make_entry(GgmlType::Q3_K, GgmlType::Q8_K, 256, sizeof(block_q3_K), q8_K,
+                                 quant_to_f32<block_q3_K, dequantize_row_q3_K>));
+    entries.push_back(make_entry(GgmlType::Q4_K, GgmlType::Q8_K, 256, sizeof(block_q4_K), q8_K,
+                                 quant_to_f32<block_q4_K, dequantize_row_q4_K>));
+    entries.push_back(make_entry(GgmlType::Q5_K, GgmlType::Q8_K, 256, sizeof(block_q5_K), q8_K,
+                                 quant_to_f32<block_q5_K, dequantize_row_q5_K>));
+    entries.push_back(make_entry(GgmlType::Q6_K, GgmlType::Q8_K, 256, sizeof(block_q6_K), q8_K,
+                                 quant_to_f32<block_q6_K, dequantize_row_q6_K>));
+  }
 };
 
 const Table& table() {

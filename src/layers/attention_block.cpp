@@ -22,6 +22,11 @@ void AttentionScratch::reserve(const AttentionConfig& c, int64_t max_tokens) {
 
 void attention_forward(const AttentionConfig& c, const AttentionWeights& w, const float* h, int64_t T, int64_t pos0,
                        KvCache& cache, AttentionScratch& s, float* out, ThreadPool* pool) {
+  attention_forward(c, w, h, T, pos0, pos0 + T, cache, s, out, pool);  // keys of every token processed so far
+}
+
+void attention_forward(const AttentionConfig& c, const AttentionWeights& w, const float* h, int64_t T, int64_t pos0,
+                       int64_t n_kv, KvCache& cache, AttentionScratch& s, float* out, ThreadPool* pool) {
   const int64_t nq = c.n_head * c.head_dim;
   const int64_t nk = c.n_head_kv * c.head_dim;
   const int64_t nv = c.n_head_kv * c.head_dim_v;
@@ -44,7 +49,6 @@ void attention_forward(const AttentionConfig& c, const AttentionWeights& w, cons
   ap.scale = c.scale != 0.f ? c.scale : 1.0f / std::sqrt((float)c.head_dim);
   ap.causal = c.causal;
   ap.window = c.window;
-  const int64_t n_kv = pos0 + T;  // keys of every token processed so far
   kernels::attention(ap, q, T, nq, pos0, cache.k(), nk, cache.v(), nv, n_kv, s.attn.data(), c.n_head * c.head_dim_v,
                      pool);
   w.wo.apply(s.attn.data(), T, c.n_head * c.head_dim_v, out, c.n_embd, pool);

@@ -43,4 +43,13 @@ struct AttentionScratch {
 void attention_forward(const AttentionConfig& c, const AttentionWeights& w, const float* h, int64_t T, int64_t pos0,
                        KvCache& cache, AttentionScratch& s, float* out, ThreadPool* pool);
 
+// Partial-canvas variant (masked diffusion LMs, Fast-dLLM caches): the T query
+// rows at positions pos0..pos0+T-1 write their K/V into the cache there and
+// attend to keys [0, n_kv) (n_kv >= pos0 + T; with c.causal only keys <= the
+// query position count). Cache rows outside [pos0, pos0+T) must already hold the
+// K/V of those positions from earlier calls. n_kv == pos0 + T is exactly the
+// function above.
+void attention_forward(const AttentionConfig& c, const AttentionWeights& w, const float* h, int64_t T, int64_t pos0,
+                       int64_t n_kv, KvCache& cache, AttentionScratch& s, float* out, ThreadPool* pool);
+
 }  // namespace chimera::layers

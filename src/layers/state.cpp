@@ -1,4 +1,5 @@
-// SequenceState implementation.
+// SequenceState implementation: building per-layer states from their specs,
+// reset, rollback rules, fork / snapshot copies.
 #include "layers/state.h"
 
 #include <cstring>
@@ -13,40 +14,93 @@ void KvCache::copy_from(const KvCache& o, int64_t n_rows) {
   std::memcpy(v_.data(), o.v_.data(), (size_t)(n_rows * spec_.n_embd_v) * sizeof(float));
 }
 
-SequenceState::SequenceState(const std::vector<LayerStateSpec>& specs, int64_t n_ctx) : n_ctx_(n_ctx) {
+RecurrentState::RecurrentState(const RecurrentSpec& spec)
+    : spec_(spec), conv_((size_t)(spec.conv_channels * spec.conv_rows)), ssm_((size_t)spec.ssm_floats) {}
+
+void RecurrentState::zero() {
+  if (conv_.size()) std::memset(conv_.data(), 0, conv_.size() * sizeof(float));
+  if (ssm_.size()) std::memset(ssm_.data(), 0, ssm_.size() * sizeof(float));
+}
+
+void RecurrentState::copy_from(const RecurrentState& o) {
+  if (conv_.size()) std::memcpy(conv_.data(), o.conv_.data(), conv_.size() * sizeof(float));
+  if (ssm_.size()) std::memcpy(ssm_.data(), o.ssm_.data(), ssm_.size() * sizeof(float));
+}
+
+SequenceState::SequenceState(const std::vector<LayerStateSpec>& specs, int64_t n_ctx) : specs_(specs), n_ctx_(n_ctx) {
   layers_.reserve(specs.size());
   for (const auto& s : specs) {
     if (const auto* kv = std::get_if<KvSpec>(&s)) {
       layers_.emplace_back(std::make_unique<KvCache>(*kv, n_ctx));
+    } else if (const auto* r = std::get_if<RecurrentSpec>(&s)) {
+      layers_.emplace_back(std::make_unique<RecurrentState>(*r));  // zero-initialised
     } else {
       layers_.emplace_back(std::monostate{});
     }
   }
 }
 
+bool SequenceState::has_recurrent() const {
+  for (const auto& l : layers_)
+    if (std::holds_alternative<std::unique_ptr<RecurrentState>>(l)) return true;
+  return false;
+}
+
+void SequenceState::reset() {
+  n_past_ = 0;
+  for (auto& l : layers_)
+    if (auto* r = std::get_if<std::unique_ptr<RecurrentState>>(&l)) (*r)->zero();
+}
+
 Status SequenceState::truncate(int64_t n) {
   if (n < 0 || n > n_past_) return invalid_argument("cannot truncate state to " + std::to_string(n) + " tokens");
+  if (n != n_past_ && has_recurrent())
+    return invalid_argument("cannot truncate a recurrent (SSM) state from " + std::to_string(n_past_) + " to " +
+                            std::to_string(n) +
+                            " tokens: it keeps no per-position history; restore a snapshot or reset() instead");
   n_past_ = n;
   return Status::ok();
 }
 
 Status SequenceState::copy_from(const SequenceState& other) {
-  if (other.layers_.size() != layers_.size() || other.n_ctx_ > n_ctx_)
-    return invalid_argument("state shapes differ");
+  if (this == &other) return Status::ok();
+  if (other.layers_.size() != layers_.size() || other.n_past_ > n_ctx_) return invalid_argument("state shapes differ");
   for (size_t i = 0; i < layers_.size(); ++i) {
-    auto* dst = kv(i);
-    const auto* src = std::get_if<std::unique_ptr<KvCache>>(&other.layers_[i]);
-    if ((dst == nullptr) != (src == nullptr)) return invalid_argument("state layer kinds differ");
-    if (dst) dst->copy_from(**src, other.n_past_);
+    if (layers_[i].index() != other.layers_[i].index()) return invalid_argument("state layer kinds differ");
+    if (const auto* src = std::get_if<std::unique_ptr<RecurrentState>>(&other.layers_[i])) {
+      const RecurrentSpec& a = (*src)->spec();
+      const RecurrentSpec& b = recurrent(i)->spec();
+      if (a.conv_channels != b.conv_channels || a.conv_rows != b.conv_rows || a.ssm_floats != b.ssm_floats)
+        return invalid_argument("recurrent state shapes differ at layer " + std::to_string(i));
+    } else if (const auto* kv = std::get_if<std::unique_ptr<KvCache>>(&other.layers_[i])) {
+      const KvSpec& a = (*kv)->spec();
+      const KvSpec& b = this->kv(i)->spec();
+      if (a.n_embd_k != b.n_embd_k || a.n_embd_v != b.n_embd_v)
+        return invalid_argument("KV shapes differ at layer " + std::to_string(i));
+    }
+  }
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (const auto* src = std::get_if<std::unique_ptr<RecurrentState>>(&other.layers_[i]))
+      recurrent(i)->copy_from(**src);
+    else if (const auto* kv = std::get_if<std::unique_ptr<KvCache>>(&other.layers_[i]))
+      this->kv(i)->copy_from(**kv, other.n_past_);
   }
   n_past_ = other.n_past_;
   return Status::ok();
 }
 
+std::unique_ptr<SequenceState> SequenceState::snapshot() const {
+  auto s = std::make_unique<SequenceState>(specs_, n_ctx_);
+  (void)s->copy_from(*this);  // same shape by construction
+  return s;
+}
+
 size_t SequenceState::bytes() const {
   size_t b = 0;
-  for (const auto& l : layers_)
+  for (const auto& l : layers_) {
     if (const auto* p = std::get_if<std::unique_ptr<KvCache>>(&l)) b += (*p)->bytes();
+    if (const auto* r = std::get_if<std::unique_ptr<RecurrentState>>(&l)) b += (*r)->bytes();
+  }
   return b;
 }
 

@@ -1,10 +1,17 @@
 // Per-sequence, per-layer inference state. A model declares what each layer
-// needs (StateSpec); the runtime builds a SequenceState from those declarations,
-// so schedulers and samplers never branch on the model family.
-//   KvCache: full float32 K/V rows, row j = token at position j.
-// (Ring KV, shared-KV links and conv+SSM slots join this set with the families
-// that need them.) A fresh state is zeroed; copy()/restore() give fork and
-// snapshot semantics; truncate() rolls a pure-attention state back.
+// needs (LayerStateSpec); the runtime builds a SequenceState from those
+// declarations, so schedulers and samplers never branch on the model family.
+//   KvCache:        full float32 K/V rows, row j = token at position j.
+//   RecurrentState: conv state ([K-1][C], the last K-1 raw conv inputs, oldest
+//                   row first) + SSM state (Mamba-1 [D][N], Mamba-2 [H][P][N]),
+//                   both float32 (layers/mamba*.h own their interpretation).
+// Hybrid models mix both kinds (and stateless layers) in one SequenceState.
+// Invariants: a fresh state — and one after reset() — is all zeros with
+// n_past() == 0, so a new sequence never sees a previous one's recurrent state.
+// copy_from() gives fork / snapshot-restore semantics for every kind
+// (snapshot() returns a copy). truncate() rolls a KV-only state back to any
+// prefix; a state with recurrent layers cannot be rolled back (it holds no
+// per-position history), so truncate(n) is an error unless n == n_past().
 #pragma once
 
 #include <cstdint>
@@ -22,9 +29,16 @@ struct KvSpec {
   int64_t n_embd_v = 0;  // floats per value row
 };
 
+// Conv + SSM state of one recurrent (Mamba-style) layer.
+struct RecurrentSpec {
+  int64_t conv_channels = 0;  // C: channels of the causal conv (Mamba-1 d_inner, Mamba-2 d_inner + 2·G·N)
+  int64_t conv_rows = 0;      // K-1: past inputs kept
+  int64_t ssm_floats = 0;     // SSM state size (Mamba-1 d_inner·N, Mamba-2 H·P·N)
+};
+
 struct NoStateSpec {};
 
-using LayerStateSpec = std::variant<NoStateSpec, KvSpec>;
+using LayerStateSpec = std::variant<NoStateSpec, KvSpec, RecurrentSpec>;
 
 class KvCache {
  public:
@@ -44,7 +58,24 @@ class KvCache {
   AlignedBuffer<float> k_, v_;
 };
 
-using LayerState = std::variant<std::monostate, std::unique_ptr<KvCache>>;
+class RecurrentState {
+ public:
+  explicit RecurrentState(const RecurrentSpec& spec);
+  float* conv() { return conv_.data(); }
+  float* ssm() { return ssm_.data(); }
+  const float* conv() const { return conv_.data(); }
+  const float* ssm() const { return ssm_.data(); }
+  const RecurrentSpec& spec() const { return spec_; }
+  size_t bytes() const { return (conv_.size() + ssm_.size()) * sizeof(float); }
+  void zero();
+  void copy_from(const RecurrentState& o);
+
+ private:
+  RecurrentSpec spec_;
+  AlignedBuffer<float> conv_, ssm_;
+};
+
+using LayerState = std::variant<std::monostate, std::unique_ptr<KvCache>, std::unique_ptr<RecurrentState>>;
 
 class SequenceState {
  public:
@@ -57,14 +88,25 @@ class SequenceState {
     auto* p = std::get_if<std::unique_ptr<KvCache>>(&layers_[layer]);
     return p ? p->get() : nullptr;
   }
+  RecurrentState* recurrent(size_t layer) {
+    auto* p = std::get_if<std::unique_ptr<RecurrentState>>(&layers_[layer]);
+    return p ? p->get() : nullptr;
+  }
   size_t n_layers() const { return layers_.size(); }
-  // Rolls back to n tokens (n <= n_past). Always valid for KV-only states.
+  bool has_recurrent() const;
+  // Starts a new sequence: n_past = 0 and every recurrent state zeroed.
+  void reset();
+  // Rolls back to n tokens (n <= n_past). Always valid for KV-only states;
+  // with recurrent layers only n == n_past is accepted.
   Status truncate(int64_t n);
   // Copies another state of the same shape (fork / snapshot restore).
   Status copy_from(const SequenceState& other);
+  // A copy of this state (same layer kinds, n_ctx and contents).
+  std::unique_ptr<SequenceState> snapshot() const;
   size_t bytes() const;
 
  private:
+  std::vector<LayerStateSpec> specs_;
   int64_t n_ctx_;
   int64_t n_past_ = 0;
   std::vector<LayerState> layers_;

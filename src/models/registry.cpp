@@ -6,11 +6,21 @@ namespace chimera::models {
 
 Result<std::unique_ptr<Model>> load_llama(const format::GgufFile& gguf);
 Result<std::unique_ptr<Model>> load_phimoe(const format::GgufFile& gguf);
+Result<std::unique_ptr<Model>> load_llada(const format::GgufFile& gguf);  // models/llada.cpp
+Result<std::unique_ptr<Model>> load_dream(const format::GgufFile& gguf);  // models/llada.cpp
+Result<std::unique_ptr<Model>> load_mamba(const format::GgufFile& gguf);
+Result<std::unique_ptr<Model>> load_mamba2(const format::GgufFile& gguf);
+Result<std::unique_ptr<Model>> load_granitehybrid(const format::GgufFile& gguf);
 
 const std::vector<RegistryEntry>& model_registry() {
   static const std::vector<RegistryEntry> kRegistry = {
       {"llama", load_llama},
       {"phimoe", load_phimoe},
+      {"llada", load_llada},
+      {"dream", load_dream},
+      {"mamba", load_mamba},
+      {"mamba2", load_mamba2},
+      {"granitehybrid", load_granitehybrid},
   };
   return kRegistry;
 }

@@ -3,6 +3,7 @@
 #include "runtime/generator.h"
 
 #include "core/timer.h"
+#include "runtime/diffusion.h"
 
 namespace chimera::runtime {
 
@@ -66,6 +67,7 @@ Result<GenerateStats> AutoregressiveGenerator::generate(const std::vector<int32_
 }
 
 std::unique_ptr<Generator> make_generator(models::Model& model, int64_t n_ctx, ThreadPool* pool) {
+  if (model.info().is_diffusion) return std::make_unique<DiffusionGenerator>(model, n_ctx, pool);
   return std::make_unique<AutoregressiveGenerator>(model, n_ctx, pool);
 }
 

@@ -13,6 +13,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "models/model.h"
+#include "runtime/diffusion_options.h"
 #include "runtime/sampler.h"
 
 namespace chimera::runtime {
@@ -21,6 +22,7 @@ struct GenerateOptions {
   int64_t n_predict = 128;   // maximum new tokens (< 0: until EOG or context end)
   bool stop_at_eog = true;
   SamplingParams sampling;
+  DiffusionOptions diffusion;  // masked diffusion LMs only (runtime/diffusion.h)
 };
 
 struct GenerateStats {

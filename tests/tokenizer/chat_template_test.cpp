@@ -558,8 +558,9 @@ TEST(ChatTemplateFallback, Format) {
 TEST(ChatTemplateApi, ExtraContextVariables) {
   // Qwen3-style thinking switch and a caller-provided variable overriding a default one.
   const char* src =
-      "{{- messages[-1].content }}{%- if add_generation_prompt %}<|im_start|>assistant\n{%- if enable_thinking is "
-      "defined and enable_thinking is false %}<think>\n\n</think>\n\n{%- endif %}{%- endif %}|{{ bos_token }}";
+      "{{- messages[-1].content }}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- if "
+      "enable_thinking is defined and enable_thinking is false %}{{- '<think>\n\n</think>\n\n' }}{%- endif %}"
+      "{%- endif %}|{{ bos_token }}";
   auto t = ChatTemplate::parse(src);
   ASSERT_TRUE(t.is_ok()) << t.status().message();
   ChatRenderOptions opt;

@@ -283,11 +283,17 @@ TEST(JinjaErrors, MalformedTemplates) {
   EXPECT_TRUE(contains(E("line1\nline2 {{ ) }}"), "line 2"));
   EXPECT_TRUE(contains(E("{{ " + std::string(1000, '(') + "1" + std::string(1000, ')') + " }}"), "nested too deeply"));
   EXPECT_TRUE(contains(E("{% if a < b < c %}{% endif %}"), "chained comparisons"));
+  // Unknown filters/tests are found at parse time (as jinja2 does), even in branches never taken.
+  auto t = Template::parse("{% if false %}{{ x | nosuchfilter }}{% endif %}");
+  ASSERT_FALSE(t.is_ok());
+  EXPECT_TRUE(contains(t.status().message(), "unknown filter 'nosuchfilter'"));
+  t = Template::parse("\n{{ x is nosuchtest }}");
+  ASSERT_FALSE(t.is_ok());
+  EXPECT_TRUE(contains(t.status().message(), "line 2: unknown test 'nosuchtest'"));
+  EXPECT_TRUE(contains(E("{{ [1] | map('nosuchfilter') | list }}"), "unknown filter"));  // named at run time
 }
 
 TEST(JinjaErrors, RuntimeErrors) {
-  EXPECT_TRUE(contains(E("{{ x | nosuchfilter }}"), "unknown filter 'nosuchfilter'"));
-  EXPECT_TRUE(contains(E("{{ x is nosuchtest }}"), "unknown test 'nosuchtest'"));
   std::string msg = E("a\n{{ raise_exception('Roles must alternate!') }}");
   EXPECT_TRUE(contains(msg, "Roles must alternate!")) << msg;
   EXPECT_TRUE(contains(msg, "line 2")) << msg;
@@ -322,6 +328,11 @@ TEST(JinjaErrors, RunawayWorkIsBounded) {
                          "{% endfor %}",
                          "{}", tiny_output),
                        "size limit"));
+  EXPECT_TRUE(contains(E("{% set ns = namespace(l=[1]) %}{% for i in range(60) %}{% set ns.l = ns.l + ns.l %}"
+                         "{% endfor %}",
+                         "{}", tiny_output),
+                       "size limit"));
+  EXPECT_TRUE(contains(E("{{ ([1] * 100000) | length }}", "{}", tiny_output), "size limit"));
   // Hostile JSON input is bounded too.
   std::string deep(1000, '[');
   deep += std::string(1000, ']');

@@ -1,8 +1,9 @@
 // Python-semantics operators on values: arithmetic (int overflow and division
 // by zero are errors), membership, subscripts, attribute access, slicing and
 // iteration. Strings are indexed and sliced by code point.
-// Invariant: no operation allocates a string or list larger than the caller's
-// byte cap (repetition and concatenation are checked before allocating).
+// Invariant: no operation allocates a string (or list, counting sizeof(Value)
+// per item) larger than the caller's byte cap; repetition and concatenation
+// are checked before allocating.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -32,7 +33,8 @@ Result<Value> repeat(const Value& seq, int64_t n, size_t max_bytes) {
     return Value::string(std::move(out));
   }
   const Array& a = seq.items();
-  if (!a.empty() && (uint64_t)n > max_bytes / a.size()) return out_of_range("list repetition exceeds the size limit");
+  if (!a.empty() && (uint64_t)n > max_bytes / sizeof(Value) / a.size())
+    return out_of_range("list repetition exceeds the size limit");
   Array out;
   for (int64_t i = 0; i < n; ++i) out.insert(out.end(), a.begin(), a.end());
   return Value::array(std::move(out));
@@ -53,6 +55,8 @@ Result<Value> binary_op(Op op, const Value& a, const Value& b, size_t max_bytes)
         return Value::string(a.as_string() + b.as_string());
       }
       if (a.is_array() && b.is_array()) {
+        if (a.items().size() + b.items().size() > max_bytes / sizeof(Value))
+          return out_of_range("list exceeds the size limit");
         Array out = a.items();
         out.insert(out.end(), b.items().begin(), b.items().end());
         return Value::array(std::move(out));

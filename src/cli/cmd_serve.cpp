@@ -1,0 +1,143 @@
+// `chimera serve`: the OpenAI-compatible HTTP server (docs/SERVER.md). Loads
+// the model, starts the engine loop (continuous batching, prefix cache) and
+// the HTTP front end, prints "chimera: listening on http://HOST:PORT" on
+// stderr once the socket is bound (tests parse it when --port 0 picks a free
+// port), and shuts down cleanly on SIGINT / SIGTERM: the listener stops,
+// in-flight requests end as cancelled, the engine joins.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "core/thread_pool.h"
+#include "server/engine.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+#include "tokenizer/chat_template.h"
+
+namespace chimera::cli {
+namespace {
+
+struct ServeOptions {
+  std::string model, alias;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  int64_t n_ctx = 0;
+  int parallel = 4;
+  std::string api_key;
+  int64_t mem_budget_mb = 0;
+  int64_t prefill_chunk = 256;
+  int64_t checkpoint_interval = 256;
+  int http_threads = 0;
+  bool no_prefix_cache = false;
+  ComputeOptions compute;
+};
+
+int run(const ServeOptions& o) {
+  if (Status s = o.compute.apply(); !s) return report_error(s);
+  if (o.parallel < 1 || o.parallel > 4096) return report_error("--parallel must be between 1 and 4096");
+  if (o.mem_budget_mb < 0) return report_error("--mem-budget-mb must be >= 0");
+  auto mr = load_model_verbose(o.model, false);
+  if (!mr) return report_error(mr.status());
+  models::Model& model = **mr;
+
+  tokenizer::ChatTemplate tmpl = tokenizer::ChatTemplate::fallback();
+  if (auto src = model.gguf().get_string("tokenizer.chat_template")) {
+    auto parsed = tokenizer::ChatTemplate::parse(*src);
+    if (parsed)
+      tmpl = std::move(parsed).value();
+    else
+      std::fprintf(stderr, "warning: cannot use the model's chat template (%s); using a plain format\n",
+                   parsed.status().message().c_str());
+  }
+
+  server::Metrics metrics;
+  server::EngineOptions eo;
+  eo.n_ctx = resolve_ctx(model, o.n_ctx);
+  eo.max_running = o.parallel;
+  eo.mem_budget_bytes = (size_t)o.mem_budget_mb << 20;
+  eo.prefill_chunk = o.prefill_chunk;
+  eo.prefix_cache = !o.no_prefix_cache;
+  eo.checkpoint_interval = o.checkpoint_interval;
+  server::Engine engine(model, &global_thread_pool(), eo, &metrics);
+
+  server::ServerOptions so;
+  so.host = o.host;
+  so.port = o.port;
+  so.api_key = o.api_key;
+  so.model_id = !o.alias.empty() ? o.alias : std::filesystem::path(o.model).stem().string();
+  so.http_threads = o.http_threads > 0 ? o.http_threads : 2 * o.parallel + 32;
+
+  // Signals go to a watcher thread (blocked everywhere else, including the
+  // engine and HTTP threads created below); a dead client's socket must not kill us.
+  signal(SIGPIPE, SIG_IGN);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+  if (Status s = engine.start(); !s) return report_error(s);
+  server::HttpServer http(engine, metrics, std::move(tmpl), so);
+  auto port = http.bind();
+  if (!port) return report_error(port.status());
+  std::fprintf(stderr,
+               "chimera: serving '%s' (context %lld, parallel %d, state %.1f MiB each, budget %.1f MiB)\n"
+               "chimera: listening on http://%s:%d\n",
+               so.model_id.c_str(), (long long)eo.n_ctx, eo.max_running, engine.state_bytes() / 1048576.0,
+               engine.budget_bytes() / 1048576.0, o.host.c_str(), *port);
+  std::fflush(stderr);
+
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
+    timespec ts{0, 200 * 1000 * 1000};
+    while (!done.load()) {
+      if (sigtimedwait(&set, nullptr, &ts) > 0) {
+        std::fprintf(stderr, "chimera: shutting down\n");
+        http.stop();
+        break;
+      }
+    }
+  });
+  http.run();
+  done.store(true);
+  watcher.join();
+  engine.stop();
+  return 0;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching");
+  sub->add_option("-m,--model", o->model, "GGUF model file")->required();
+  sub->add_option("--host", o->host, "Address to listen on")->capture_default_str();
+  sub->add_option("--port", o->port, "Port (0 = any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
+  sub->add_option("-c,--ctx-size", o->n_ctx, "Context size per sequence (default 4096)");
+  sub->add_option("--parallel", o->parallel, "Maximum sequences running at once")->capture_default_str();
+  sub->add_option("--api-key", o->api_key, "Require 'Authorization: Bearer KEY' on /v1 and tokenizer routes");
+  sub->add_option("--mem-budget-mb", o->mem_budget_mb,
+                  "Memory for sequence states + prefix cache (MiB; 0 = 2 x parallel states)")
+      ->capture_default_str();
+  sub->add_option("--alias", o->alias, "Model id reported by /v1/models (default: the file name)");
+  sub->add_option("--prefill-chunk", o->prefill_chunk, "Prompt tokens processed per engine iteration")
+      ->capture_default_str()
+      ->check(CLI::Range((int64_t)1, (int64_t)1 << 20));
+  sub->add_option("--checkpoint-interval", o->checkpoint_interval,
+                  "Recurrent models: prefix-cache checkpoint every N prompt tokens")
+      ->capture_default_str()
+      ->check(CLI::Range((int64_t)1, (int64_t)1 << 30));
+  sub->add_option("--http-threads", o->http_threads, "HTTP worker threads (default 2 x parallel + 32)")
+      ->check(CLI::Range(1, 4096));
+  sub->add_flag("--no-prefix-cache", o->no_prefix_cache, "Disable prefix caching");
+  o->compute.add_to(sub);
+  sub->callback([o] { set_exit_code(run(*o)); });
+}
+
+}  // namespace chimera::cli

@@ -1,0 +1,144 @@
+// Internal to the K-quant matmul kernels (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K weights
+// x Q8_K activations): the decoded super-block form shared by every ISA, the
+// scalar decoders, and the panel driver.
+//
+// Every kernel first decodes a panel of R weight rows (all super-blocks of k)
+// into KqDecoded: 256 unsigned levels q (0..63, natural element order), 16
+// int16 scales sc (one per 16 elements; Q4_K/Q5_K's per-32 scales duplicated)
+// and 16 int16 bias coefficients bc, plus the f32 super-block scales d, dmin.
+// A weight is then w_e = d * sc_g * q_e - dmin * bc_g (kSeparateMin types:
+// Q2_K, Q4_K, Q5_K) or d * (sc_g * q_e + bc_g) with bc_g = -offset * sc_g
+// (folded types: Q3_K offset 4, Q6_K offset 32). Each decoded panel is reused
+// by every activation tile of the call, so prefill decodes each weight once.
+//
+// Accumulation (identical on every ISA, bit for bit): per output and
+// super-block, exact int32 sums
+//   main = sum_g sc_g * sum_{e in g} q_e * a_e   (+ sum_g bc_g * bsum_g if folded)
+//   bias = sum_g bc_g * bsum_g                   (kSeparateMin types)
+// (|main| < 2^29 for every type), then in f32 with one rounding per step:
+//   acc  = fma(d * dy, (float)main, acc);   accm = fma(dmin * dy, (float)bias, accm)
+// over super-blocks in order, y = acc - accm. This is the structure of
+// llama.cpp's vec_dot_*_q8_K (integer sub-block sums, f32 per super-block).
+// Tolerance vs the f64 dot of dequantized operands:
+//   (k/256 + 8) * 2^-23 * sum_e (|w_e| + |w0_e|) * |a_e|,  w0 = weight with q = 0.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <new>
+
+#include "kernels/type_traits.h"
+#include "quant/kquant_blocks.h"
+
+namespace chimera::kernels {
+
+struct alignas(64) KqDecoded {
+  uint8_t q[256];
+  int16_t sc[16];
+  int16_t bc[16];
+};
+static_assert(sizeof(KqDecoded) == 320);
+
+// Decodes one weight super-block (storage layout) into *out and writes its
+// f32 scales dd[0] = d, dd[1] = dmin (0 for folded types).
+using KqDecodeFn = void (*)(const uint8_t* blk, KqDecoded* out, float* dd);
+
+struct KqTypeInfo {
+  size_t block_bytes = 0;
+  bool separate_min = false;
+  KqDecodeFn decode = nullptr;  // scalar decoder
+};
+// Null for non-K-quant types.
+const KqTypeInfo* kq_type_info(format::GgmlType type);
+
+// Activation packing shared by every ISA: ggml block_q8_K layout.
+size_t kq_act_bytes(int64_t k);
+void kq_pack_act(const float* x, int64_t k, void* out);
+
+// Per-ISA providers (empty kernel for non-K-quant types / other architectures).
+MatmulKernel kquant_kernel_scalar(format::GgmlType type);
+MatmulKernel kquant_kernel_avx2(format::GgmlType type);
+MatmulKernel kquant_kernel_avx512(format::GgmlType type);
+MatmulKernel kquant_kernel_avx512vnni(format::GgmlType type);
+// The fastest decoder the AVX2 unit has for `type` (SIMD for Q4_K/Q5_K/Q6_K,
+// else the scalar one); bit-identical output to the scalar decoder. Also used
+// by the AVX-512 kernels. Null for non-K-quant types / other architectures.
+KqDecodeFn kq_decode_avx2(format::GgmlType type);
+
+namespace detail {
+
+// Thread-local decoded-panel scratch (grows, never shrinks: steady-state calls
+// do not allocate).
+struct KqPanel {
+  struct Free {
+    void operator()(void* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, Free> mem;
+  size_t cap = 0;
+  KqDecoded* dec = nullptr;
+  float* dd = nullptr;
+  void reserve(int64_t rows, int64_t nsb) {
+    const size_t dec_bytes = (size_t)(rows * nsb) * sizeof(KqDecoded);
+    const size_t bytes = dec_bytes + (size_t)(rows * nsb) * 2 * sizeof(float) + 64;
+    if (bytes > cap) {
+      const size_t n = (std::max(bytes, cap * 2) + 63) / 64 * 64;
+      void* p = std::aligned_alloc(64, n);
+      if (!p) throw std::bad_alloc();
+      mem.reset(static_cast<uint8_t*>(p));
+      cap = n;
+    }
+    dec = reinterpret_cast<KqDecoded*>(mem.get());
+    dd = reinterpret_cast<float*>(mem.get() + dec_bytes);
+  }
+};
+
+inline KqPanel& kq_panel() {
+  thread_local KqPanel p;
+  return p;
+}
+
+// Tile function: R weight rows (decoded panel dec[rr * nsb + sb]) x M
+// activation rows starting at act row i; writes y.
+using KqTileFn = void (*)(const KqDecoded* dec, const float* dd, int64_t nsb, const GemmArgs& g, int64_t r,
+                          int64_t i);
+
+template <int kMaxRows, int kMaxActs>
+struct KqTiles {
+  KqTileFn fn[kMaxRows][kMaxActs];
+  int rows_for[kMaxActs + 1];
+};
+
+// Panel driver: decodes rows [r, r+rr) once per activation block and runs the
+// tiles over the block's activations. Results do not depend on the blocking.
+template <int kMaxRows, int kMaxActs>
+void kq_gemm(const KqTiles<kMaxRows, kMaxActs>& ts, KqDecodeFn decode, size_t block_bytes, const GemmArgs& g,
+             int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+  const int64_t nsb = g.k / quant::kQK_K;
+  KqPanel& p = kq_panel();
+  p.reserve(kMaxRows, nsb);
+  // Activation rows per block: keep the packed activations L2-resident.
+  const int64_t ib_rows = std::max<int64_t>(1, (int64_t)(256 * 1024 / std::max<size_t>(g.a_stride, 1)) / kMaxActs) *
+                          kMaxActs;
+  for (int64_t ib = i0; ib < i1; ib += ib_rows) {
+    const int64_t ie = std::min(i1, ib + ib_rows);
+    const int rows = ts.rows_for[(int)std::min<int64_t>(kMaxActs, ie - ib)];
+    for (int64_t r = r0; r < r1; r += rows) {
+      const int rr = (int)std::min<int64_t>(rows, r1 - r);
+      for (int k = 0; k < rr; ++k) {
+        const uint8_t* w = g.w + (size_t)(r + k) * g.w_stride;
+        for (int64_t sb = 0; sb < nsb; ++sb) {
+          decode(w + (size_t)sb * block_bytes, &p.dec[k * nsb + sb], &p.dd[(k * nsb + sb) * 2]);
+        }
+      }
+      for (int64_t i = ib; i < ie; i += kMaxActs) {
+        const int mm = (int)std::min<int64_t>(kMaxActs, ie - i);
+        ts.fn[rr - 1][mm - 1](p.dec, p.dd, nsb, g, r, i);
+      }
+    }
+  }
+}
+
+}  // namespace detail
+}  // namespace chimera::kernels

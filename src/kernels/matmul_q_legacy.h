@@ -1,0 +1,146 @@
+// Internal to the matmul kernels: shared pieces of the legacy block-quant
+// kernels (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL weights; matmul_q_legacy_*.cpp).
+//
+// Activations: every ISA packs an f32 row with the same function (scalar,
+// bit-exact to llama.cpp's AVX2 quantize_row_q8_0 / q8_1, so every ISA
+// multiplies identical integers) into this layout, nb = k / 32 blocks:
+//   [0, k)               int8 qs                    (block b at 32 b)
+//   [k, k + 32 nb)       f32 dexp[8 nb]             (block's f16-rounded d, x8)
+//   [+32 nb, +64 nb)     i32 bias[8 nb]             (lane l = -off * sum(qs[4l..4l+3]))
+//   [+64 nb, +96 nb)     f32 sexp[8 nb]             (lane 0 = Q8_1 s = f16(d*sum(qs)), rest 0)
+// The weight block is read as unsigned codes u = w + off (off = 8 for Q4_0,
+// 16 for Q5_0, 128 for Q8_0/IQ4_NL, 0 for the _1 types), so
+//   sum_j w_j a_j = sum_j u_j a_j - off * sum_j a_j   (exact int32)
+// and SIMD kernels start each block's int32 accumulator at `bias`: lane l
+// then holds exactly sum_{j=4l..4l+3} w_j a_j on every ISA (vpmaddubsw +
+// vpmaddwd and vpdpbusd group bytes the same way), so AVX2 and AVX-512 VNNI
+// agree bit for bit whichever trick (sign or offset) they use. The
+// expanded (x8) scales let a kernel multiply a block's 8 int32 lanes by
+// d_w * d_a with one vector op.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "format/gguf/ggml_types.h"
+#include "kernels/type_traits.h"
+
+namespace chimera::kernels::legacy {
+
+// Geometry of one legacy weight type's block.
+struct LegacyInfo {
+  int bytes;     // block size in bytes
+  int off_m;     // byte offset of the f16 min (or -1)
+  int off_qh;    // byte offset of qh (or -1)
+  int off_qs;    // byte offset of qs
+  int bias;      // u - w for the unsigned code u (see above)
+  bool has_min;  // _1 type (vec_dot_type Q8_1)
+};
+
+constexpr LegacyInfo legacy_info(format::GgmlType t) {
+  using format::GgmlType;
+  switch (t) {
+    case GgmlType::Q8_0: return {34, -1, -1, 2, 128, false};
+    case GgmlType::Q4_0: return {18, -1, -1, 2, 8, false};
+    case GgmlType::Q4_1: return {20, 2, -1, 4, 0, true};
+    case GgmlType::Q5_0: return {22, -1, 2, 6, 16, false};
+    case GgmlType::Q5_1: return {24, 2, 4, 8, 0, true};
+    case GgmlType::IQ4_NL: return {18, -1, -1, 2, 128, false};
+    default: return {0, -1, -1, 0, 0, false};
+  }
+}
+
+inline size_t act_bytes_legacy(int64_t k) { return (size_t)k + (size_t)(k / 32) * 96; }
+
+struct ActView {
+  const int8_t* qs;
+  const float* dexp;
+  const int32_t* bias;
+  const float* sexp;
+};
+inline ActView act_view(const uint8_t* a, int64_t k) {
+  const size_t nb = (size_t)(k / 32);
+  return {reinterpret_cast<const int8_t*>(a), reinterpret_cast<const float*>(a + k),
+          reinterpret_cast<const int32_t*>(a + k + 32 * nb), reinterpret_cast<const float*>(a + k + 64 * nb)};
+}
+
+// The packer for weight type t (bias and sexp filled per the type), or null.
+PackActFn legacy_pack_fn(format::GgmlType t);
+
+// Kernel providers (empty kernel for non-legacy types / other architectures).
+MatmulKernel legacy_quant_kernel_scalar(format::GgmlType t);
+MatmulKernel legacy_quant_kernel_avx2(format::GgmlType t);
+MatmulKernel legacy_quant_kernel_avx512vnni(format::GgmlType t);
+
+}  // namespace chimera::kernels::legacy
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <cstring>
+
+// 256-bit block decoders shared by the AVX2 and AVX-512 VNNI kernels (AVX2
+// target, always inlined into callers whose target is a superset). One block
+// = one ymm of 32 bytes in element order.
+#define CHIMERA_T_QL_AVX2 __attribute__((target("avx2,fma,f16c"), always_inline)) inline
+
+namespace chimera::kernels::legacy::x86 {
+
+CHIMERA_T_QL_AVX2 __m256 f16_bcast(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _mm256_cvtph_ps(_mm_set1_epi16((short)h));
+}
+
+// 16 bytes of nibbles -> 32 bytes: low nibbles (elements 0..15), then high.
+CHIMERA_T_QL_AVX2 __m256i nibbles(const uint8_t* qs) {
+  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0F));
+}
+
+// Bit j of the little-endian uint32 at qh -> byte j = 0x10 when set, else 0.
+CHIMERA_T_QL_AVX2 __m256i high_bits(const uint8_t* qh) {
+  uint32_t v;
+  std::memcpy(&v, qh, 4);
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32((int)v), _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+  const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
+}
+
+// IQ4_NL codebook in both 128-bit lanes (for vpshufb), signed and +128.
+CHIMERA_T_QL_AVX2 __m256i iq4nl_table(bool plus128) {
+  alignas(32) int8_t t[32];
+  for (int i = 0; i < 32; ++i) {
+    static constexpr int8_t v[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    t[i] = (int8_t)(plus128 ? (int8_t)(v[i & 15] ^ (int8_t)0x80) : v[i & 15]);
+  }
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(t));
+}
+
+// Weight codes of one block: for Q8_0 / IQ4_NL the signed values (w), for the
+// others the unsigned codes u = w + off (legacy_info().bias, 0 for _1 types).
+template <format::GgmlType T>
+CHIMERA_T_QL_AVX2 __m256i decode(const uint8_t* blk, __m256i iq4_tab) {
+  using format::GgmlType;
+  constexpr LegacyInfo info = legacy_info(T);
+  if constexpr (T == GgmlType::Q8_0) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+  } else if constexpr (T == GgmlType::IQ4_NL) {
+    return _mm256_shuffle_epi8(iq4_tab, nibbles(blk + 2));
+  } else if constexpr (info.off_qh >= 0) {
+    return _mm256_or_si256(nibbles(blk + info.off_qs), high_bits(blk + info.off_qh));
+  } else {
+    return nibbles(blk + info.off_qs);
+  }
+}
+
+CHIMERA_T_QL_AVX2 float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+}  // namespace chimera::kernels::legacy::x86
+#endif

@@ -1,0 +1,242 @@
+// Granite 4.0-H (llama.cpp arch "granitehybrid"): a hybrid of Mamba-2 and
+// attention layers with a MoE (+ shared expert) or dense SwiGLU FFN on every
+// layer. The layer plan is data read from the metadata: a layer whose
+// attention.head_count_kv entry is 0 is a Mamba-2 layer, any other is
+// attention; the FFN is MoE when expert_count > 0. Per layer:
+//   r = h;  y = Mixer(RMSNorm(h; attn_norm));   h = r + residual_scale · y
+//   r = h;  f = MoE(x) + Shared(x) | Dense(x), x = RMSNorm(h; ffn_norm)
+//   h = r + residual_scale · f
+// then RMSNorm(output_norm), lm-head (tied when output.weight is absent) and
+// logits / logit_scale. Embeddings are multiplied by embedding_scale; attention
+// uses attention.scale as its softmax scale (1/sqrt(head_dim) when 0) and RoPE
+// only when rope.scaling.finetuned is true (llama.cpp's switch; false = NoPE).
+// Routing (llama.cpp build_moe_ffn, gating SOFTMAX, norm_w = true): softmax over
+// all experts, top-k, weights renormalised to sum 1 — layers/moe.h.
+// State: a KV cache per attention layer, conv + SSM state per Mamba-2 layer.
+#include "layers/attention_block.h"
+#include "layers/mamba2.h"
+#include "layers/mlp.h"
+#include "layers/moe.h"
+#include "models/hparams.h"
+#include "models/model.h"
+#include "models/transformer_util.h"
+
+namespace chimera::models {
+namespace {
+
+enum class Mixer { kAttention, kMamba2 };
+enum class Ffn { kMoe, kDense };
+
+struct LayerPlan {
+  Mixer mixer = Mixer::kMamba2;
+  Ffn ffn = Ffn::kDense;
+  int64_t n_head_kv = 0;  // attention layers
+};
+
+struct GraniteLayer {
+  LayerPlan plan;
+  layers::Vec attn_norm, ffn_norm;
+  layers::AttentionConfig attn_cfg;
+  layers::AttentionWeights attn;
+  layers::Mamba2Weights ssm;
+  layers::MoeWeights moe;
+  layers::GatedMlp mlp;
+};
+
+class GraniteHybridModel final : public Model, public layers::MoeObservable {
+ public:
+  std::vector<layers::LayerStateSpec> state_specs() const override {
+    std::vector<layers::LayerStateSpec> v;
+    for (const GraniteLayer& L : layers_) {
+      if (L.plan.mixer == Mixer::kAttention)
+        v.emplace_back(L.attn_cfg.kv_spec());
+      else
+        v.emplace_back(m2_.state_spec());
+    }
+    return v;
+  }
+
+  void set_moe_observer(layers::MoeObserver* obs) override { observer_ = obs; }
+  std::vector<uint64_t> expert_bytes_per_layer() const override {
+    std::vector<uint64_t> v;
+    for (const GraniteLayer& L : layers_) v.push_back(L.plan.ffn == Ffn::kMoe ? L.moe.expert_bytes() : 0);
+    return v;
+  }
+
+  Status init(const format::GgufFile& g) {
+    HParams hp(g, "granitehybrid");
+    CHIMERA_ASSIGN_OR_RETURN(n_embd_, hp.count("embedding_length", 1 << 20));
+    CHIMERA_ASSIGN_OR_RETURN(int64_t n_layer, hp.count("block_count", 4096));
+    CHIMERA_ASSIGN_OR_RETURN(int64_t n_ff, hp.count("feed_forward_length", 1 << 22));
+    eps_ = hp.real_or("attention.layer_norm_rms_epsilon", 1e-5f);
+    info_.n_ctx_train = hp.count_or("context_length", 4096);
+    info_.n_layer = n_layer;
+    info_.n_embd = n_embd_;
+    embedding_scale_ = hp.real_or("embedding_scale", 0.f);
+    residual_scale_ = hp.real_or("residual_scale", 0.f);
+    logit_scale_ = hp.real_or("logit_scale", 0.f);
+
+    // Layer plan: head_count_kv per layer (0 = Mamba-2), FFN kind from expert_count.
+    CHIMERA_ASSIGN_OR_RETURN(auto n_head, g.get_per_layer_int(hp.key("attention.head_count"), (size_t)n_layer, {}));
+    CHIMERA_ASSIGN_OR_RETURN(auto n_head_kv,
+                             g.get_per_layer_int(hp.key("attention.head_count_kv"), (size_t)n_layer, std::nullopt));
+    const int64_t n_expert = hp.count_or("expert_count", 0);
+    const bool use_rope = hp.flag_or("rope.scaling.finetuned", true);
+    bool any_ssm = false;
+    layers_.resize((size_t)n_layer);
+    for (int64_t i = 0; i < n_layer; ++i) {
+      LayerPlan& p = layers_[(size_t)i].plan;
+      p.n_head_kv = n_head_kv[(size_t)i];
+      if (p.n_head_kv < 0) return invalid_argument("negative attention.head_count_kv at layer " + std::to_string(i));
+      p.mixer = p.n_head_kv == 0 ? Mixer::kMamba2 : Mixer::kAttention;
+      p.ffn = n_expert > 0 ? Ffn::kMoe : Ffn::kDense;
+      any_ssm |= p.mixer == Mixer::kMamba2;
+    }
+
+    if (any_ssm) {
+      m2_.n_embd = n_embd_;
+      CHIMERA_ASSIGN_OR_RETURN(m2_.d_inner, hp.count("ssm.inner_size", 1 << 20));
+      CHIMERA_ASSIGN_OR_RETURN(m2_.d_state, hp.count("ssm.state_size", 1 << 16));
+      CHIMERA_ASSIGN_OR_RETURN(m2_.d_conv, hp.count("ssm.conv_kernel", 1024));
+      CHIMERA_ASSIGN_OR_RETURN(m2_.n_head, hp.count("ssm.time_step_rank", 1 << 20));
+      CHIMERA_ASSIGN_OR_RETURN(m2_.n_group, hp.count("ssm.group_count", 1 << 16));
+      m2_.eps = eps_;
+      CHIMERA_RETURN_IF_ERROR(m2_.validate());
+    }
+    if (n_expert > 0) {
+      moe_cfg_.n_embd = n_embd_;
+      moe_cfg_.n_ff = n_ff;
+      moe_cfg_.n_ff_shexp = hp.count_or("expert_shared_feed_forward_length", 0);
+      moe_cfg_.routing.kind = layers::MoeRouting::kSoftmaxTopK;
+      moe_cfg_.routing.n_expert = n_expert;
+      CHIMERA_ASSIGN_OR_RETURN(moe_cfg_.routing.k, hp.count("expert_used_count", n_expert));
+      moe_cfg_.routing.renormalize = true;
+    }
+
+    layers::WeightBinder b(g);
+    CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
+    info_.n_vocab = embd_.output.rows;
+    int64_t max_head = 0;
+    for (int64_t i = 0; i < n_layer; ++i) {
+      const std::string p = "blk." + std::to_string(i);
+      GraniteLayer& L = layers_[(size_t)i];
+      CHIMERA_ASSIGN_OR_RETURN(L.attn_norm, b.vector(p + ".attn_norm.weight", n_embd_));
+      CHIMERA_ASSIGN_OR_RETURN(L.ffn_norm, b.vector(p + ".ffn_norm.weight", n_embd_));
+      if (L.plan.mixer == Mixer::kAttention) {
+        layers::AttentionConfig& c = L.attn_cfg;
+        c.n_embd = n_embd_;
+        c.n_head = n_head[(size_t)i];
+        c.n_head_kv = L.plan.n_head_kv;
+        if (c.n_head < 1 || c.n_head % c.n_head_kv != 0)
+          return invalid_argument("layer " + std::to_string(i) + ": attention.head_count (" +
+                                  std::to_string(c.n_head) + ") must be a positive multiple of head_count_kv (" +
+                                  std::to_string(c.n_head_kv) + ")");
+        c.head_dim = hp.count_or("attention.key_length", n_embd_ / c.n_head);
+        c.head_dim_v = hp.count_or("attention.value_length", c.head_dim);
+        if (c.head_dim < 1 || c.head_dim_v < 1) return invalid_argument("invalid attention head size");
+        c.use_rope = use_rope;
+        if (use_rope) {
+          const int64_t n_rot = hp.count_or("rope.dimension_count", c.head_dim);
+          if (n_rot > c.head_dim) return invalid_argument("rope.dimension_count exceeds the head size");
+          CHIMERA_ASSIGN_OR_RETURN(c.rope, read_rope(hp, kernels::RopeMode::kNorm, n_rot, info_.n_ctx_train));
+        }
+        c.scale = hp.real_or("attention.scale", 0.f);
+        CHIMERA_ASSIGN_OR_RETURN(L.attn, layers::bind_attention(b, p, c));
+        max_head = std::max(max_head, c.n_head);
+        if (max_head == c.n_head) attn_max_cfg_ = c;
+      } else {
+        CHIMERA_ASSIGN_OR_RETURN(L.ssm, layers::bind_mamba2(b, g, p, m2_, true));
+      }
+      if (L.plan.ffn == Ffn::kMoe) {
+        CHIMERA_ASSIGN_OR_RETURN(L.moe, layers::bind_moe(b, g, p, moe_cfg_));
+      } else {
+        CHIMERA_ASSIGN_OR_RETURN(L.mlp, layers::bind_gated_mlp(b, p, n_embd_, n_ff));
+      }
+    }
+    info_.weight_bytes = g.tensor_bytes();
+    ws_.n_embd = n_embd_;
+    if (max_head > 0) attn_scratch_.reserve(attn_max_cfg_, kMaxUbatch);
+    if (any_ssm) ssm_scratch_.reserve(m2_, kMaxUbatch);
+    if (n_expert > 0)
+      moe_scratch_.reserve(moe_cfg_, kMaxUbatch);
+    else
+      mlp_scratch_.reserve(n_ff, kMaxUbatch);
+    return Status::ok();
+  }
+
+ protected:
+  void forward_impl(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
+                    ThreadPool* pool) override {
+    for (int64_t done = 0; done < n; done += kMaxUbatch) {
+      const int64_t T = std::min(kMaxUbatch, n - done);
+      ubatch(st, tokens + done, T, which, logits, done, done + T == n, pool);
+    }
+  }
+
+ private:
+  static constexpr int64_t kMaxUbatch = 256;
+
+  void ubatch(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits, int64_t row0,
+              bool last_chunk, ThreadPool* pool) {
+    ws_.reserve(T);
+    float* x = ws_.x.data();
+    float* h = ws_.h.data();
+    const int64_t d = n_embd_, pos0 = st.n_past();
+    embed_tokens(embd_.tok, tokens, T, x);
+    if (embedding_scale_ != 0.f) kernels::scale(x, embedding_scale_, T * d);
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      const GraniteLayer& L = layers_[l];
+      for (int64_t t = 0; t < T; ++t) kernels::rms_norm(x + t * d, L.attn_norm.ptr(), h + t * d, d, eps_);
+      if (L.plan.mixer == Mixer::kAttention)
+        layers::attention_forward(L.attn_cfg, L.attn, h, T, pos0, *st.kv(l), attn_scratch_, h, pool);
+      else
+        layers::mamba2_forward(m2_, L.ssm, h, T, *st.recurrent(l), ssm_scratch_, h, pool);
+      residual_add(x, h, T * d);
+      for (int64_t t = 0; t < T; ++t) kernels::rms_norm(x + t * d, L.ffn_norm.ptr(), h + t * d, d, eps_);
+      if (L.plan.ffn == Ffn::kMoe)
+        layers::moe_forward(moe_cfg_, L.moe, h, T, moe_scratch_, h, pool, (int64_t)l, observer_);
+      else
+        layers::gated_mlp_forward(L.mlp, h, T, d, mlp_scratch_, h, pool);
+      residual_add(x, h, T * d);
+    }
+    st.advance(T);
+    write_logits(embd_, x, T, d, eps_, which, logits, row0, last_chunk, ws_, pool);
+    if (logit_scale_ != 0.f && logits && which != Logits::kNone) {
+      const int64_t nv = embd_.output.rows;
+      const float inv = 1.0f / logit_scale_;
+      if (which == Logits::kAll) kernels::scale(logits + row0 * nv, inv, T * nv);
+      if (which == Logits::kLast && last_chunk) kernels::scale(logits, inv, nv);
+    }
+  }
+
+  // x += residual_scale · y (llama.cpp scales the branch, then adds).
+  void residual_add(float* x, float* y, int64_t n) const {
+    if (residual_scale_ != 0.f) kernels::scale(y, residual_scale_, n);
+    kernels::add(x, y, n);
+  }
+
+  int64_t n_embd_ = 0;
+  float eps_ = 1e-5f;
+  float embedding_scale_ = 0.f, residual_scale_ = 0.f, logit_scale_ = 0.f;
+  layers::Mamba2Config m2_;
+  layers::MoeConfig moe_cfg_;
+  layers::AttentionConfig attn_max_cfg_;
+  Embeddings embd_;
+  std::vector<GraniteLayer> layers_;
+  Workspace ws_;
+  layers::AttentionScratch attn_scratch_;
+  layers::Mamba2Scratch ssm_scratch_;
+  layers::MoeScratch moe_scratch_;
+  layers::MlpScratch mlp_scratch_;
+  layers::MoeObserver* observer_ = nullptr;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> load_granitehybrid(const format::GgufFile& gguf) {
+  auto m = std::make_unique<GraniteHybridModel>();
+  CHIMERA_RETURN_IF_ERROR(m->init(gguf));
+  return std::unique_ptr<Model>(std::move(m));
+}
+
+}  // namespace chimera::models

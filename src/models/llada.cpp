@@ -1,0 +1,191 @@
+// Masked diffusion LMs as llama.cpp's GGUF files define them: arch "llada"
+// (LLaDA-8B: the Llama block, RMSNorm, RoPE on adjacent pairs — NORM, as for
+// llama — SwiGLU, MHA, no biases, logits unshifted) and arch "dream" (Dream-7B,
+// the Qwen2 block: RMSNorm, NEOX RoPE, GQA, q/k/v biases, logits shifted by one).
+// The two share every line of code; their differences are data (DiffusionFamily).
+// Attention is non-causal (`<arch>.attention.causal`, default false): every
+// position sees every position, so a pass over the canvas is one forward with
+// all rows per layer — never split into micro-batches, because a later row's
+// K/V must exist before any row attends.
+// Invariants: Model::forward on a fresh state is the exact full pass (the
+// golden protocol); diffusion_forward (runtime/diffusion_model.h) runs a slice
+// of positions against the K/V other calls left in the cache, which is what
+// the Fast-dLLM prefix / dual caches need. Scratch grows to the largest slice.
+#include <cmath>
+
+#include "layers/attention_block.h"
+#include "layers/mlp.h"
+#include "layers/weights.h"
+#include "models/hparams.h"
+#include "models/model.h"
+#include "models/transformer_util.h"
+#include "runtime/diffusion_model.h"
+
+namespace chimera::models {
+namespace {
+
+struct DiffusionFamily {
+  const char* arch;
+  kernels::RopeMode rope;
+  bool default_shift;  // diffusion.shift_logits when the key is absent
+  float default_eps;
+};
+
+constexpr DiffusionFamily kLlada{"llada", kernels::RopeMode::kNorm, false, 1e-5f};
+constexpr DiffusionFamily kDream{"dream", kernels::RopeMode::kNeox, true, 1e-6f};
+
+struct DlmLayer {
+  layers::Vec attn_norm, ffn_norm;
+  layers::AttentionWeights attn;
+  layers::GatedMlp mlp;
+};
+
+class DiffusionLm final : public Model {
+ public:
+  std::vector<layers::LayerStateSpec> state_specs() const override {
+    return std::vector<layers::LayerStateSpec>(layers_.size(), attn_cfg_.kv_spec());
+  }
+  const DiffusionSpec& spec() const { return spec_; }
+
+  Status init(const format::GgufFile& g, const DiffusionFamily& fam) {
+    HParams hp(g, fam.arch);
+    CHIMERA_ASSIGN_OR_RETURN(n_embd_, hp.count("embedding_length", 1 << 20));
+    CHIMERA_ASSIGN_OR_RETURN(int64_t n_layer, hp.count("block_count", 4096));
+    CHIMERA_ASSIGN_OR_RETURN(n_ff_, hp.count("feed_forward_length", 1 << 22));
+    CHIMERA_ASSIGN_OR_RETURN(int64_t n_head, hp.count("attention.head_count", 1 << 14));
+    const int64_t n_head_kv = hp.count_or("attention.head_count_kv", n_head);
+    if (n_head_kv < 1 || n_head % n_head_kv != 0)
+      return invalid_argument("attention.head_count (" + std::to_string(n_head) +
+                              ") must be a multiple of head_count_kv (" + std::to_string(n_head_kv) + ")");
+    const int64_t head_dim = hp.count_or("attention.key_length", n_embd_ / n_head);
+    const int64_t head_dim_v = hp.count_or("attention.value_length", head_dim);
+    if (head_dim < 1 || head_dim_v < 1) return invalid_argument("invalid attention head size");
+    eps_ = hp.real_or("attention.layer_norm_rms_epsilon", fam.default_eps);
+    info_.n_ctx_train = hp.count_or("context_length", 4096);
+    info_.n_layer = n_layer;
+    info_.n_embd = n_embd_;
+    info_.is_diffusion = true;
+
+    attn_cfg_.n_embd = n_embd_;
+    attn_cfg_.n_head = n_head;
+    attn_cfg_.n_head_kv = n_head_kv;
+    attn_cfg_.head_dim = head_dim;
+    attn_cfg_.head_dim_v = head_dim_v;
+    attn_cfg_.causal = hp.flag_or("attention.causal", false);
+    const int64_t n_rot = hp.count_or("rope.dimension_count", head_dim);
+    if (n_rot > head_dim) return invalid_argument("rope.dimension_count exceeds the head size");
+    CHIMERA_ASSIGN_OR_RETURN(attn_cfg_.rope, read_rope(hp, fam.rope, n_rot, info_.n_ctx_train));
+    attn_cfg_.scale = hp.real_or("attention.scale", 0.f);
+
+    layers::WeightBinder b(g);
+    CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
+    info_.n_vocab = embd_.output.rows;
+    layers_.resize((size_t)n_layer);
+    for (int64_t i = 0; i < n_layer; ++i) {
+      const std::string p = "blk." + std::to_string(i);
+      DlmLayer& L = layers_[(size_t)i];
+      CHIMERA_ASSIGN_OR_RETURN(L.attn_norm, b.vector(p + ".attn_norm.weight", n_embd_));
+      CHIMERA_ASSIGN_OR_RETURN(L.ffn_norm, b.vector(p + ".ffn_norm.weight", n_embd_));
+      CHIMERA_ASSIGN_OR_RETURN(L.attn, layers::bind_attention(b, p, attn_cfg_));
+      CHIMERA_ASSIGN_OR_RETURN(L.mlp, layers::bind_gated_mlp(b, p, n_embd_, n_ff_));
+    }
+    const auto mask = g.get_int("tokenizer.ggml.mask_token_id");
+    if (!mask) return invalid_argument("tokenizer.ggml.mask_token_id is missing (a diffusion LM needs its mask token)");
+    if (*mask < 0 || *mask >= info_.n_vocab)
+      return invalid_argument("tokenizer.ggml.mask_token_id " + std::to_string(*mask) + " is outside the vocabulary");
+    spec_.mask_id = (int32_t)*mask;
+    spec_.shift_logits = g.get_bool("diffusion.shift_logits").value_or(fam.default_shift);
+    info_.weight_bytes = g.tensor_bytes();
+    ws_.n_embd = n_embd_;
+    return Status::ok();
+  }
+
+  // See runtime/diffusion_model.h. Arguments already validated.
+  void run_slice(layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T, int64_t n_kv,
+                 int64_t out_row0, int64_t n_out, float* logits, ThreadPool* pool) {
+    reserve(T);
+    float* x = ws_.x.data();
+    float* h = ws_.h.data();
+    embed_tokens(embd_.tok, tokens, T, x);
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      const DlmLayer& L = layers_[l];
+      for (int64_t t = 0; t < T; ++t)
+        kernels::rms_norm(x + t * n_embd_, L.attn_norm.ptr(), h + t * n_embd_, n_embd_, eps_);
+      layers::attention_forward(attn_cfg_, L.attn, h, T, pos0, n_kv, *st.kv(l), attn_scratch_, h, pool);
+      kernels::add(x, h, T * n_embd_);
+      for (int64_t t = 0; t < T; ++t)
+        kernels::rms_norm(x + t * n_embd_, L.ffn_norm.ptr(), h + t * n_embd_, n_embd_, eps_);
+      layers::gated_mlp_forward(L.mlp, h, T, n_embd_, mlp_scratch_, h, pool);
+      kernels::add(x, h, T * n_embd_);
+    }
+    if (n_out > 0 && logits)
+      write_logits(embd_, x + out_row0 * n_embd_, n_out, n_embd_, eps_, Logits::kAll, logits, 0, true, ws_, pool);
+  }
+
+ protected:
+  void forward_impl(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
+                    ThreadPool* pool) override {
+    const int64_t pos0 = st.n_past();
+    const int64_t row0 = which == Logits::kAll ? 0 : n - 1;
+    const int64_t n_out = which == Logits::kNone ? 0 : which == Logits::kAll ? n : 1;
+    run_slice(st, tokens, pos0, n, pos0 + n, row0, n_out, logits, pool);
+    st.advance(n);
+  }
+
+ private:
+  void reserve(int64_t T) {
+    if (T <= capacity_) return;
+    capacity_ = T;
+    ws_.reserve(T);
+    attn_scratch_.reserve(attn_cfg_, T);
+    mlp_scratch_.reserve(n_ff_, T);
+  }
+
+  int64_t n_embd_ = 0, n_ff_ = 0, capacity_ = 0;
+  float eps_ = 1e-5f;
+  layers::AttentionConfig attn_cfg_;
+  Embeddings embd_;
+  std::vector<DlmLayer> layers_;
+  DiffusionSpec spec_;
+  Workspace ws_;
+  layers::AttentionScratch attn_scratch_;
+  layers::MlpScratch mlp_scratch_;
+};
+
+Result<std::unique_ptr<Model>> load_family(const format::GgufFile& gguf, const DiffusionFamily& fam) {
+  auto m = std::make_unique<DiffusionLm>();
+  CHIMERA_RETURN_IF_ERROR(m->init(gguf, fam));
+  return std::unique_ptr<Model>(std::move(m));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> load_llada(const format::GgufFile& gguf) { return load_family(gguf, kLlada); }
+Result<std::unique_ptr<Model>> load_dream(const format::GgufFile& gguf) { return load_family(gguf, kDream); }
+
+Result<DiffusionSpec> diffusion_spec(const Model& m) {
+  const auto* d = dynamic_cast<const DiffusionLm*>(&m);
+  if (!d) return invalid_argument("model '" + m.info().arch + "' is not a masked diffusion LM");
+  return d->spec();
+}
+
+Status diffusion_forward(Model& m, layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T,
+                         int64_t n_kv, int64_t out_row0, int64_t n_out, float* logits, ThreadPool* pool) {
+  auto* d = dynamic_cast<DiffusionLm*>(&m);
+  if (!d) return invalid_argument("model '" + m.info().arch + "' is not a masked diffusion LM");
+  if (T <= 0 || pos0 < 0) return invalid_argument("diffusion_forward: empty slice or negative position");
+  if (n_kv < pos0 + T || n_kv > st.n_ctx())
+    return out_of_range("diffusion_forward: key range " + std::to_string(n_kv) + " must cover the slice end " +
+                        std::to_string(pos0 + T) + " and fit the context " + std::to_string(st.n_ctx()));
+  if (out_row0 < 0 || n_out < 0 || out_row0 + n_out > T)
+    return invalid_argument("diffusion_forward: logits rows outside the slice");
+  if (st.n_layers() != (size_t)m.info().n_layer) return invalid_argument("diffusion_forward: state of another model");
+  for (int64_t i = 0; i < T; ++i)
+    if (tokens[i] < 0 || tokens[i] >= m.info().n_vocab)
+      return invalid_argument("token id " + std::to_string(tokens[i]) + " is out of range [0, " +
+                              std::to_string(m.info().n_vocab) + ")");
+  d->run_slice(st, tokens, pos0, T, n_kv, out_row0, n_out, logits, pool);
+  return Status::ok();
+}
+
+}  // namespace chimera::models

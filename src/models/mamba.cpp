@@ -1,0 +1,142 @@
+// Pure state-space families, llama.cpp archs "mamba" (Mamba-1 mixer) and
+// "mamba2" (Mamba-2 mixer): token embedding, then per layer
+// h += Mixer(RMSNorm(h; attn_norm)), final RMSNorm and lm-head (output.weight,
+// or the tied embedding). Like llama.cpp, the two archs are one family whose
+// layer plan differs only in the mixer kind; sizes come from the `<arch>.ssm.*`
+// metadata (conv_kernel, inner_size, state_size, time_step_rank, group_count;
+// for mamba2 time_step_rank is the head count). Every layer keeps a recurrent
+// state (conv + SSM, float32) and no KV cache, so the context length is only a
+// bookkeeping limit.
+#include <variant>
+
+#include "layers/mamba2.h"
+#include "models/hparams.h"
+#include "models/model.h"
+#include "models/transformer_util.h"
+
+namespace chimera::models {
+namespace {
+
+enum class MixerKind { kMamba1, kMamba2 };
+
+struct MambaLayer {
+  layers::Vec norm;
+  layers::Mamba1Weights m1;
+  layers::Mamba2Weights m2;
+};
+
+class MambaModel final : public Model {
+ public:
+  explicit MambaModel(MixerKind kind) : kind_(kind) {}
+
+  std::vector<layers::LayerStateSpec> state_specs() const override {
+    const layers::RecurrentSpec spec = kind_ == MixerKind::kMamba1 ? m1_.state_spec() : m2_.state_spec();
+    return std::vector<layers::LayerStateSpec>(layers_.size(), spec);
+  }
+
+  Status init(const format::GgufFile& g, const std::string& arch) {
+    HParams hp(g, arch);
+    CHIMERA_ASSIGN_OR_RETURN(n_embd_, hp.count("embedding_length", 1 << 20));
+    CHIMERA_ASSIGN_OR_RETURN(int64_t n_layer, hp.count("block_count", 4096));
+    CHIMERA_ASSIGN_OR_RETURN(int64_t d_conv, hp.count("ssm.conv_kernel", 1024));
+    CHIMERA_ASSIGN_OR_RETURN(int64_t d_inner, hp.count("ssm.inner_size", 1 << 20));
+    CHIMERA_ASSIGN_OR_RETURN(int64_t d_state, hp.count("ssm.state_size", 1 << 16));
+    CHIMERA_ASSIGN_OR_RETURN(int64_t dt_rank, hp.count("ssm.time_step_rank", 1 << 20));
+    eps_ = hp.real_or("attention.layer_norm_rms_epsilon", 1e-5f);
+    info_.n_ctx_train = hp.count_or("context_length", 1 << 20);
+    info_.n_layer = n_layer;
+    info_.n_embd = n_embd_;
+    if (kind_ == MixerKind::kMamba1) {
+      m1_ = {n_embd_, d_inner, d_state, d_conv, dt_rank, hp.flag_or("ssm.dt_b_c_rms", false), eps_};
+    } else {
+      m2_.n_embd = n_embd_;
+      m2_.d_inner = d_inner;
+      m2_.d_state = d_state;
+      m2_.d_conv = d_conv;
+      m2_.n_head = dt_rank;
+      CHIMERA_ASSIGN_OR_RETURN(m2_.n_group, hp.count("ssm.group_count", 1 << 16));
+      m2_.eps = eps_;
+      CHIMERA_RETURN_IF_ERROR(m2_.validate());
+    }
+
+    layers::WeightBinder b(g);
+    CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
+    info_.n_vocab = embd_.output.rows;
+    layers_.resize((size_t)n_layer);
+    for (int64_t i = 0; i < n_layer; ++i) {
+      const std::string p = "blk." + std::to_string(i);
+      MambaLayer& L = layers_[(size_t)i];
+      CHIMERA_ASSIGN_OR_RETURN(L.norm, b.vector(p + ".attn_norm.weight", n_embd_));
+      if (kind_ == MixerKind::kMamba1) {
+        CHIMERA_ASSIGN_OR_RETURN(L.m1, layers::bind_mamba1(b, g, p, m1_));
+      } else {
+        CHIMERA_ASSIGN_OR_RETURN(L.m2, layers::bind_mamba2(b, g, p, m2_, false));
+      }
+    }
+    info_.weight_bytes = g.tensor_bytes();
+    ws_.n_embd = n_embd_;
+    if (kind_ == MixerKind::kMamba1)
+      s1_.reserve(m1_, kMaxUbatch);
+    else
+      s2_.reserve(m2_, kMaxUbatch);
+    return Status::ok();
+  }
+
+ protected:
+  void forward_impl(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
+                    ThreadPool* pool) override {
+    for (int64_t done = 0; done < n; done += kMaxUbatch) {
+      const int64_t T = std::min(kMaxUbatch, n - done);
+      ubatch(st, tokens + done, T, which, logits, done, done + T == n, pool);
+    }
+  }
+
+ private:
+  static constexpr int64_t kMaxUbatch = 256;
+
+  void ubatch(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits, int64_t row0,
+              bool last_chunk, ThreadPool* pool) {
+    ws_.reserve(T);
+    float* x = ws_.x.data();
+    float* h = ws_.h.data();
+    embed_tokens(embd_.tok, tokens, T, x);
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      const MambaLayer& L = layers_[l];
+      for (int64_t t = 0; t < T; ++t) kernels::rms_norm(x + t * n_embd_, L.norm.ptr(), h + t * n_embd_, n_embd_, eps_);
+      layers::RecurrentState& rs = *st.recurrent(l);
+      if (kind_ == MixerKind::kMamba1)
+        layers::mamba1_forward(m1_, L.m1, h, T, rs, s1_, h, pool);
+      else
+        layers::mamba2_forward(m2_, L.m2, h, T, rs, s2_, h, pool);
+      kernels::add(x, h, T * n_embd_);
+    }
+    st.advance(T);
+    write_logits(embd_, x, T, n_embd_, eps_, which, logits, row0, last_chunk, ws_, pool);
+  }
+
+  MixerKind kind_;
+  int64_t n_embd_ = 0;
+  float eps_ = 1e-5f;
+  layers::Mamba1Config m1_;
+  layers::Mamba2Config m2_;
+  Embeddings embd_;
+  std::vector<MambaLayer> layers_;
+  Workspace ws_;
+  layers::Mamba1Scratch s1_;
+  layers::Mamba2Scratch s2_;
+};
+
+Result<std::unique_ptr<Model>> load(const format::GgufFile& gguf, MixerKind kind, const char* arch) {
+  auto m = std::make_unique<MambaModel>(kind);
+  CHIMERA_RETURN_IF_ERROR(m->init(gguf, arch));
+  return std::unique_ptr<Model>(std::move(m));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> load_mamba(const format::GgufFile& gguf) { return load(gguf, MixerKind::kMamba1, "mamba"); }
+Result<std::unique_ptr<Model>> load_mamba2(const format::GgufFile& gguf) {
+  return load(gguf, MixerKind::kMamba2, "mamba2");
+}
+
+}  // namespace chimera::models

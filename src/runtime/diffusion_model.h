@@ -1,0 +1,43 @@
+// The model-side API of masked diffusion LMs (archs `llada`, `dream`), used by
+// the diffusion generator. The functions are defined by the diffusion family
+// (src/models/llada.cpp, in the models library) and declared here so that the
+// shared Model interface stays unchanged; they return an error for any model
+// that is not a diffusion family.
+//
+// diffusion_forward() runs a contiguous slice of the canvas against the K/V of
+// the other positions already held in a SequenceState's KV caches:
+//   * the T tokens at positions [pos0, pos0 + T) are embedded, and every layer
+//     writes their K/V into the cache rows of those positions;
+//   * each query attends (non-causally) to keys [0, n_kv), n_kv >= pos0 + T;
+//     rows outside [pos0, pos0 + T) are whatever earlier calls wrote there
+//     (exact for a full pass; Fast-dLLM's approximation when they are stale);
+//   * logits rows for the slice rows [out_row0, out_row0 + n_out) are written
+//     to `logits` (n_out rows of n_vocab floats); n_out may be 0.
+// A full exact pass is pos0 = 0, T = n_kv = canvas length. The state's n_past()
+// is neither read nor changed (positions are explicit). Logit rows are raw
+// model outputs: row i belongs to position pos0 + out_row0 + i; with
+// shift_logits (Dream) the prediction for position p is the row of p - 1, a
+// convention the caller applies (see runtime/diffusion.h).
+#pragma once
+
+#include <cstdint>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "layers/state.h"
+#include "models/model.h"
+
+namespace chimera::models {
+
+struct DiffusionSpec {
+  int32_t mask_id = -1;       // tokenizer.ggml.mask_token_id
+  bool shift_logits = false;  // diffusion.shift_logits (LLaDA false, Dream true)
+};
+
+// The model's diffusion parameters; an error when it is not a diffusion LM.
+Result<DiffusionSpec> diffusion_spec(const Model& m);
+
+Status diffusion_forward(Model& m, layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T,
+                         int64_t n_kv, int64_t out_row0, int64_t n_out, float* logits, ThreadPool* pool);
+
+}  // namespace chimera::models

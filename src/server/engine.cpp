@@ -1,0 +1,482 @@
+// The engine loop: admission, step planning, execution, sampling, emission,
+// prefix-cache snapshots. See engine.h for the scheduling contract.
+//
+// Token bookkeeping per sequence: `tokens` holds the prompt followed by every
+// generated token that will be fed; state->n_past() (= n_fed) counts those
+// already processed. While prefilling, n_fed < n_prompt; while decoding,
+// tokens.size() == n_fed + 1 (the sampled token not yet fed). A step item
+// feeds tokens[n_fed, n_fed + n) and, when asked, yields the logits of the
+// last one, which is then sampled.
+#include "server/engine.h"
+
+#include <algorithm>
+
+#include "core/timer.h"
+#include "runtime/generator.h"
+#include "server/prefix_cache.h"
+#include "tokenizer/tokenizer.h"
+
+namespace chimera::server {
+namespace {
+
+// Incremental detokenisation with stop strings: text that could still become
+// the start of a stop string is held back until it cannot, so a stop string
+// spanning token boundaries is never emitted, nor anything after it.
+class TextStream {
+ public:
+  TextStream(const tokenizer::Tokenizer& tok, std::vector<std::string> stops)
+      : dec_(tok, /*render_special=*/false), stops_(std::move(stops)) {}
+  std::string push(int32_t tok, bool* stopped) {
+    pending_ += dec_.push(tok);
+    return drain(false, stopped);
+  }
+  std::string flush(bool* stopped) {
+    pending_ += dec_.flush();
+    return drain(true, stopped);
+  }
+
+ private:
+  std::string drain(bool final, bool* stopped) {
+    *stopped = false;
+    size_t cut = std::string::npos;
+    for (const auto& s : stops_) cut = std::min(cut, pending_.find(s));
+    if (cut != std::string::npos) {
+      std::string out = pending_.substr(0, cut);
+      pending_.clear();
+      *stopped = true;
+      return out;
+    }
+    size_t keep = 0;
+    if (!final) {
+      for (const auto& s : stops_) {
+        for (size_t k = std::min(s.size() - 1, pending_.size()); k > keep; --k) {
+          if (pending_.compare(pending_.size() - k, k, s, 0, k) == 0) {
+            keep = k;
+            break;
+          }
+        }
+      }
+    }
+    std::string out = pending_.substr(0, pending_.size() - keep);
+    pending_.erase(0, pending_.size() - keep);
+    return out;
+  }
+
+  tokenizer::StreamDecoder dec_;
+  std::vector<std::string> stops_;
+  std::string pending_;
+};
+
+}  // namespace
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kError: return "error";
+    default: return "none";
+  }
+}
+
+bool RequestChannel::pop(std::vector<StreamEvent>* out, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lk(mu_);
+  if (events_.empty() && !cv_.wait_for(lk, timeout, [&] { return !events_.empty(); })) return false;
+  while (!events_.empty()) {
+    out->push_back(std::move(events_.front()));
+    events_.pop_front();
+  }
+  return true;
+}
+
+void RequestChannel::push(StreamEvent ev) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    events_.push_back(std::move(ev));
+  }
+  cv_.notify_all();
+}
+
+struct Engine::Sequence {
+  uint64_t id = 0;
+  GenerationParams p;
+  std::shared_ptr<RequestChannel> ch;
+  std::unique_ptr<layers::SequenceState> state;
+  std::vector<int32_t> tokens;
+  int64_t n_prompt = 0, n_cached = 0, n_generated = 0;
+  std::unique_ptr<runtime::Sampler> sampler;
+  std::unique_ptr<TextStream> text;
+  double t_submit = 0, t_last = 0;
+  bool stop_hit = false;
+  bool done = false;
+  int64_t n_fed() const { return state->n_past(); }
+  bool prefilling() const { return n_fed() < n_prompt; }
+};
+
+Engine::Engine(models::Model& model, ThreadPool* pool, const EngineOptions& opts, Metrics* metrics)
+    : model_(model), pool_(pool), opts_(opts), metrics_(metrics), cache_(std::make_unique<PrefixCache>()) {}
+
+Engine::~Engine() { stop(); }
+
+Status Engine::start() {
+  if (opts_.n_ctx < 2) return invalid_argument("the context size must be at least 2");
+  if (opts_.max_running < 1) return invalid_argument("--parallel must be at least 1");
+  if (opts_.prefill_chunk < 1) opts_.prefill_chunk = 1;
+  if (opts_.checkpoint_interval < 1) opts_.checkpoint_interval = 256;
+  auto probe = model_.new_state(opts_.n_ctx);
+  state_bytes_ = probe->bytes();
+  recurrent_ = probe->has_recurrent();
+  budget_ = opts_.mem_budget_bytes ? opts_.mem_budget_bytes : 2 * (size_t)opts_.max_running * state_bytes_;
+  if (budget_ < state_bytes_)
+    return invalid_argument("the memory budget (" + std::to_string(budget_ >> 20) + " MiB) is smaller than one " +
+                            std::to_string(opts_.n_ctx) + "-token sequence state (" +
+                            std::to_string((state_bytes_ + (1 << 20) - 1) >> 20) + " MiB); raise it or lower -c");
+  free_states_.push_back(std::move(probe));
+  allocated_bytes_ = state_bytes_;
+  logits_.resize((size_t)model_.info().n_vocab);
+  std::lock_guard<std::mutex> lk(mu_);
+  if (started_) return invalid_argument("engine already started");
+  started_ = true;
+  thread_ = std::thread([this] { loop(); });
+  return Status::ok();
+}
+
+void Engine::stop() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  // Requests submitted after the loop exited (or without a loop) still get their final event.
+  std::deque<std::unique_ptr<Sequence>> rest;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    rest.swap(inbox_);
+  }
+  for (auto& s : rest) finish(*s, FinishReason::kCancelled);
+}
+
+EngineCounters Engine::counters() const { return {n_waiting_.load(), n_running_.load()}; }
+
+Result<std::shared_ptr<RequestChannel>> Engine::submit(GenerationParams p) {
+  if (p.prompt.empty()) return invalid_argument("the prompt is empty");
+  const int64_t nv = model_.info().n_vocab;
+  for (int32_t t : p.prompt)
+    if (t < 0 || t >= nv)
+      return invalid_argument("token id " + std::to_string(t) + " is out of range [0, " + std::to_string(nv) + ")");
+  if ((int64_t)p.prompt.size() > opts_.n_ctx)
+    return invalid_argument("the prompt has " + std::to_string(p.prompt.size()) +
+                            " tokens, more than the context size " + std::to_string(opts_.n_ctx));
+  if (p.max_tokens < 1) return invalid_argument("max_tokens must be at least 1");
+  for (const auto& s : p.stop)
+    if (s.empty()) return invalid_argument("stop strings must not be empty");
+  auto seq = std::make_unique<Sequence>();
+  seq->ch = std::make_shared<RequestChannel>();
+  seq->t_submit = now_seconds();
+  seq->n_prompt = (int64_t)p.prompt.size();
+  seq->tokens = p.prompt;
+  seq->text = std::make_unique<TextStream>(model_.tokenizer(), p.stop);
+  std::sort(p.checkpoints.begin(), p.checkpoints.end());
+  seq->p = std::move(p);
+  auto ch = seq->ch;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stopping_ || !started_) return unsupported("the engine is not running");
+    if ((size_t)n_waiting_.load() >= opts_.max_queue)
+      return out_of_range("too many requests are waiting (" + std::to_string(opts_.max_queue) + "); retry later");
+    seq->id = next_id_++;
+    inbox_.push_back(std::move(seq));
+    n_waiting_.fetch_add(1);
+  }
+  cv_.notify_all();
+  return ch;
+}
+
+void Engine::loop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      if (queue_.empty() && running_.empty())
+        cv_.wait_for(lk, std::chrono::milliseconds(200), [&] { return stopping_ || !inbox_.empty(); });
+      if (stopping_) break;
+      while (!inbox_.empty()) {
+        queue_.push_back(std::move(inbox_.front()));
+        inbox_.pop_front();
+      }
+    }
+    // Cancelled requests leave the queue at once; running ones free their slot.
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if ((*it)->ch->cancelled()) {
+        finish(**it, FinishReason::kCancelled);
+        it = queue_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto& s : running_)
+      if (s->ch->cancelled()) finish(*s, FinishReason::kCancelled);
+    std::erase_if(running_, [](const auto& s) { return s->done; });
+    admit();
+    if (!running_.empty()) {
+      if (model_.info().is_diffusion) {
+        run_generator(*running_.front());
+      } else {
+        std::vector<WorkItem> plan = plan_step();
+        Status st = execute_plan(plan);
+        if (st) {
+          for (auto& w : plan)
+            if (!w.seq->done) after_forward(w);
+        }
+      }
+      std::erase_if(running_, [](const auto& s) { return s->done; });
+    }
+    publish_gauges();
+  }
+  for (auto& s : running_) finish(*s, FinishReason::kCancelled);
+  running_.clear();
+  for (auto& s : queue_) finish(*s, FinishReason::kCancelled);
+  queue_.clear();
+  publish_gauges();
+}
+
+void Engine::publish_gauges() {
+  n_waiting_.store((int64_t)queue_.size() + [&] {
+    std::lock_guard<std::mutex> lk(mu_);
+    return (int64_t)inbox_.size();
+  }());
+  n_running_.store((int64_t)running_.size());
+  if (!metrics_) return;
+  EngineGauges g;
+  g.waiting = n_waiting_.load();
+  g.running = n_running_.load();
+  g.state_bytes = (int64_t)allocated_bytes_;
+  g.cache_bytes = (int64_t)cache_->bytes();
+  g.cache_entries = (int64_t)cache_->entries();
+  g.budget_bytes = (int64_t)budget_;
+  metrics_->set_gauges(g);
+}
+
+bool Engine::ensure_room(size_t need) {
+  while (allocated_bytes_ + cache_->bytes() + need > budget_) {
+    if (!free_states_.empty()) {
+      allocated_bytes_ -= free_states_.back()->bytes();
+      free_states_.pop_back();
+    } else if (!cache_->evict_lru()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void Engine::admit() {
+  while (!queue_.empty() && (int)running_.size() < opts_.max_running) {
+    Sequence& s = *queue_.front();
+    if (!free_states_.empty()) {
+      s.state = std::move(free_states_.back());
+      free_states_.pop_back();
+      s.state->reset();
+    } else {
+      if (!ensure_room(state_bytes_)) break;  // FIFO: the head waits for memory
+      s.state = model_.new_state(opts_.n_ctx);
+      allocated_bytes_ += s.state->bytes();
+    }
+    restore_prefix(s);
+    s.sampler = std::make_unique<runtime::Sampler>(s.p.sampling);
+    for (int32_t t : s.p.prompt) s.sampler->accept(t);
+    if (metrics_) {
+      metrics_->observe_queue(now_seconds() - s.t_submit);
+      metrics_->add_prompt_tokens(s.n_prompt);
+    }
+    running_.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+}
+
+void Engine::restore_prefix(Sequence& s) {
+  if (!opts_.prefix_cache || model_.info().is_diffusion) return;
+  // At least one prompt token is always fed: its logits give the first token.
+  PrefixCache::Hit hit = cache_->lookup(s.p.prompt, s.n_prompt - 1);
+  int64_t n = 0;
+  if (hit.n_tokens > 0) {
+    Status st = s.state->copy_from(*hit.state);
+    if (st && hit.truncate) st = s.state->truncate(hit.n_tokens);
+    if (st) {
+      n = hit.n_tokens;
+    } else {
+      s.state->reset();
+    }
+  }
+  s.n_cached = n;
+  if (metrics_) metrics_->add_prefix_cache(s.n_prompt, n);
+}
+
+int64_t Engine::next_chunk_end(const Sequence& s, int64_t budget) const {
+  const int64_t fed = s.n_fed();
+  int64_t end = std::min(s.n_prompt, fed + budget);
+  if (recurrent_ && opts_.prefix_cache) {
+    // Chunks end on checkpoint positions so the state there can be snapshotted.
+    const int64_t every = (fed / opts_.checkpoint_interval + 1) * opts_.checkpoint_interval;
+    end = std::min(end, every);
+    for (int64_t b : s.p.checkpoints)
+      if (b > fed && b < end) end = b;
+  }
+  return end;
+}
+
+std::vector<Engine::WorkItem> Engine::plan_step() {
+  std::vector<WorkItem> plan;
+  for (auto& s : running_)
+    if (!s->prefilling()) plan.push_back({s.get(), (int64_t)s->tokens.size() - s->n_fed(), true, nullptr});
+  // Prefill in admission order within a bounded token budget: the oldest
+  // prompt finishes first; decodes above are never held back by prompts.
+  int64_t budget = opts_.prefill_chunk;
+  for (auto& s : running_) {
+    if (!s->prefilling() || budget <= 0) continue;
+    const int64_t end = next_chunk_end(*s, budget);
+    const int64_t n = end - s->n_fed();
+    budget -= n;
+    plan.push_back({s.get(), n, end == s->n_prompt, nullptr});
+  }
+  size_t rows = 0;
+  for (const auto& w : plan) rows += w.logits;
+  const size_t nv = (size_t)model_.info().n_vocab;
+  if (logits_.size() < rows * nv) logits_.resize(rows * nv);
+  size_t r = 0;
+  for (auto& w : plan)
+    if (w.logits) w.out = logits_.data() + (r++) * nv;
+  return plan;
+}
+
+Status Engine::execute_plan(std::vector<WorkItem>& plan) {
+  // Today one forward per sequence; a fused multi-sequence forward replaces
+  // this loop and nothing else.
+  for (auto& w : plan) {
+    Sequence& s = *w.seq;
+    Status st = model_.forward(*s.state, s.tokens.data() + s.n_fed(), w.n,
+                               w.logits ? models::Logits::kLast : models::Logits::kNone, w.out, pool_);
+    if (!st) finish(s, FinishReason::kError, st.message());
+  }
+  return Status::ok();
+}
+
+void Engine::after_forward(WorkItem& w) {
+  Sequence& s = *w.seq;
+  if (s.n_fed() <= s.n_prompt) maybe_checkpoint(s);
+  if (!w.logits) return;
+  const int32_t tok = s.sampler->sample(w.out, (int32_t)model_.info().n_vocab);
+  emit_token(s, tok);
+}
+
+void Engine::maybe_checkpoint(Sequence& s) {
+  if (!opts_.prefix_cache) return;
+  const int64_t n = s.n_fed();
+  bool want = n == s.n_prompt;  // turn boundary: the whole prompt
+  if (recurrent_) {
+    want = want || n % opts_.checkpoint_interval == 0 ||
+           std::binary_search(s.p.checkpoints.begin(), s.p.checkpoints.end(), n);
+  }
+  if (want) snapshot_into_cache(s);
+}
+
+void Engine::snapshot_into_cache(Sequence& s) {
+  const int64_t n = s.state ? s.n_fed() : 0;
+  if (!opts_.prefix_cache || n <= 0 || model_.info().is_diffusion) return;
+  std::span<const int32_t> toks(s.tokens.data(), (size_t)n);
+  if (cache_->covers(toks, !recurrent_)) return;
+  auto snap = model_.new_state(n);  // compact: holds exactly n positions
+  if (!snap->copy_from(*s.state)) return;
+  if (!ensure_room(snap->bytes())) return;
+  cache_->insert(std::vector<int32_t>(toks.begin(), toks.end()), std::move(snap));
+}
+
+void Engine::emit_token(Sequence& s, int32_t tok) {
+  if (!s.p.ignore_eos && model_.tokenizer().is_eog(tok)) {
+    finish(s, FinishReason::kStop);
+    return;
+  }
+  ++s.n_generated;
+  s.sampler->accept(tok);
+  const double now = now_seconds();
+  if (metrics_) {
+    if (s.n_generated == 1)
+      metrics_->observe_ttft(now - s.t_submit);
+    else
+      metrics_->observe_itl(now - s.t_last);
+  }
+  s.t_last = now;
+  StreamEvent ev;
+  ev.text = s.text->push(tok, &s.stop_hit);
+  if (!ev.text.empty()) s.ch->push(std::move(ev));
+  if (s.stop_hit) {
+    finish(s, FinishReason::kStop);
+  } else if (s.n_generated >= s.p.max_tokens || (s.state && s.n_fed() >= opts_.n_ctx)) {
+    finish(s, FinishReason::kLength);
+  } else {
+    s.tokens.push_back(tok);
+  }
+}
+
+void Engine::finish(Sequence& s, FinishReason r, const std::string& error) {
+  if (s.done) return;
+  s.done = true;
+  StreamEvent ev;
+  ev.done = true;
+  if ((r == FinishReason::kStop || r == FinishReason::kLength) && !s.stop_hit) {
+    bool stopped = false;
+    ev.text = s.text->flush(&stopped);
+    if (stopped) r = FinishReason::kStop;
+  }
+  ev.finish = r;
+  ev.error = error;
+  ev.usage = {s.n_prompt, s.n_generated, s.n_cached};
+  s.ch->push(std::move(ev));
+  if (metrics_) {
+    metrics_->count_finish(finish_reason_name(r));
+    metrics_->add_generated_tokens(s.n_generated);
+    metrics_->observe_e2e(now_seconds() - s.t_submit);
+  }
+  if (s.state) {
+    if (r != FinishReason::kError) snapshot_into_cache(s);
+    if ((int)free_states_.size() < opts_.max_running) {
+      free_states_.push_back(std::move(s.state));
+    } else {
+      allocated_bytes_ -= s.state->bytes();
+      s.state.reset();
+    }
+  }
+}
+
+void Engine::run_generator(Sequence& s) {
+  // Whole-request generation (models whose generator is not step-driven, such
+  // as diffusion): correct, but it holds the loop for the request's duration.
+  auto gen = runtime::make_generator(model_, opts_.n_ctx, pool_);
+  runtime::GenerateOptions go;
+  go.n_predict = s.p.max_tokens;
+  go.stop_at_eog = !s.p.ignore_eos;
+  go.sampling = s.p.sampling;
+  auto r = gen->generate(s.p.prompt, go, [&](int32_t tok) {
+    ++s.n_generated;
+    const double now = now_seconds();
+    if (metrics_) {
+      if (s.n_generated == 1)
+        metrics_->observe_ttft(now - s.t_submit);
+      else
+        metrics_->observe_itl(now - s.t_last);
+    }
+    s.t_last = now;
+    StreamEvent ev;
+    ev.text = s.text->push(tok, &s.stop_hit);
+    if (!ev.text.empty()) s.ch->push(std::move(ev));
+    return !s.stop_hit && !s.ch->cancelled();
+  });
+  if (!r) {
+    finish(s, FinishReason::kError, r.status().message());
+  } else if (s.ch->cancelled()) {
+    finish(s, FinishReason::kCancelled);
+  } else {
+    finish(s, s.stop_hit || r->stopped_at_eog ? FinishReason::kStop : FinishReason::kLength);
+  }
+}
+
+}  // namespace chimera::server

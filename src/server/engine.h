@@ -1,0 +1,179 @@
+// The serving engine: one loop thread that owns the model, every sequence
+// state and the prefix cache, and runs continuous batching. Usable as a
+// library without HTTP: submit() token ids + parameters, read StreamEvents
+// from the returned RequestChannel.
+//
+// Each loop iteration: take new submissions into a FIFO queue; drop cancelled
+// requests; admit from the queue head while the running count is below
+// max_running and the memory budget (state bytes + prefix-cache bytes, LRU
+// cache entries evicted first) allows; then build a step plan — one decode
+// token for every decoding sequence plus prefill chunks (at most
+// prefill_chunk prompt tokens per iteration, oldest sequence first) — execute
+// it, and sample / emit / finish. Decodes progress every iteration and the
+// prefill budget is bounded, so no admitted request starves; admission is
+// FIFO, so no queued one does either. The plan/execute split is where a fused
+// multi-sequence forward will plug in (execute_plan is the only caller of
+// Model::forward for autoregressive models).
+//
+// Invariants: only the loop thread touches the model, the states and the
+// cache; HTTP threads use only submit(), tokenizer() (immutable, thread-safe)
+// and RequestChannel. Every submitted request gets exactly one final event
+// (done = true), whatever happens (finish, cancel, error, shutdown). Text is
+// emitted only as complete UTF-8 and never contains a stop string or text
+// after it. Greedy outputs equal the single-sequence generator's: the forward
+// pass is row-independent, so chunking and prefix restore change nothing.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "models/model.h"
+#include "runtime/sampler.h"
+#include "server/metrics.h"
+
+namespace chimera::server {
+
+enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
+const char* finish_reason_name(FinishReason r);
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens restored from the prefix cache
+};
+
+struct GenerationParams {
+  std::vector<int32_t> prompt;        // non-empty, ids in range
+  int64_t max_tokens = 16;            // >= 1; generation also ends at the context end
+  runtime::SamplingParams sampling;
+  std::vector<std::string> stop;      // stop strings (never emitted)
+  bool ignore_eos = false;
+  std::vector<int64_t> checkpoints;   // prompt positions worth a recurrent checkpoint (turn ends)
+};
+
+struct StreamEvent {
+  std::string text;  // new text (may be empty)
+  bool done = false;
+  FinishReason finish = FinishReason::kNone;
+  Usage usage;        // final event only
+  std::string error;  // final event of a failed request
+};
+
+// One request's channel between the engine (producer) and an HTTP thread.
+class RequestChannel {
+ public:
+  // Moves pending events into *out; waits up to `timeout` when none. False on timeout.
+  bool pop(std::vector<StreamEvent>* out, std::chrono::milliseconds timeout);
+  // Asks the engine to stop this request and free its slot (idempotent).
+  void cancel() { cancelled_.store(true, std::memory_order_relaxed); }
+  bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
+  void push(StreamEvent ev);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<StreamEvent> events_;
+  std::atomic<bool> cancelled_{false};
+};
+
+struct EngineOptions {
+  int64_t n_ctx = 4096;               // per-sequence context
+  int max_running = 4;                // sequences admitted at once
+  size_t mem_budget_bytes = 0;        // states + prefix cache; 0 = 2 x max_running states
+  int64_t prefill_chunk = 256;        // prompt tokens per iteration (all sequences)
+  bool prefix_cache = true;
+  int64_t checkpoint_interval = 256;  // recurrent states: checkpoint every N prompt tokens
+  size_t max_queue = 1024;            // waiting requests beyond this are refused
+};
+
+struct EngineCounters {
+  int64_t waiting = 0, running = 0;
+};
+
+class Engine {
+ public:
+  // metrics may be null. The model must outlive the engine.
+  Engine(models::Model& model, ThreadPool* pool, const EngineOptions& opts, Metrics* metrics);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Checks the options against the model (budget holds one state, ...).
+  Status start();
+  // Ends every request (final event, reason cancelled) and joins the loop.
+  void stop();
+
+  // Thread-safe. Errors: kInvalidArgument (bad prompt / length), kOutOfRange
+  // (queue full), kUnsupported (engine stopped).
+  Result<std::shared_ptr<RequestChannel>> submit(GenerationParams p);
+
+  const tokenizer::Tokenizer& tokenizer() const { return model_.tokenizer(); }
+  const models::ModelInfo& info() const { return model_.info(); }
+  int64_t n_ctx() const { return opts_.n_ctx; }
+  size_t state_bytes() const { return state_bytes_; }
+  size_t budget_bytes() const { return budget_; }
+  EngineCounters counters() const;
+
+ private:
+  struct Sequence;
+  struct WorkItem {
+    Sequence* seq;
+    int64_t n;         // tokens fed from seq->tokens[seq->n_fed ..]
+    bool logits;       // wants the last row's logits
+    float* out;        // logits row (n_vocab floats) when logits
+  };
+
+  void loop();
+  void take_submissions(std::deque<std::unique_ptr<Sequence>>& incoming);
+  void admit();
+  bool ensure_room(size_t need);
+  void restore_prefix(Sequence& s);
+  std::vector<WorkItem> plan_step();
+  Status execute_plan(std::vector<WorkItem>& plan);
+  void after_forward(WorkItem& w);
+  void emit_token(Sequence& s, int32_t tok);
+  void finish(Sequence& s, FinishReason r, const std::string& error = "");
+  void maybe_checkpoint(Sequence& s);
+  void snapshot_into_cache(Sequence& s);
+  void run_generator(Sequence& s);  // whole-request path (diffusion models)
+  int64_t next_chunk_end(const Sequence& s, int64_t budget) const;
+  void publish_gauges();
+
+  models::Model& model_;
+  ThreadPool* pool_;
+  EngineOptions opts_;
+  Metrics* metrics_;
+  size_t state_bytes_ = 0;
+  size_t budget_ = 0;
+  bool recurrent_ = false;
+
+  // Shared with submitters.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Sequence>> inbox_;
+  bool stopping_ = false;
+  bool started_ = false;
+  std::atomic<int64_t> n_waiting_{0}, n_running_{0};
+  uint64_t next_id_ = 1;
+
+  // Loop-thread only.
+  std::deque<std::unique_ptr<Sequence>> queue_;
+  std::vector<std::unique_ptr<Sequence>> running_;
+  std::vector<std::unique_ptr<layers::SequenceState>> free_states_;
+  size_t allocated_bytes_ = 0;  // running + pooled states
+  std::unique_ptr<class PrefixCache> cache_;
+  std::vector<float> logits_;
+  std::thread thread_;
+};
+
+}  // namespace chimera::server

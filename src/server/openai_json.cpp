@@ -1,0 +1,307 @@
+// OpenAI request validation and response bodies; see openai_json.h.
+// Sampling defaults follow the OpenAI API (temperature 1, top_p 1, no top-k /
+// min-p, no penalties); llama.cpp / vLLM extensions are accepted: top_k,
+// min_p, repetition_penalty (alias repeat_penalty), repeat_last_n, seed,
+// ignore_eos.
+#include "server/openai_json.h"
+
+#include <cmath>
+#include <random>
+
+namespace chimera::server {
+namespace {
+
+using json = nlohmann::json;
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+bool fail(ApiError* err, std::string msg, std::string param, std::string code = "") {
+  err->status = 400;
+  err->type = "invalid_request_error";
+  err->message = std::move(msg);
+  err->param = std::move(param);
+  err->code = std::move(code);
+  return false;
+}
+
+const char* type_name(const json& v) {
+  if (v.is_null()) return "null";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number()) return "a number";
+  if (v.is_string()) return "a string";
+  if (v.is_array()) return "an array";
+  return "an object";
+}
+
+// Optional number in [lo, hi]; absent / null keeps *out.
+bool opt_number(const json& b, const char* key, double lo, double hi, float* out, ApiError* err) {
+  auto it = b.find(key);
+  if (it == b.end() || it->is_null()) return true;
+  if (!it->is_number())
+    return fail(err, std::string("'") + key + "' must be a number, not " + type_name(*it), key, "invalid_type");
+  const double v = it->get<double>();
+  if (!(v >= lo && v <= hi))
+    return fail(err, std::string("'") + key + "' must be between " + json(lo).dump() + " and " + json(hi).dump(), key,
+                "invalid_value");
+  *out = (float)v;
+  return true;
+}
+
+// Optional integer in [lo, hi].
+bool opt_int(const json& b, const char* key, int64_t lo, int64_t hi, int64_t* out, bool* given, ApiError* err) {
+  auto it = b.find(key);
+  if (it == b.end() || it->is_null()) return true;
+  if (!it->is_number_integer())
+    return fail(err, std::string("'") + key + "' must be an integer, not " + type_name(*it), key, "invalid_type");
+  if (it->is_number_unsigned() && it->get<uint64_t>() > (uint64_t)INT64_MAX)
+    return fail(err, std::string("'") + key + "' is too large", key, "invalid_value");
+  const int64_t v = it->get<int64_t>();
+  if (v < lo || v > hi)
+    return fail(err, std::string("'") + key + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi) +
+                         " (got " + std::to_string(v) + ")",
+                key, "invalid_value");
+  *out = v;
+  if (given) *given = true;
+  return true;
+}
+
+bool opt_bool(const json& b, const char* key, bool* out, ApiError* err) {
+  auto it = b.find(key);
+  if (it == b.end() || it->is_null()) return true;
+  if (!it->is_boolean())
+    return fail(err, std::string("'") + key + "' must be a boolean, not " + type_name(*it), key, "invalid_type");
+  *out = it->get<bool>();
+  return true;
+}
+
+bool parse_stop(const json& b, std::vector<std::string>* out, ApiError* err) {
+  auto it = b.find("stop");
+  if (it == b.end() || it->is_null()) return true;
+  std::vector<std::string> v;
+  if (it->is_string()) {
+    v.push_back(it->get<std::string>());
+  } else if (it->is_array()) {
+    if (it->size() > 16) return fail(err, "'stop' accepts at most 16 strings", "stop", "invalid_value");
+    for (const auto& s : *it) {
+      if (!s.is_string()) return fail(err, "'stop' must be a string or an array of strings", "stop", "invalid_type");
+      v.push_back(s.get<std::string>());
+    }
+  } else {
+    return fail(err, "'stop' must be a string or an array of strings", "stop", "invalid_type");
+  }
+  for (const auto& s : v) {
+    if (s.empty()) return fail(err, "stop strings must not be empty", "stop", "invalid_value");
+    if (s.size() > 512) return fail(err, "stop strings are limited to 512 bytes", "stop", "invalid_value");
+  }
+  *out = std::move(v);
+  return true;
+}
+
+bool parse_messages(const json& b, nlohmann::ordered_json* out, ApiError* err) {
+  auto it = b.find("messages");
+  if (it == b.end()) return fail(err, "'messages' is required", "messages", "missing_required_parameter");
+  if (!it->is_array() || it->empty())
+    return fail(err, "'messages' must be a non-empty array of message objects", "messages", "invalid_type");
+  nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& m = (*it)[i];
+    const std::string p = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return fail(err, p + " must be an object", p, "invalid_type");
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string() || role->get<std::string>().empty())
+      return fail(err, p + ".role must be a non-empty string", p + ".role", "invalid_type");
+    auto content = m.find("content");
+    if (content != m.end() && !content->is_null() && !content->is_string()) {
+      if (!content->is_array())
+        return fail(err, p + ".content must be a string or an array of content parts", p + ".content", "invalid_type");
+      for (const auto& part : *content) {
+        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+          return fail(err, p + ".content: only {\"type\": \"text\", \"text\": ...} parts are supported",
+                      p + ".content", "invalid_value");
+      }
+    }
+    msgs.push_back(nlohmann::ordered_json::parse(m.dump()));
+  }
+  *out = std::move(msgs);
+  return true;
+}
+
+bool parse_prompt(const json& b, const RequestLimits& lim, ParsedRequest* out, ApiError* err) {
+  auto it = b.find("prompt");
+  if (it == b.end()) return fail(err, "'prompt' is required", "prompt", "missing_required_parameter");
+  const json* p = &*it;
+  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
+  if (p->is_string()) {
+    out->prompt_text = p->get<std::string>();
+    if (out->prompt_text->empty()) return fail(err, "'prompt' must not be empty", "prompt", "invalid_value");
+    return true;
+  }
+  if (p->is_array() && !p->empty() && (*p)[0].is_number()) {
+    for (const auto& t : *p) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= lim.n_vocab)
+        return fail(err, "'prompt' token ids must be integers in [0, " + std::to_string(lim.n_vocab) + ")", "prompt",
+                    "invalid_value");
+      out->prompt_ids.push_back((int32_t)t.get<int64_t>());
+    }
+    return true;
+  }
+  if (p->is_array() && p->size() > 1)
+    return fail(err, "batched prompts are not supported; send one prompt per request", "prompt", "invalid_value");
+  return fail(err, "'prompt' must be a string or an array of token ids", "prompt", "invalid_type");
+}
+
+}  // namespace
+
+std::string error_body(const ApiError& e) {
+  json j = {{"error",
+             {{"message", e.message},
+              {"type", e.type},
+              {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+              {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}};
+  return dump(j);
+}
+
+bool parse_json_object(std::string_view body, json* out, ApiError* err) {
+  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return fail(err, "the request body is not valid JSON", "", "invalid_json");
+  if (!j.is_object()) return fail(err, "the request body must be a JSON object", "", "invalid_json");
+  *out = std::move(j);
+  return true;
+}
+
+bool parse_generation_request(std::string_view body, bool chat, const RequestLimits& lim, ParsedRequest* out,
+                              ApiError* err) {
+  json b;
+  if (!parse_json_object(body, &b, err)) return false;
+  ParsedRequest r;
+  r.chat = chat;
+  // OpenAI defaults.
+  r.sampling.temperature = 1.0f;
+  r.sampling.top_k = 0;
+  r.sampling.top_p = 1.0f;
+  r.sampling.min_p = 0.0f;
+  r.sampling.repeat_penalty = 1.0f;
+  r.sampling.seed = std::random_device{}() ^ ((uint64_t)std::random_device{}() << 32);
+  if (auto it = b.find("model"); it != b.end() && !it->is_null()) {
+    if (!it->is_string()) return fail(err, "'model' must be a string", "model", "invalid_type");
+    r.model = it->get<std::string>();
+  }
+  if (chat) {
+    if (!parse_messages(b, &r.messages, err)) return false;
+  } else {
+    if (!parse_prompt(b, lim, &r, err)) return false;
+  }
+  const char* len_key = chat && b.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  if (!opt_int(b, len_key, 1, lim.n_ctx, &r.max_tokens, nullptr, err)) return false;
+  if (!opt_bool(b, "stream", &r.stream, err)) return false;
+  if (auto it = b.find("stream_options"); it != b.end() && !it->is_null()) {
+    if (!it->is_object()) return fail(err, "'stream_options' must be an object", "stream_options", "invalid_type");
+    if (!opt_bool(*it, "include_usage", &r.include_usage, err)) return false;
+  }
+  if (!parse_stop(b, &r.stop, err)) return false;
+  if (!opt_number(b, "temperature", 0, 2, &r.sampling.temperature, err)) return false;
+  if (!opt_number(b, "top_p", 0, 1, &r.sampling.top_p, err)) return false;
+  if (!opt_number(b, "min_p", 0, 1, &r.sampling.min_p, err)) return false;
+  if (!opt_number(b, "presence_penalty", -2, 2, &r.sampling.presence_penalty, err)) return false;
+  if (!opt_number(b, "frequency_penalty", -2, 2, &r.sampling.frequency_penalty, err)) return false;
+  const char* rp = b.contains("repetition_penalty") ? "repetition_penalty" : "repeat_penalty";
+  if (!opt_number(b, rp, 0.0, 10, &r.sampling.repeat_penalty, err)) return false;
+  if (b.contains(rp) && !(r.sampling.repeat_penalty > 0))
+    return fail(err, std::string("'") + rp + "' must be positive", rp, "invalid_value");
+  int64_t v = 0;
+  bool given = false;
+  if (!opt_int(b, "top_k", -1, 1 << 30, &v, &given, err)) return false;
+  if (given) r.sampling.top_k = (int32_t)std::max<int64_t>(v, 0);
+  given = false;
+  if (!opt_int(b, "repeat_last_n", -1, 1 << 30, &v, &given, err)) return false;
+  if (given) r.sampling.penalty_last_n = (int32_t)v;
+  if (auto it = b.find("seed"); it != b.end() && !it->is_null()) {
+    if (!it->is_number_integer()) return fail(err, "'seed' must be an integer", "seed", "invalid_type");
+    r.sampling.seed = it->is_number_unsigned() ? it->get<uint64_t>() : (uint64_t)it->get<int64_t>();
+  }
+  if (!opt_bool(b, "ignore_eos", &r.ignore_eos, err)) return false;
+  if (auto it = b.find("n"); it != b.end() && !it->is_null()) {
+    if (!it->is_number_integer() || it->get<int64_t>() != 1)
+      return fail(err, "only n = 1 is supported", "n", "invalid_value");
+  }
+  if (auto it = b.find("echo"); it != b.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>()))
+    return fail(err, "'echo' is not supported", "echo", "unsupported_parameter");
+  if (auto it = b.find("logprobs"); it != b.end() && !it->is_null() &&
+                                    !(it->is_boolean() && !it->get<bool>()) &&
+                                    !(it->is_number_integer() && it->get<int64_t>() == 0))
+    return fail(err, "'logprobs' is not supported", "logprobs", "unsupported_parameter");
+  *out = std::move(r);
+  return true;
+}
+
+const char* openai_finish_reason(FinishReason r) {
+  switch (r) {
+    case FinishReason::kLength: return "length";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kCancelled: return "stop";
+    default: return nullptr;
+  }
+}
+
+namespace {
+json finish_json(FinishReason r) {
+  const char* s = openai_finish_reason(r);
+  return s ? json(s) : json(nullptr);
+}
+json usage_json(const Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+json envelope(const ResponseMeta& m, const char* object) {
+  return {{"id", m.id}, {"object", object}, {"created", m.created}, {"model", m.model}};
+}
+}  // namespace
+
+std::string completion_body(const ResponseMeta& m, const std::string& text, FinishReason fr, const Usage& u) {
+  json j = envelope(m, m.chat ? "chat.completion" : "text_completion");
+  json choice = {{"index", 0}, {"finish_reason", finish_json(fr)}, {"logprobs", nullptr}};
+  if (m.chat)
+    choice["message"] = {{"role", "assistant"}, {"content", text}};
+  else
+    choice["text"] = text;
+  j["choices"] = json::array({choice});
+  j["usage"] = usage_json(u);
+  return dump(j);
+}
+
+std::string chunk_body(const ResponseMeta& m, const std::string& text, FinishReason finish, bool role_delta) {
+  json j = envelope(m, m.chat ? "chat.completion.chunk" : "text_completion");
+  json choice = {{"index", 0}, {"finish_reason", finish_json(finish)}, {"logprobs", nullptr}};
+  if (m.chat) {
+    json delta = json::object();
+    if (role_delta) delta["role"] = "assistant";
+    if (role_delta || !text.empty()) delta["content"] = text;
+    choice["delta"] = delta;
+  } else {
+    choice["text"] = text;
+  }
+  j["choices"] = json::array({choice});
+  return dump(j);
+}
+
+std::string usage_chunk_body(const ResponseMeta& m, const Usage& u) {
+  json j = envelope(m, m.chat ? "chat.completion.chunk" : "text_completion");
+  j["choices"] = json::array();
+  j["usage"] = usage_json(u);
+  return dump(j);
+}
+
+std::string models_body(const std::string& id, int64_t created, int64_t max_model_len, int64_t vocab_size) {
+  json j = {{"object", "list"},
+            {"data", json::array({{{"id", id},
+                                   {"object", "model"},
+                                   {"created", created},
+                                   {"owned_by", "chimera"},
+                                   {"max_model_len", max_model_len},
+                                   {"vocab_size", vocab_size}}})}};
+  return dump(j);
+}
+
+}  // namespace chimera::server

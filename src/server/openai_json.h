@@ -1,0 +1,79 @@
+// OpenAI API JSON: validation of /v1/completions and /v1/chat/completions
+// request bodies into typed requests, and the response / stream-chunk / error
+// bodies (shapes of the OpenAI API reference: text_completion,
+// chat.completion, chat.completion.chunk, usage, {"error": {message, type,
+// param, code}}).
+// Invariants: parsing never throws and never aborts — any malformed body,
+// wrong type or out-of-range value gives an ApiError with a 4xx status that
+// names the offending parameter. Builders always produce valid JSON (invalid
+// UTF-8 in generated text is replaced, never thrown on).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/sampler.h"
+#include "server/engine.h"
+
+namespace chimera::server {
+
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // "" -> null
+  std::string code;   // "" -> null
+};
+std::string error_body(const ApiError& e);
+
+struct ParsedRequest {
+  bool chat = false;
+  std::string model;                       // "" when absent
+  bool stream = false;
+  bool include_usage = false;              // stream_options.include_usage
+  std::optional<std::string> prompt_text;  // completions: text prompt
+  std::vector<int32_t> prompt_ids;         // completions: token-id prompt
+  nlohmann::ordered_json messages;         // chat: validated message list
+  int64_t max_tokens = -1;                 // -1: not given
+  std::vector<std::string> stop;
+  runtime::SamplingParams sampling;
+  bool ignore_eos = false;
+};
+
+// Limits the request is validated against.
+struct RequestLimits {
+  int64_t n_ctx = 4096;
+  int64_t n_vocab = 0;
+};
+
+// Parses a request body; on failure returns false with *err filled.
+bool parse_generation_request(std::string_view body, bool chat, const RequestLimits& lim, ParsedRequest* out,
+                              ApiError* err);
+
+// Parses JSON, turning a syntax error or a non-object body into an ApiError.
+bool parse_json_object(std::string_view body, nlohmann::json* out, ApiError* err);
+
+struct ResponseMeta {
+  std::string id;      // "cmpl-..." / "chatcmpl-..."
+  int64_t created = 0;
+  std::string model;
+  bool chat = false;
+};
+
+// A whole non-streamed response.
+std::string completion_body(const ResponseMeta& m, const std::string& text, FinishReason fr, const Usage& u);
+// One streamed chunk (the JSON after "data: "). finish = kNone -> null.
+// role_delta: the chat stream's first chunk, {"role": "assistant", "content": ""}.
+std::string chunk_body(const ResponseMeta& m, const std::string& text, FinishReason finish, bool role_delta = false);
+// The final usage chunk (stream_options.include_usage): empty choices + usage.
+std::string usage_chunk_body(const ResponseMeta& m, const Usage& u);
+std::string models_body(const std::string& id, int64_t created, int64_t max_model_len, int64_t vocab_size);
+// "stop" / "length" as OpenAI reports them (cancelled/error map to "stop"/null).
+const char* openai_finish_reason(FinishReason r);
+
+}  // namespace chimera::server

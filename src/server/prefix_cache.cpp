@@ -1,0 +1,99 @@
+// Prefix cache lookups, de-duplication and LRU eviction; see prefix_cache.h.
+// Lookup is a linear scan with a common-prefix comparison per entry: the entry
+// count is bounded by the memory budget (each entry is a whole state), so this
+// stays far cheaper than the prefill it saves.
+#include "server/prefix_cache.h"
+
+#include <algorithm>
+
+namespace chimera::server {
+namespace {
+
+int64_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
+  const size_t n = std::min(a.size(), b.size());
+  size_t i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return (int64_t)i;
+}
+
+}  // namespace
+
+PrefixCache::Hit PrefixCache::lookup(std::span<const int32_t> tokens, int64_t max_len) {
+  Hit best;
+  Entry* best_entry = nullptr;
+  max_len = std::min<int64_t>(max_len, (int64_t)tokens.size());
+  if (max_len <= 0) return best;
+  for (Entry& e : entries_) {
+    const int64_t common = common_prefix(e.tokens, tokens.first((size_t)max_len));
+    int64_t usable = 0;
+    if (e.truncatable) {
+      usable = common;
+    } else if (common == (int64_t)e.tokens.size()) {
+      usable = common;  // a checkpoint is usable only whole
+    }
+    if (usable > best.n_tokens) {
+      best.n_tokens = usable;
+      best.state = e.state.get();
+      best.truncate = usable < (int64_t)e.tokens.size();
+      best_entry = &e;
+    }
+  }
+  if (best_entry) best_entry->last_used = ++clock_;
+  return best;
+}
+
+bool PrefixCache::covers(std::span<const int32_t> tokens, bool truncatable) const {
+  for (const Entry& e : entries_) {
+    if (truncatable && e.truncatable) {
+      if (e.tokens.size() >= tokens.size() && common_prefix(e.tokens, tokens) == (int64_t)tokens.size()) return true;
+    } else if (e.tokens.size() == tokens.size() && common_prefix(e.tokens, tokens) == (int64_t)tokens.size()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void PrefixCache::insert(std::vector<int32_t> tokens, std::unique_ptr<layers::SequenceState> state) {
+  if (!state || tokens.empty() || (int64_t)tokens.size() != state->n_past()) return;
+  const bool truncatable = !state->has_recurrent();
+  if (covers(tokens, truncatable)) return;
+  if (truncatable) {
+    // Entries that are prefixes of the new one are now redundant.
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      auto next = std::next(it);
+      if (it->truncatable && it->tokens.size() < tokens.size() &&
+          common_prefix(it->tokens, tokens) == (int64_t)it->tokens.size())
+        erase(it);
+      it = next;
+    }
+  }
+  Entry e;
+  e.bytes = state->bytes();
+  e.tokens = std::move(tokens);
+  e.state = std::move(state);
+  e.truncatable = truncatable;
+  e.last_used = ++clock_;
+  bytes_ += e.bytes;
+  entries_.push_back(std::move(e));
+}
+
+bool PrefixCache::evict_lru() {
+  if (entries_.empty()) return false;
+  auto victim = entries_.begin();
+  for (auto it = entries_.begin(); it != entries_.end(); ++it)
+    if (it->last_used < victim->last_used) victim = it;
+  erase(victim);
+  return true;
+}
+
+void PrefixCache::clear() {
+  entries_.clear();
+  bytes_ = 0;
+}
+
+void PrefixCache::erase(std::list<Entry>::iterator it) {
+  bytes_ -= it->bytes;
+  entries_.erase(it);
+}
+
+}  // namespace chimera::server

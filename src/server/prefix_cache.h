@@ -1,0 +1,67 @@
+// Prefix cache: snapshots of sequence states keyed by the exact token prefix
+// they hold, so a request whose prompt starts with tokens already processed
+// (a multi-turn chat, a shared system prompt) restores the state instead of
+// prefilling those tokens again.
+//
+// Two kinds of entry, chosen per snapshot from SequenceState::has_recurrent():
+//  * truncatable (KV-only state): any common prefix with the request is usable
+//    (restore = copy_from + truncate to the match length);
+//  * checkpoint (state with recurrent layers): a recurrent state holds no
+//    per-position history, so the entry is usable only as a whole, when its
+//    tokens are a prefix of the request. The engine stores such checkpoints at
+//    turn boundaries and every N prompt tokens.
+// Entries are compact: a snapshot's n_ctx equals the tokens it holds, so its
+// bytes() is what it really costs. Memory is bounded by the owner (the engine
+// evicts least-recently-used entries against its budget).
+// Invariants: entry.tokens.size() == entry.state->n_past(); a truncatable entry
+// is never a prefix of another truncatable entry (the shorter one is dropped);
+// not thread-safe (only the engine loop uses it).
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "layers/state.h"
+
+namespace chimera::server {
+
+class PrefixCache {
+ public:
+  struct Hit {
+    const layers::SequenceState* state = nullptr;  // restore source (valid until the next insert/evict)
+    int64_t n_tokens = 0;                          // usable prefix length
+    bool truncate = false;                         // restore needs truncate(n_tokens)
+  };
+
+  // Longest usable cached prefix of tokens[0..max_len). Marks the entry used.
+  Hit lookup(std::span<const int32_t> tokens, int64_t max_len);
+  // True when inserting a snapshot of `tokens` would add nothing (an entry
+  // already covers it), so the caller can skip making the copy.
+  bool covers(std::span<const int32_t> tokens, bool truncatable) const;
+  // Adds a compact snapshot whose n_past() == tokens.size().
+  void insert(std::vector<int32_t> tokens, std::unique_ptr<layers::SequenceState> state);
+  // Drops the least recently used entry; false when empty.
+  bool evict_lru();
+  void clear();
+  size_t bytes() const { return bytes_; }
+  size_t entries() const { return entries_.size(); }
+
+ private:
+  struct Entry {
+    std::vector<int32_t> tokens;
+    std::unique_ptr<layers::SequenceState> state;
+    bool truncatable = true;
+    size_t bytes = 0;
+    uint64_t last_used = 0;
+  };
+  void erase(std::list<Entry>::iterator it);
+
+  std::list<Entry> entries_;
+  size_t bytes_ = 0;
+  uint64_t clock_ = 0;
+};
+
+}  // namespace chimera::server

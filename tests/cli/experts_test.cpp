@@ -1,0 +1,119 @@
+// `chimera experts` and `chimera run --expert-stats` end to end on the tiny
+// PhiMoE fixture: exit codes, the heat map and placement lines on stdout, the
+// JSON (counts sum to tokens × layers × k, plan present with a budget) and CSV
+// files; clear errors for dense models, missing text and bad budgets.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "test_util.h"
+
+namespace chimera::cli {
+namespace {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+RunResult run_chimera(const std::string& args) {
+  RunResult r;
+  const std::string err_path = test::temp_path("experts-stderr.txt");
+  const std::string cmd = "exec " + quote(test::chimera_binary()) + " " + args + " 2>" + quote(err_path);
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  std::ifstream e(err_path);
+  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
+  std::filesystem::remove(err_path);
+  return r;
+}
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream f(path);
+  return nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+}
+
+int64_t count_sum(const nlohmann::json& j) {
+  int64_t total = 0;
+  for (const auto& l : j["layers"])
+    for (const auto& c : l["count"]) total += c.get<int64_t>();
+  return total;
+}
+
+TEST(ExpertsCli, StatsHeatMapPlacementJsonAndCsv) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  const std::string model = shared + "/golden/models/tiny-phimoe-hf.gguf";
+  const std::string json = test::temp_path("experts.json"), csv = test::temp_path("experts.csv");
+  RunResult r = run_chimera("experts -q -t 2 -m " + quote(model) +
+                            " -p 'The quick brown fox jumps over the lazy dog.' --budget-gb 0.0001 -o " +
+                            quote(json) + " --csv " + quote(csv));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("heat map"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("expected hit rate"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("replayed"), std::string::npos) << r.out;
+  auto j = read_json(json);
+  ASSERT_FALSE(j.is_discarded());
+  ASSERT_EQ(j["layers"].size(), 2u);
+  const int64_t tokens = j["layers"][0]["tokens"].get<int64_t>();
+  EXPECT_GT(tokens, 5);
+  EXPECT_EQ(count_sum(j), tokens * 2 * 2);
+  ASSERT_TRUE(j.contains("placement"));
+  EXPECT_LE(j["placement"]["resident_bytes"].get<uint64_t>() + j["placement"]["prefetch_bytes"].get<uint64_t>(),
+            100000u);
+  std::ifstream c(csv);
+  std::string text((std::istreambuf_iterator<char>(c)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1 + 2 * 4);
+  std::filesystem::remove(json);
+  std::filesystem::remove(csv);
+}
+
+TEST(ExpertsCli, RunWritesExpertStats) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  const std::string model = shared + "/golden/models/tiny-phimoe-hf.gguf";
+  const std::string json = test::temp_path("run-experts.json");
+  RunResult r = run_chimera("run -q -t 2 --ignore-eos --temp 0 -n 6 -m " + quote(model) +
+                            " -p 'Hello there' --expert-stats " + quote(json));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = read_json(json);
+  ASSERT_FALSE(j.is_discarded());
+  const int64_t tokens = j["layers"][0]["tokens"].get<int64_t>();
+  EXPECT_GT(tokens, 6);  // prompt + fed-back generated tokens
+  EXPECT_EQ(count_sum(j), tokens * 2 * 2);
+  std::filesystem::remove(json);
+}
+
+TEST(ExpertsCli, ClearErrors) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  const std::string moe = shared + "/golden/models/tiny-phimoe-hf.gguf";
+  RunResult dense = run_chimera("experts -q -m " + quote(shared + "/models/stories260K.gguf") + " -p 'Once'");
+  EXPECT_EQ(dense.exit_code, 1);
+  EXPECT_NE(dense.err.find("mixture-of-experts"), std::string::npos) << dense.err;
+  RunResult none = run_chimera("experts -q -m " + quote(moe));
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.err.find("error:"), std::string::npos);
+  RunResult budget = run_chimera("experts -q -m " + quote(moe) + " -p x --budget-gb -1");
+  EXPECT_EQ(budget.exit_code, 1);
+  RunResult run_dense = run_chimera("run -q -n 2 -m " + quote(shared + "/models/stories260K.gguf") +
+                                    " -p Once --expert-stats " + quote(test::temp_path("never.json")));
+  EXPECT_EQ(run_dense.exit_code, 1);
+  EXPECT_NE(run_dense.err.find("mixture-of-experts"), std::string::npos) << run_dense.err;
+}
+
+}  // namespace
+}  // namespace chimera::cli

@@ -1,0 +1,222 @@
+// Helpers for the server integration tests: start the real `chimera serve`
+// process on a free loopback port (--port 0; the port is read from its
+// "listening on" line), talk to it with httplib::Client, parse SSE streams,
+// scrape /metrics, and compute reference outputs with `chimera run`.
+// Every wait is bounded; the server is stopped (SIGTERM, then SIGKILL) when
+// the ServerProcess goes out of scope, so a failing test never leaks it.
+#pragma once
+
+#include <httplib.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test_util.h"
+
+namespace chimera::test {
+
+using json = nlohmann::json;
+
+inline std::string model_path(const std::string& shared) { return shared + "/models/stories260K.gguf"; }
+
+class ServerProcess {
+ public:
+  ~ServerProcess() { stop(); }
+
+  // Starts `chimera serve -m MODEL --host 127.0.0.1 --port 0 ARGS...`; waits
+  // (<= 30 s) for the listening line. False (with the log in *err) on failure.
+  bool start(const std::string& model, const std::vector<std::string>& args, std::string* err) {
+    log_ = temp_path("serve-" + std::to_string(counter()++) + ".log");
+    std::vector<std::string> argv = {chimera_binary(), "serve", "-m", model, "--host", "127.0.0.1", "--port", "0",
+                                     "--threads", "1"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    pid_ = fork();
+    if (pid_ == 0) {
+      FILE* f = std::fopen(log_.c_str(), "w");
+      if (f) {
+        dup2(fileno(f), 1);
+        dup2(fileno(f), 2);
+      }
+      std::vector<char*> cargs;
+      for (auto& a : argv) cargs.push_back(a.data());
+      cargs.push_back(nullptr);
+      execv(cargs[0], cargs.data());
+      _exit(127);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline) {
+      const std::string text = log();
+      const std::string key = "listening on http://127.0.0.1:";
+      if (auto p = text.find(key); p != std::string::npos) {
+        port_ = std::atoi(text.c_str() + p + key.size());
+        if (port_ > 0) return true;
+      }
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    *err = "server did not start; log:\n" + log();
+    return false;
+  }
+
+  // Returns the exit status (-1 when killed or not running).
+  int stop() {
+    if (pid_ <= 0) return -1;
+    kill(pid_, SIGTERM);
+    int status = 0;
+    for (int i = 0; i < 500; ++i) {  // <= 10 s
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    kill(pid_, SIGKILL);
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return -1;
+  }
+
+  bool alive() const { return pid_ > 0 && kill(pid_, 0) == 0; }
+  int port() const { return port_; }
+  std::string log() const {
+    std::ifstream f(log_);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  }
+  std::unique_ptr<httplib::Client> client(int read_timeout_s = 60) const {
+    auto c = std::make_unique<httplib::Client>("127.0.0.1", port_);
+    c->set_connection_timeout(5, 0);
+    c->set_read_timeout(read_timeout_s, 0);
+    c->set_write_timeout(10, 0);
+    return c;
+  }
+
+ private:
+  static int& counter() {
+    static int n = 0;
+    return n;
+  }
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::string log_;
+};
+
+// A streamed response, parsed.
+struct StreamResult {
+  int status = 0;
+  bool got_done = false;
+  std::string text;                  // concatenated text / delta.content
+  std::vector<std::string> pieces;   // one per non-empty chunk
+  std::string finish_reason;
+  json usage;
+  json error;
+  bool transport_ok = false;
+  bool saw_role = false;
+};
+
+// POSTs a streaming request; abort_after > 0 closes the connection after that many text chunks.
+inline StreamResult post_stream(httplib::Client& cli, const std::string& path, const json& body,
+                                int abort_after = 0, const std::string& api_key = "") {
+  StreamResult r;
+  std::string buf;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = path;
+  req.headers.emplace("Content-Type", "application/json");
+  if (!api_key.empty()) req.headers.emplace("Authorization", "Bearer " + api_key);
+  req.body = body.dump();
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    buf.append(data, n);
+    size_t pos;
+    while ((pos = buf.find("\n\n")) != std::string::npos) {
+      std::string ev = buf.substr(0, pos);
+      buf.erase(0, pos + 2);
+      if (ev.rfind("data: ", 0) != 0) continue;
+      std::string payload = ev.substr(6);
+      if (payload == "[DONE]") {
+        r.got_done = true;
+        continue;
+      }
+      json j = json::parse(payload, nullptr, false);
+      if (j.is_discarded()) continue;
+      if (j.contains("error")) r.error = j["error"];
+      if (j.contains("usage") && !j["usage"].is_null()) r.usage = j["usage"];
+      if (!j.contains("choices") || j["choices"].empty()) continue;
+      const json& c = j["choices"][0];
+      std::string piece;
+      if (c.contains("text")) piece = c["text"].get<std::string>();
+      if (c.contains("delta")) {
+        if (c["delta"].contains("role")) r.saw_role = true;
+        if (c["delta"].contains("content")) piece = c["delta"]["content"].get<std::string>();
+      }
+      if (!c["finish_reason"].is_null()) r.finish_reason = c["finish_reason"].get<std::string>();
+      if (!piece.empty()) {
+        r.text += piece;
+        r.pieces.push_back(piece);
+        if (abort_after > 0 && (int)r.pieces.size() >= abort_after) return false;
+      }
+    }
+    return true;
+  };
+  httplib::Response res;
+  httplib::Error err = httplib::Error::Success;
+  r.transport_ok = cli.send(req, res, err);
+  r.status = res.status;
+  return r;
+}
+
+inline httplib::Result post_json(httplib::Client& cli, const std::string& path, const std::string& body,
+                                 const std::string& api_key = "") {
+  httplib::Headers h;
+  if (!api_key.empty()) h.emplace("Authorization", "Bearer " + api_key);
+  return cli.Post(path.c_str(), h, body, "application/json");
+}
+
+// Value of an unlabelled (or exactly labelled) sample in Prometheus text; -1 if absent.
+inline double metric(const std::string& text, const std::string& name) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(name + " ", 0) == 0) return std::atof(line.c_str() + name.size() + 1);
+  }
+  return -1;
+}
+
+inline std::string get_metrics(const ServerProcess& s) {
+  auto c = s.client(10);
+  auto r = c->Get("/metrics");
+  return r && r->status == 200 ? r->body : std::string();
+}
+
+// Greedy continuation of `prompt` by `chimera run` (the reference), n tokens, EOS ignored.
+inline std::string run_reference(const std::string& model, const std::string& prompt, int n) {
+  const std::string cmd = chimera_binary() + " run -m " + model + " -p '" + prompt + "' -n " + std::to_string(n) +
+                          " --temp 0 --ignore-eos -q --threads 1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return "<popen failed>";
+  std::string out;
+  char b[4096];
+  size_t k;
+  while ((k = fread(b, 1, sizeof b, p)) > 0) out.append(b, k);
+  pclose(p);
+  if (out.compare(0, prompt.size(), prompt) != 0) return "<unexpected run output: " + out + ">";
+  out.erase(0, prompt.size());
+  if (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+}  // namespace chimera::test
