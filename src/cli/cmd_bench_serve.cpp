@@ -65,6 +65,7 @@ std::unique_ptr<httplib::Client> make_client(const BenchServeOptions& o) {
   c->set_read_timeout((time_t)o.timeout_s, 0);
   c->set_write_timeout(30, 0);
   c->set_keep_alive(true);
+  c->set_tcp_nodelay(true);
   return c;
 }
 

@@ -18,6 +18,29 @@
 namespace chimera::cli {
 namespace {
 
+// Aligns the text the model has consumed with a fresh rendering of the
+// conversation and returns how much of the rendering it covers, or npos when
+// they differ in more than blank space (templates often trim or add spaces
+// around message content; the model keeping a slightly different blank is
+// harmless, re-reading the whole conversation is not).
+size_t align_consumed(const std::string& fed, const std::string& rendered) {
+  auto blank = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; };
+  size_t i = 0, j = 0;
+  while (i < fed.size()) {
+    if (j < rendered.size() && fed[i] == rendered[j]) {
+      ++i;
+      ++j;
+    } else if (blank(fed[i])) {
+      ++i;
+    } else if (j < rendered.size() && blank(rendered[j])) {
+      ++j;
+    } else {
+      return std::string::npos;
+    }
+  }
+  return j;
+}
+
 struct ChatOptions {
   std::string model, system;
   int64_t n_predict = -1;
@@ -70,8 +93,9 @@ int run(const ChatOptions& o) {
     if (!rendered) return report_error(rendered.status().with_context("chat template"));
     std::string delta;
     bool first_turn = fed.empty();
-    if (!first_turn && rendered->compare(0, fed.size(), fed) == 0) {
-      delta = rendered->substr(fed.size());
+    const size_t consumed = first_turn ? std::string::npos : align_consumed(fed, *rendered);
+    if (!first_turn && consumed != std::string::npos) {
+      delta = rendered->substr(consumed);
     } else {
       if (!first_turn) {
         std::fprintf(stderr, "note: the template re-rendered earlier turns differently; re-reading the conversation\n");
@@ -104,7 +128,11 @@ int run(const ChatOptions& o) {
                    (long long)r->n_prompt, r->prompt_seconds > 0 ? r->n_prompt / r->prompt_seconds : 0.0,
                    (long long)r->n_generated, (long long)gen->n_past(), (long long)n_ctx);
     fed = *rendered + reply;
-    messages.push_back({"assistant", reply});
+    if (r->stopped_at_eog && r->eog_token >= 0) fed += tok.token_to_piece(r->eog_token, /*render_special=*/true);
+    // Stored like chat front ends do: without the leading/trailing blank space the
+    // tokenizer puts at word starts (templates write "assistant: " + content).
+    size_t b = reply.find_first_not_of(" \t\n"), e = reply.find_last_not_of(" \t\n");
+    messages.push_back({"assistant", b == std::string::npos ? std::string() : reply.substr(b, e - b + 1)});
     if (r->hit_context_limit) {
       std::fprintf(stderr, "note: the context is full (%lld tokens); start a new chat or raise -c\n", (long long)n_ctx);
       break;

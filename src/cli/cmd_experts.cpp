@@ -16,6 +16,14 @@
 namespace chimera::cli {
 namespace {
 
+std::string human_bytes(double b) {
+  char buf[64];
+  if (b >= 1e9) std::snprintf(buf, sizeof buf, "%.2f GB", b / 1e9);
+  else if (b >= 1e6) std::snprintf(buf, sizeof buf, "%.2f MB", b / 1e6);
+  else std::snprintf(buf, sizeof buf, "%.1f kB", b / 1e3);
+  return buf;
+}
+
 struct ExpertsOptions {
   std::string model, prompt, prompt_file, json_out, csv_out;
   double budget_gb = 0;
@@ -72,11 +80,12 @@ int run_experts(const ExpertsOptions& o) {
     auto rr = runtime::replay(stats, plan);
     if (!rr) return report_error(rr.status());
     std::printf(
-        "placement for %.3f GB (experts total %.3f GB): %lld resident (%.3f GB), %lld prefetch (%.3f GB)\n"
+        "placement for %s (experts total %s): %lld resident (%s), %lld prefetch (%s)\n"
         "expected hit rate %.2f%% (resident), %.2f%% staged (resident + prefetch); replayed on this trace: "
         "%.2f%% / %.2f%%\n",
-        o.budget_gb, plan.total_expert_bytes / 1e9, (long long)plan.n_resident(), plan.resident_bytes / 1e9,
-        (long long)plan.n_prefetch(), plan.prefetch_bytes / 1e9, 100 * plan.expected_hit_rate,
+        human_bytes((double)plan.budget_bytes).c_str(), human_bytes((double)plan.total_expert_bytes).c_str(),
+        (long long)plan.n_resident(), human_bytes((double)plan.resident_bytes).c_str(), (long long)plan.n_prefetch(),
+        human_bytes((double)plan.prefetch_bytes).c_str(), 100 * plan.expected_hit_rate,
         100 * plan.expected_staged_rate, 100 * rr->hit_rate(), 100 * rr->staged_rate());
   }
   if (!o.json_out.empty())

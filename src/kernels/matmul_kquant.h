@@ -5,20 +5,23 @@
 // Every kernel first decodes a panel of R weight rows (all super-blocks of k)
 // into KqDecoded: 256 unsigned levels q (0..63, natural element order), 16
 // int16 scales sc (one per 16 elements; Q4_K/Q5_K's per-32 scales duplicated)
-// and 16 int16 bias coefficients bc, plus the f32 super-block scales d, dmin.
-// A weight is then w_e = d * sc_g * q_e - dmin * bc_g (kSeparateMin types:
-// Q2_K, Q4_K, Q5_K) or d * (sc_g * q_e + bc_g) with bc_g = -offset * sc_g
-// (folded types: Q3_K offset 4, Q6_K offset 32). Each decoded panel is reused
-// by every activation tile of the call, so prefill decodes each weight once.
+// and 16 int16 mins bc (Q2_K/Q4_K/Q5_K; Q4_K/Q5_K duplicated), plus the f32
+// super-block scales d, dmin. A weight is w_e = d * sc_g * (q_e - offset) -
+// dmin * bc_g (offset 4 for Q3_K, 32 for Q6_K, else 0; no min for Q3_K/Q6_K).
+// Each decoded panel is reused by every activation tile of the call, so
+// prefill decodes each weight once.
 //
-// Accumulation (identical on every ISA, bit for bit): per output and
-// super-block, exact int32 sums
-//   main = sum_g sc_g * sum_{e in g} q_e * a_e   (+ sum_g bc_g * bsum_g if folded)
-//   bias = sum_g bc_g * bsum_g                   (kSeparateMin types)
-// (|main| < 2^29 for every type), then in f32 with one rounding per step:
-//   acc  = fma(d * dy, (float)main, acc);   accm = fma(dmin * dy, (float)bias, accm)
-// over super-blocks in order, y = acc - accm. This is the structure of
-// llama.cpp's vec_dot_*_q8_K (integer sub-block sums, f32 per super-block).
+// Accumulation — exactly llama.cpp's AVX2 ggml_vec_dot_*_q8_K (the build the
+// golden references come from), identical bits on every ISA here: per output
+// 8 f32 lanes; lane l of super-block b gets the exact int32
+//   S_l = sum over elements e with (e mod 32) / 4 == l of sc_g(e) * (q_e - offset) * a_e
+// as acc_l = fma(dy * d, (float)S_l, acc_l), and y = ((acc0+acc4) + (acc2+acc6))
+// + ((acc1+acc5) + (acc3+acc7)). Mins, with B_l = bc_2l * bsum_2l + bc_2l+1 *
+// bsum_2l+1 and dm = -dy * dmin: Q2_K first acc_l = fma(dm, B_l, acc_l); Q4_K
+// 4 lanes m_k = fma(dm, B_2k + B_2k+1, m_k), y += (m0+m2) + (m1+m3); Q5_K
+// summs = fma(dm, sum B, summs), y += summs. (Matching the float order, not
+// just the value, matters: the next layer's Q8_K rounding amplifies 1-ulp
+// differences into visible logit changes.)
 // Tolerance vs the f64 dot of dequantized operands:
 //   (k/256 + 8) * 2^-23 * sum_e (|w_e| + |w0_e|) * |a_e|,  w0 = weight with q = 0.
 #pragma once
@@ -45,9 +48,13 @@ static_assert(sizeof(KqDecoded) == 320);
 // f32 scales dd[0] = d, dd[1] = dmin (0 for folded types).
 using KqDecodeFn = void (*)(const uint8_t* blk, KqDecoded* out, float* dd);
 
+// How a type's mins enter the f32 accumulation (see above).
+enum class KqMin : uint8_t { kNone, kLanes8, kLanes4, kSum };
+
 struct KqTypeInfo {
   size_t block_bytes = 0;
-  bool separate_min = false;
+  KqMin min = KqMin::kNone;
+  int offset = 0;               // subtracted from each level (Q3_K 4, Q6_K 32)
   KqDecodeFn decode = nullptr;  // scalar decoder
 };
 // Null for non-K-quant types.
@@ -99,10 +106,18 @@ inline KqPanel& kq_panel() {
   return p;
 }
 
+// Final reduction of one output's lanes (fixed order, see above).
+inline float kq_finish(const float* acc8, const float* accm4, float summs, KqMin min) {
+  float y = ((acc8[0] + acc8[4]) + (acc8[2] + acc8[6])) + ((acc8[1] + acc8[5]) + (acc8[3] + acc8[7]));
+  if (min == KqMin::kLanes4) y = y + ((accm4[0] + accm4[2]) + (accm4[1] + accm4[3]));
+  else if (min == KqMin::kSum) y = y + summs;
+  return y;
+}
+
 // Tile function: R weight rows (decoded panel dec[rr * nsb + sb]) x M
 // activation rows starting at act row i; writes y.
-using KqTileFn = void (*)(const KqDecoded* dec, const float* dd, int64_t nsb, const GemmArgs& g, int64_t r,
-                          int64_t i);
+using KqTileFn = void (*)(const KqDecoded* dec, const float* dd, int64_t nsb, const KqTypeInfo& t,
+                          const GemmArgs& g, int64_t r, int64_t i);
 
 template <int kMaxRows, int kMaxActs>
 struct KqTiles {
@@ -113,8 +128,9 @@ struct KqTiles {
 // Panel driver: decodes rows [r, r+rr) once per activation block and runs the
 // tiles over the block's activations. Results do not depend on the blocking.
 template <int kMaxRows, int kMaxActs>
-void kq_gemm(const KqTiles<kMaxRows, kMaxActs>& ts, KqDecodeFn decode, size_t block_bytes, const GemmArgs& g,
+void kq_gemm(const KqTiles<kMaxRows, kMaxActs>& ts, const KqTypeInfo& t, KqDecodeFn decode, const GemmArgs& g,
              int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+  const size_t block_bytes = t.block_bytes;
   const int64_t nsb = g.k / quant::kQK_K;
   KqPanel& p = kq_panel();
   p.reserve(kMaxRows, nsb);
@@ -134,7 +150,7 @@ void kq_gemm(const KqTiles<kMaxRows, kMaxActs>& ts, KqDecodeFn decode, size_t bl
       }
       for (int64_t i = ib; i < ie; i += kMaxActs) {
         const int mm = (int)std::min<int64_t>(kMaxActs, ie - i);
-        ts.fn[rr - 1][mm - 1](p.dec, p.dd, nsb, g, r, i);
+        ts.fn[rr - 1][mm - 1](p.dec, p.dd, nsb, t, g, r, i);
       }
     }
   }

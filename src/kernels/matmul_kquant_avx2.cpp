@@ -8,9 +8,11 @@
 // of R rows x M activations (R*M <= 8 accumulators) walk 32-element chunks:
 // vpmaddubsw(levels u8, activations s8) -> int16 pairs (|.| <= 2*63*127, no
 // saturation), vpmaddwd with the chunk's [sc_g x8 | sc_g+1 x8] scales ->
-// int32 lanes. Precision: the per-super-block sums are exact int32 (reduced
-// with vphaddd), then f32 exactly as the scalar kernel (fma(d*dy, sum, acc)),
-// so results are bit-identical to Isa::kScalar. Tolerance: matmul_kquant.h.
+// int32 lanes (Q3_K/Q6_K subtract vpmaddubsw(offset, a) first, as llama.cpp).
+// Precision: the 8 lanes hold exact int32 sums per super-block, then f32
+// exactly as llama.cpp's AVX2 vec_dot (vfmadd into 8 f32 lanes per output,
+// fixed final reduction; matmul_kquant.h), so results are bit-identical to
+// Isa::kScalar and to llama.cpp's AVX2 build. Tolerance: matmul_kquant.h.
 #include "kernels/matmul_kquant.h"
 
 #if defined(__x86_64__)
@@ -152,35 +154,44 @@ CHIMERA_T_AVX2 void decode_q3_K(const uint8_t* blk, KqDecoded* out, float* dd) {
 
 // ---------------------------------------------------------------- tiles
 
-// Exact sums of four int32x8 vectors -> [sum a, sum b, sum c, sum d].
-CHIMERA_T_AVX2_INLINE __m128i hsum4(__m256i a, __m256i b, __m256i c, __m256i d) {
-  const __m256i abcd = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
-  return _mm_add_epi32(_mm256_castsi256_si128(abcd), _mm256_extracti128_si256(abcd, 1));
+// Exact horizontal sum of 8 int32 lanes.
+CHIMERA_T_AVX2_INLINE int32_t hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 1)));
 }
 
-template <int N>
-CHIMERA_T_AVX2_INLINE void reduce_store(const __m256i* v, int32_t* out) {
-  constexpr int kGroups = (N + 3) / 4;
-  CHIMERA_UNROLL for (int gi = 0; gi < kGroups; ++gi) {
-    const __m256i z = _mm256_setzero_si256();
-    const __m256i a = v[4 * gi];
-    const __m256i b = 4 * gi + 1 < N ? v[4 * gi + 1] : z;
-    const __m256i c = 4 * gi + 2 < N ? v[4 * gi + 2] : z;
-    const __m256i d = 4 * gi + 3 < N ? v[4 * gi + 3] : z;
-    _mm_storeu_si128((__m128i*)(out + 4 * gi), hsum4(a, b, c, d));
+// One super-block's f32 update of one output (matmul_kquant.h): S = exact
+// per-lane sums, B = per-lane mins products (unused for KqMin::kNone).
+CHIMERA_T_AVX2_INLINE void kq_update(KqMin min, float d, float dm, __m256i S, __m256i B, __m256& acc, __m128& accm,
+                                     float& summs) {
+  if (min == KqMin::kLanes8) {
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(dm), _mm256_cvtepi32_ps(B), acc);
+  } else if (min == KqMin::kLanes4) {
+    const __m128i b4 = _mm_hadd_epi32(_mm256_castsi256_si128(B), _mm256_extracti128_si256(B, 1));
+    accm = _mm_fmadd_ps(_mm_set1_ps(dm), _mm_cvtepi32_ps(b4), accm);
+  } else if (min == KqMin::kSum) {
+    summs = std::fma(dm, (float)hsum_i32(B), summs);
   }
+  acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(S), acc);
 }
 
-template <int R, int M, bool kSep>
-CHIMERA_T_AVX2 void tile(const KqDecoded* dec, const float* dd, int64_t nsb, const GemmArgs& g, int64_t r,
-                         int64_t i) {
+template <int R, int M, bool kOffset>
+CHIMERA_T_AVX2 void tile(const KqDecoded* dec, const float* dd, int64_t nsb, const KqTypeInfo& t, const GemmArgs& g,
+                         int64_t r, int64_t i) {
   constexpr size_t kAb = sizeof(q::block_q8_K);
   const __m256i shuf = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,  //
                                         2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
+  const __m256i offv = _mm256_set1_epi8((char)t.offset);
+  const KqMin min = t.min;
   const uint8_t* a0 = g.a + (size_t)i * g.a_stride;
-  float acc[R][M], accm[R][M];
-  CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
-    CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) acc[rr][mm] = accm[rr][mm] = 0.f;
+  __m256 acc[R * M];
+  __m128 accm[R * M];
+  float summs[R * M];
+  CHIMERA_UNROLL for (int o = 0; o < R * M; ++o) {
+    acc[o] = _mm256_setzero_ps();
+    accm[o] = _mm_setzero_ps();
+    summs[o] = 0.f;
   }
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const KqDecoded* D[R];
@@ -188,7 +199,7 @@ CHIMERA_T_AVX2 void tile(const KqDecoded* dec, const float* dd, int64_t nsb, con
     CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) D[rr] = dec + rr * nsb + sb;
     CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) A[mm] = a0 + mm * g.a_stride + sb * kAb;
     __m256i s[R * M];
-    CHIMERA_UNROLL for (int t = 0; t < R * M; ++t) s[t] = _mm256_setzero_si256();
+    CHIMERA_UNROLL for (int o = 0; o < R * M; ++o) s[o] = _mm256_setzero_si256();
     CHIMERA_UNROLL for (int c = 0; c < 8; ++c) {
       __m256i w[R], sc[R];
       CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
@@ -199,48 +210,49 @@ CHIMERA_T_AVX2 void tile(const KqDecoded* dec, const float* dd, int64_t nsb, con
       }
       CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
         const __m256i av = loadu(A[mm] + 4 + 32 * c);
+        __m256i os = _mm256_setzero_si256();
+        if constexpr (kOffset) os = _mm256_maddubs_epi16(offv, av);  // offset * pair sums of a
         CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
-          s[rr * M + mm] =
-              _mm256_add_epi32(s[rr * M + mm], _mm256_madd_epi16(_mm256_maddubs_epi16(w[rr], av), sc[rr]));
+          __m256i p = _mm256_maddubs_epi16(w[rr], av);
+          if constexpr (kOffset) p = _mm256_sub_epi16(p, os);
+          s[rr * M + mm] = _mm256_add_epi32(s[rr * M + mm], _mm256_madd_epi16(p, sc[rr]));
         }
       }
     }
-    __m256i b[R * M];
-    CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
-      const __m256i bc = _mm256_load_si256((const __m256i*)D[rr]->bc);
-      CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
-        const __m256i bm = _mm256_madd_epi16(bc, loadu(A[mm] + 260));
-        if constexpr (kSep) b[rr * M + mm] = bm;
-        else s[rr * M + mm] = _mm256_add_epi32(s[rr * M + mm], bm);
-      }
-    }
-    int32_t isum[(R * M + 3) / 4 * 4], bsum[(R * M + 3) / 4 * 4];
-    reduce_store<R * M>(s, isum);
-    if constexpr (kSep) reduce_store<R * M>(b, bsum);
-    float dy[M];
-    CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) std::memcpy(&dy[mm], A[mm], 4);
-    CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
-      const float dx = dd[(rr * nsb + sb) * 2], dmx = dd[(rr * nsb + sb) * 2 + 1];
-      CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
-        acc[rr][mm] = std::fma(dx * dy[mm], (float)isum[rr * M + mm], acc[rr][mm]);
-        if constexpr (kSep) accm[rr][mm] = std::fma(dmx * dy[mm], (float)bsum[rr * M + mm], accm[rr][mm]);
+    CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
+      float dy;
+      std::memcpy(&dy, A[mm], 4);
+      const __m256i bs = loadu(A[mm] + 260);
+      CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
+        const int o = rr * M + mm;
+        const float* ds = dd + (rr * nsb + sb) * 2;
+        const __m256i B = kOffset ? _mm256_setzero_si256()
+                                  : _mm256_madd_epi16(_mm256_load_si256((const __m256i*)D[rr]->bc), bs);
+        kq_update(min, dy * ds[0], -dy * ds[1], s[o], B, acc[o], accm[o], summs[o]);
       }
     }
   }
   CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
-    CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) g.y[(i + mm) * g.ldy + r + rr] = acc[rr][mm] - accm[rr][mm];
+    CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
+      const int o = rr * M + mm;
+      alignas(32) float a8[8];
+      alignas(16) float m4[4];
+      _mm256_store_ps(a8, acc[o]);
+      _mm_store_ps(m4, accm[o]);
+      g.y[(i + mm) * g.ldy + r + rr] = detail::kq_finish(a8, m4, summs[o], min);
+    }
   }
 }
 
 constexpr int kRows = 4, kActs = 4;
 
-template <bool kSep>
+template <bool kOffset>
 constexpr detail::KqTiles<kRows, kActs> make_tiles() {
   detail::KqTiles<kRows, kActs> t{};
   [&]<int... I>(std::integer_sequence<int, I...>) {
-    ((t.fn[I / kActs][I % kActs] = &tile<I / kActs + 1, I % kActs + 1, kSep>), ...);
+    ((t.fn[I / kActs][I % kActs] = &tile<I / kActs + 1, I % kActs + 1, kOffset>), ...);
   }(std::make_integer_sequence<int, kRows * kActs>{});
-  // accumulators R*M + R weights + R scales + 2 <= 16 ymm
+  // int accumulators R*M + R weights + R scales + 2 <= 16 ymm
   t.rows_for[0] = 0;
   t.rows_for[1] = 4;
   t.rows_for[2] = 3;
@@ -249,13 +261,13 @@ constexpr detail::KqTiles<kRows, kActs> make_tiles() {
   return t;
 }
 
-constexpr detail::KqTiles<kRows, kActs> kTilesSep = make_tiles<true>();
-constexpr detail::KqTiles<kRows, kActs> kTilesFold = make_tiles<false>();
+constexpr detail::KqTiles<kRows, kActs> kTilesPlain = make_tiles<false>();
+constexpr detail::KqTiles<kRows, kActs> kTilesOffset = make_tiles<true>();
 
 template <GgmlType T>
 void gemm_avx2(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
   const KqTypeInfo* t = kq_type_info(T);
-  detail::kq_gemm(t->separate_min ? kTilesSep : kTilesFold, kq_decode_avx2(T), t->block_bytes, g, r0, r1, i0, i1);
+  detail::kq_gemm(t->offset ? kTilesOffset : kTilesPlain, *t, kq_decode_avx2(T), g, r0, r1, i0, i1);
 }
 
 }  // namespace

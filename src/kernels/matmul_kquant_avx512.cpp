@@ -9,9 +9,10 @@
 // activations s8) -> int16 pairs (no saturation), then the chunk's scales
 // ([sc_4c x8 | sc_4c+1 x8 | sc_4c+2 x8 | sc_4c+3 x8], one vpermw of the
 // decoded int16 scales) applied and accumulated by vpmaddwd + vpaddd, or by
-// one vpdpwssd on VNNI. Precision: the per-super-block sums are exact int32,
-// then f32 exactly as the scalar kernel (fma(d*dy, sum, acc)), so results are
-// bit-identical to Isa::kScalar and Isa::kAvx2. Tolerance: matmul_kquant.h.
+// one vpdpwssd on VNNI. Precision: the 16 int32 lanes are exact; lanes l and
+// l+8 are added to give the AVX2 lane l, then f32 exactly as the AVX2 kernel
+// (matmul_kquant.h), so results are bit-identical to Isa::kScalar and
+// Isa::kAvx2. Tolerance: matmul_kquant.h.
 #include "kernels/matmul_kquant.h"
 
 #if defined(__x86_64__)
@@ -46,25 +47,29 @@ alignas(64) constexpr int16_t kScaleIdx[4][32] = {
     {12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13,
      14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15}};
 
-// Exact sums of four int32x8 vectors -> [sum a, sum b, sum c, sum d].
-CHIMERA_T_KQ512_INLINE __m128i hsum4(__m256i a, __m256i b, __m256i c, __m256i d) {
-  const __m256i abcd = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
-  return _mm_add_epi32(_mm256_castsi256_si128(abcd), _mm256_extracti128_si256(abcd, 1));
+// Exact horizontal sum of 8 int32 lanes.
+CHIMERA_T_KQ512_INLINE int32_t hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 1)));
 }
 
-template <int N>
-CHIMERA_T_KQ512_INLINE void reduce_store(const __m256i* v, int32_t* out) {
-  constexpr int kGroups = (N + 3) / 4;
-  CHIMERA_UNROLL for (int gi = 0; gi < kGroups; ++gi) {
-    const __m256i z = _mm256_setzero_si256();
-    const __m256i a = v[4 * gi];
-    const __m256i b = 4 * gi + 1 < N ? v[4 * gi + 1] : z;
-    const __m256i c = 4 * gi + 2 < N ? v[4 * gi + 2] : z;
-    const __m256i d = 4 * gi + 3 < N ? v[4 * gi + 3] : z;
-    _mm_storeu_si128((__m128i*)(out + 4 * gi), hsum4(a, b, c, d));
+// One super-block's f32 update of one output (matmul_kquant.h), as the AVX2 kernel.
+CHIMERA_T_KQ512_INLINE void kq_update(KqMin min, float d, float dm, __m256i S, __m256i B, __m256& acc,
+                                      __m128& accm, float& summs) {
+  if (min == KqMin::kLanes8) {
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(dm), _mm256_cvtepi32_ps(B), acc);
+  } else if (min == KqMin::kLanes4) {
+    const __m128i b4 = _mm_hadd_epi32(_mm256_castsi256_si128(B), _mm256_extracti128_si256(B, 1));
+    accm = _mm_fmadd_ps(_mm_set1_ps(dm), _mm_cvtepi32_ps(b4), accm);
+  } else if (min == KqMin::kSum) {
+    summs = std::fma(dm, (float)hsum_i32(B), summs);
   }
+  acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(S), acc);
 }
 
+// Lanes l and l+8 of a 64-element chunk's vpmaddwd hold elements 4l..4l+3 of
+// its two 32-element halves: their sum is the AVX2 lane l.
 CHIMERA_T_KQ512_INLINE __m256i fold256(__m512i v) {
   return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
 }
@@ -88,14 +93,20 @@ struct Acc<true> {
   }
 };
 
-template <int R, int M, bool kSep, bool kVnni>
-CHIMERA_T_KQ512 void tile(const KqDecoded* dec, const float* dd, int64_t nsb, const GemmArgs& g,
-                                      int64_t r, int64_t i) {
+template <int R, int M, bool kOffset, bool kVnni>
+CHIMERA_T_KQ512 void tile(const KqDecoded* dec, const float* dd, int64_t nsb, const KqTypeInfo& t, const GemmArgs& g,
+                          int64_t r, int64_t i) {
   constexpr size_t kAb = sizeof(q::block_q8_K);
+  const __m512i offv = _mm512_set1_epi8((char)t.offset);
+  const KqMin min = t.min;
   const uint8_t* a0 = g.a + (size_t)i * g.a_stride;
-  float acc[R][M], accm[R][M];
-  CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
-    CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) acc[rr][mm] = accm[rr][mm] = 0.f;
+  __m256 acc[R * M];
+  __m128 accm[R * M];
+  float summs[R * M];
+  CHIMERA_UNROLL for (int o = 0; o < R * M; ++o) {
+    acc[o] = _mm256_setzero_ps();
+    accm[o] = _mm_setzero_ps();
+    summs[o] = 0.f;
   }
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const KqDecoded* D[R];
@@ -103,7 +114,7 @@ CHIMERA_T_KQ512 void tile(const KqDecoded* dec, const float* dd, int64_t nsb, co
     CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) D[rr] = dec + rr * nsb + sb;
     CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) A[mm] = a0 + mm * g.a_stride + sb * kAb;
     __m512i s[R * M];
-    CHIMERA_UNROLL for (int t = 0; t < R * M; ++t) s[t] = _mm512_setzero_si512();
+    CHIMERA_UNROLL for (int o = 0; o < R * M; ++o) s[o] = _mm512_setzero_si512();
     CHIMERA_UNROLL for (int c = 0; c < 4; ++c) {
       const __m512i idx = _mm512_load_si512(kScaleIdx[c]);
       __m512i w[R], sc[R];
@@ -113,46 +124,47 @@ CHIMERA_T_KQ512 void tile(const KqDecoded* dec, const float* dd, int64_t nsb, co
       }
       CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
         const __m512i av = _mm512_loadu_si512(A[mm] + 4 + 64 * c);
+        __m512i os = _mm512_setzero_si512();
+        if constexpr (kOffset) os = _mm512_maddubs_epi16(offv, av);
         CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
-          s[rr * M + mm] = Acc<kVnni>::step(s[rr * M + mm], _mm512_maddubs_epi16(w[rr], av), sc[rr]);
+          __m512i p = _mm512_maddubs_epi16(w[rr], av);
+          if constexpr (kOffset) p = _mm512_sub_epi16(p, os);
+          s[rr * M + mm] = Acc<kVnni>::step(s[rr * M + mm], p, sc[rr]);
         }
       }
     }
-    __m256i s8[R * M], b8[R * M];
-    CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
-      const __m256i bc = _mm256_load_si256((const __m256i*)D[rr]->bc);
-      CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
-        const __m256i bm = _mm256_madd_epi16(bc, _mm256_loadu_si256((const __m256i*)(A[mm] + 260)));
-        s8[rr * M + mm] = fold256(s[rr * M + mm]);
-        if constexpr (kSep) b8[rr * M + mm] = bm;
-        else s8[rr * M + mm] = _mm256_add_epi32(s8[rr * M + mm], bm);
-      }
-    }
-    int32_t isum[(R * M + 3) / 4 * 4], bsum[(R * M + 3) / 4 * 4];
-    reduce_store<R * M>(s8, isum);
-    if constexpr (kSep) reduce_store<R * M>(b8, bsum);
-    float dy[M];
-    CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) std::memcpy(&dy[mm], A[mm], 4);
-    CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
-      const float dx = dd[(rr * nsb + sb) * 2], dmx = dd[(rr * nsb + sb) * 2 + 1];
-      CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
-        acc[rr][mm] = std::fma(dx * dy[mm], (float)isum[rr * M + mm], acc[rr][mm]);
-        if constexpr (kSep) accm[rr][mm] = std::fma(dmx * dy[mm], (float)bsum[rr * M + mm], accm[rr][mm]);
+    CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
+      float dy;
+      std::memcpy(&dy, A[mm], 4);
+      const __m256i bs = _mm256_loadu_si256((const __m256i*)(A[mm] + 260));
+      CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
+        const int o = rr * M + mm;
+        const float* ds = dd + (rr * nsb + sb) * 2;
+        const __m256i B = kOffset ? _mm256_setzero_si256()
+                                  : _mm256_madd_epi16(_mm256_load_si256((const __m256i*)D[rr]->bc), bs);
+        kq_update(min, dy * ds[0], -dy * ds[1], fold256(s[o]), B, acc[o], accm[o], summs[o]);
       }
     }
   }
   CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
-    CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) g.y[(i + mm) * g.ldy + r + rr] = acc[rr][mm] - accm[rr][mm];
+    CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
+      const int o = rr * M + mm;
+      alignas(32) float a8[8];
+      alignas(16) float m4[4];
+      _mm256_store_ps(a8, acc[o]);
+      _mm_store_ps(m4, accm[o]);
+      g.y[(i + mm) * g.ldy + r + rr] = detail::kq_finish(a8, m4, summs[o], min);
+    }
   }
 }
 
 constexpr int kRows = 4, kActs = 4;
 
-template <bool kSep, bool kVnni>
+template <bool kOffset, bool kVnni>
 constexpr detail::KqTiles<kRows, kActs> make_tiles() {
   detail::KqTiles<kRows, kActs> t{};
   [&]<int... I>(std::integer_sequence<int, I...>) {
-    ((t.fn[I / kActs][I % kActs] = &tile<I / kActs + 1, I % kActs + 1, kSep, kVnni>), ...);
+    ((t.fn[I / kActs][I % kActs] = &tile<I / kActs + 1, I % kActs + 1, kOffset, kVnni>), ...);
   }(std::make_integer_sequence<int, kRows * kActs>{});
   // accumulators R*M + R weights + R scales + 2 <= 32 zmm
   t.rows_for[0] = 0;
@@ -162,15 +174,15 @@ constexpr detail::KqTiles<kRows, kActs> make_tiles() {
 
 template <bool kVnni>
 struct TileTables {
-  static constexpr detail::KqTiles<kRows, kActs> sep = make_tiles<true, kVnni>();
-  static constexpr detail::KqTiles<kRows, kActs> fold = make_tiles<false, kVnni>();
+  static constexpr detail::KqTiles<kRows, kActs> plain = make_tiles<false, kVnni>();
+  static constexpr detail::KqTiles<kRows, kActs> offset = make_tiles<true, kVnni>();
 };
 
 template <GgmlType T, bool kVnni>
 void gemm_kq512(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
   const KqTypeInfo* t = kq_type_info(T);
-  detail::kq_gemm(t->separate_min ? TileTables<kVnni>::sep : TileTables<kVnni>::fold, kq_decode_avx2(T),
-                  t->block_bytes, g, r0, r1, i0, i1);
+  detail::kq_gemm(t->offset ? TileTables<kVnni>::offset : TileTables<kVnni>::plain, *t, kq_decode_avx2(T), g, r0, r1,
+                  i0, i1);
 }
 
 template <bool kVnni>

@@ -3,9 +3,10 @@
 // matmul_kquant.h for the decoded form), the Q8_K activation packer (ggml
 // block_q8_K layout, quantized exactly as llama.cpp's x86 build does), and
 // the per-type table. The scalar tile computes one output at a time with the
-// accumulation structure documented in matmul_kquant.h (exact int32 sums per
-// super-block, then fma into f32), which the SIMD kernels reproduce bit for
-// bit — so every ISA returns identical results for K-quant weights.
+// accumulation structure documented in matmul_kquant.h (llama.cpp's AVX2
+// vec_dot: exact int32 sums in 8 lanes per super-block, fma into 8 f32 lanes,
+// fixed final reduction), which the SIMD kernels reproduce bit for bit — so
+// every ISA returns identical results for K-quant weights.
 #include <cmath>
 #include <cstring>
 
@@ -116,47 +117,50 @@ void decode_q6_K(const uint8_t* blk, KqDecoded* out, float* dd) {
   dd[1] = 0.f;
 }
 
-const KqTypeInfo kInfoQ2K{sizeof(q::block_q2_K), true, decode_q2_K};
-const KqTypeInfo kInfoQ3K{sizeof(q::block_q3_K), false, decode_q3_K};
-const KqTypeInfo kInfoQ4K{sizeof(q::block_q4_K), true, decode_q4_K};
-const KqTypeInfo kInfoQ5K{sizeof(q::block_q5_K), true, decode_q5_K};
-const KqTypeInfo kInfoQ6K{sizeof(q::block_q6_K), false, decode_q6_K};
+const KqTypeInfo kInfoQ2K{sizeof(q::block_q2_K), KqMin::kLanes8, 0, decode_q2_K};
+const KqTypeInfo kInfoQ3K{sizeof(q::block_q3_K), KqMin::kNone, 4, decode_q3_K};
+const KqTypeInfo kInfoQ4K{sizeof(q::block_q4_K), KqMin::kLanes4, 0, decode_q4_K};
+const KqTypeInfo kInfoQ5K{sizeof(q::block_q5_K), KqMin::kSum, 0, decode_q5_K};
+const KqTypeInfo kInfoQ6K{sizeof(q::block_q6_K), KqMin::kNone, 32, decode_q6_K};
 
 // ---------------------------------------------------------------- scalar tile
 
-template <bool kSep>
-void tile_scalar(const KqDecoded* dec, const float* dd, int64_t nsb, const GemmArgs& g, int64_t r, int64_t i) {
+void tile_scalar(const KqDecoded* dec, const float* dd, int64_t nsb, const KqTypeInfo& t, const GemmArgs& g,
+                 int64_t r, int64_t i) {
   const uint8_t* a = g.a + (size_t)i * g.a_stride;
-  float acc = 0.f, accm = 0.f;
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, accm[4] = {0, 0, 0, 0}, summs = 0.f;
   for (int64_t sb = 0; sb < nsb; ++sb) {
     q::block_q8_K y;
     std::memcpy(&y, a + (size_t)sb * sizeof(q::block_q8_K), sizeof(y));
     const KqDecoded& w = dec[sb];
-    int32_t isum = 0, bias = 0;
-    for (int grp = 0; grp < 16; ++grp) {
-      int32_t s = 0;
-      for (int l = 0; l < 16; ++l) s += (int32_t)w.q[16 * grp + l] * y.qs[16 * grp + l];
-      isum += w.sc[grp] * s;
-      bias += w.bc[grp] * y.bsums[grp];
+    int32_t S[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int e = 0; e < 256; ++e) S[(e % 32) / 4] += w.sc[e / 16] * ((int32_t)w.q[e] - t.offset) * y.qs[e];
+    if (t.min != KqMin::kNone) {
+      int32_t B[8];
+      for (int l = 0; l < 8; ++l) B[l] = w.bc[2 * l] * y.bsums[2 * l] + w.bc[2 * l + 1] * y.bsums[2 * l + 1];
+      const float dm = -y.d * dd[2 * sb + 1];
+      if (t.min == KqMin::kLanes8) {
+        for (int l = 0; l < 8; ++l) acc[l] = std::fma(dm, (float)B[l], acc[l]);
+      } else if (t.min == KqMin::kLanes4) {
+        for (int k = 0; k < 4; ++k) accm[k] = std::fma(dm, (float)(B[2 * k] + B[2 * k + 1]), accm[k]);
+      } else {
+        int32_t m = 0;
+        for (int l = 0; l < 8; ++l) m += B[l];
+        summs = std::fma(dm, (float)m, summs);
+      }
     }
-    if (!kSep) isum += bias;
-    acc = std::fma(dd[2 * sb] * y.d, (float)isum, acc);
-    if (kSep) accm = std::fma(dd[2 * sb + 1] * y.d, (float)bias, accm);
+    const float d = y.d * dd[2 * sb];
+    for (int l = 0; l < 8; ++l) acc[l] = std::fma(d, (float)S[l], acc[l]);
   }
-  g.y[i * g.ldy + r] = acc - accm;
+  g.y[i * g.ldy + r] = detail::kq_finish(acc, accm, summs, t.min);
 }
 
-template <bool kSep>
-constexpr detail::KqTiles<1, 1> kScalarTiles = {{{tile_scalar<kSep>}}, {0, 1}};
+constexpr detail::KqTiles<1, 1> kScalarTiles = {{{tile_scalar}}, {0, 1}};
 
 template <GgmlType T>
 void gemm_scalar(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
   const KqTypeInfo* t = kq_type_info(T);
-  if (t->separate_min) {
-    detail::kq_gemm(kScalarTiles<true>, t->decode, t->block_bytes, g, r0, r1, i0, i1);
-  } else {
-    detail::kq_gemm(kScalarTiles<false>, t->decode, t->block_bytes, g, r0, r1, i0, i1);
-  }
+  detail::kq_gemm(kScalarTiles, *t, t->decode, g, r0, r1, i0, i1);
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ struct Mamba2Config {
   int64_t n_group = 1;   // G
   float eps = 1e-5f;     // grouped RMSNorm
   int64_t ssd_min_tokens = 128;
-  int64_t ssd_chunk = 64;
+  int64_t ssd_chunk = 32;
   int64_t head_dim() const { return d_inner / n_head; }
   int64_t conv_dim() const { return d_inner + 2 * n_group * d_state; }
   int64_t d_in_proj() const { return 2 * d_inner + 2 * n_group * d_state + n_head; }

@@ -164,6 +164,8 @@ Result<GenerateStats> DiffusionGenerator::generate(const std::vector<int32_t>& p
       const int32_t t = cond_.tokens[(size_t)p];
       if (opts.stop_at_eog && model_.tokenizer().is_eog(t)) {
         st.stopped_at_eog = true;
+        st.eog_token = t;
+        history_.push_back(t);  // the model produced it: a following turn continues after it
         stop = true;
         break;
       }

@@ -119,9 +119,10 @@ Result<PlacementPlan> plan_placement(const ExpertStatsCollector& s, const std::v
     for (int64_t e = 0; e < Ls[l].n_expert; ++e) items.push_back({Ls[l].count[(size_t)e], l, e});
     reserve += expert_bytes[l] * (uint64_t)std::min<int64_t>(o.prefetch_slots, Ls[l].n_expert);
   }
-  // Everything fits: no staging needed.
+  // Staging takes at most a quarter of the budget (residents are worth more:
+  // a hit needs no read at all); none is needed when everything fits.
   const bool all_fit = p.total_expert_bytes <= o.budget_bytes;
-  if (all_fit || reserve > o.budget_bytes) reserve = 0;
+  if (all_fit || reserve > o.budget_bytes / 4) reserve = 0;
   std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.count > b.count; });
   uint64_t left = o.budget_bytes - reserve;
   for (const Item& it : items) {

@@ -63,7 +63,7 @@ int64_t hot_set_size(const std::vector<int64_t>& counts, double fraction);
 enum class ExpertTier : uint8_t { kCold = 0, kPrefetch = 1, kResident = 2 };
 struct PlacementOptions {
   uint64_t budget_bytes = 0;
-  int64_t prefetch_slots = 1;  // staged experts per layer (reserved first when the budget allows)
+  int64_t prefetch_slots = 1;  // staged experts per layer (reserved first when that costs <= budget / 4)
 };
 struct PlacementPlan {
   uint64_t budget_bytes = 0, resident_bytes = 0, prefetch_bytes = 0, total_expert_bytes = 0;
@@ -75,7 +75,10 @@ struct PlacementPlan {
   int64_t n_prefetch() const;
 };
 // expert_bytes[layer]: bytes of one expert of that layer (Model's
-// MoeObservable::expert_bytes_per_layer()). Residents are chosen greedily by
+// MoeObservable::expert_bytes_per_layer()). Prefetch staging (prefetch_slots
+// per layer, filled with the hottest non-resident experts) is reserved first
+// when it costs at most a quarter of the budget and not everything fits.
+// Residents are then chosen greedily by
 // selection count (ties: lower layer, then lower expert), each taken while it
 // fits in the budget left after the prefetch reservation.
 Result<PlacementPlan> plan_placement(const ExpertStatsCollector& s, const std::vector<uint64_t>& expert_bytes,

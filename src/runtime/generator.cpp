@@ -46,6 +46,10 @@ Result<GenerateStats> AutoregressiveGenerator::generate(const std::vector<int32_
     }
     if (opts.stop_at_eog && model_.tokenizer().is_eog(tok)) {
       st.stopped_at_eog = true;
+      st.eog_token = tok;
+      // The model produced it, so a following turn continues after it.
+      pending_.push_back(tok);
+      history_.push_back(tok);
       break;
     }
     ++st.n_generated;

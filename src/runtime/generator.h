@@ -32,6 +32,7 @@ struct GenerateStats {
   double gen_seconds = 0;    // decode time (after the first token)
   double ttft_seconds = 0;   // call start -> first generated token
   bool stopped_at_eog = false;
+  int32_t eog_token = -1;    // the end-of-generation token that stopped it (fed next call)
   bool hit_context_limit = false;
 };
 

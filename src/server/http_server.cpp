@@ -9,6 +9,7 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <ctime>
@@ -72,6 +73,7 @@ struct HttpServer::Impl {
   httplib::Server srv;
   std::atomic<uint64_t> next_id{1};
   std::atomic<bool> stopping{false};
+  int listen_fd = -1;
   int64_t created = (int64_t)std::time(nullptr);
   std::string bos, eos;
 
@@ -88,6 +90,19 @@ struct HttpServer::Impl {
   void handle_tokenize(const httplib::Request& req, httplib::Response& res);
   void handle_detokenize(const httplib::Request& req, httplib::Response& res);
   bool build_prompt(const ParsedRequest& pr, GenerationParams* gp, ApiError* err);
+
+  // The API-key check runs inside the handler, after httplib has read the
+  // body: a pre-routing rejection would leave the body unread on a keep-alive
+  // connection and corrupt the next request.
+  template <typename F>
+  httplib::Server::Handler guarded(F fn) {
+    return [this, fn](const httplib::Request& req, httplib::Response& res) {
+      if (!opts.api_key.empty() && req.get_header_value("Authorization") != "Bearer " + opts.api_key)
+        return send_error(res, make_error(401, "Incorrect or missing API key (send 'Authorization: Bearer <key>')",
+                                          "invalid_request_error", "", "invalid_api_key"));
+      fn(req, res);
+    };
+  }
 };
 
 bool HttpServer::Impl::build_prompt(const ParsedRequest& pr, GenerationParams* gp, ApiError* err) {
@@ -294,21 +309,21 @@ void HttpServer::Impl::handle_detokenize(const httplib::Request& req, httplib::R
 void HttpServer::Impl::install_routes() {
   const int n_threads = opts.http_threads > 0 ? opts.http_threads : 64;
   srv.new_task_queue = [n_threads] { return new httplib::ThreadPool((size_t)n_threads); };
+  // httplib's default sets SO_REUSEPORT (a second server could silently share
+  // the port); take plain SO_REUSEADDR and remember the socket to widen the
+  // listen backlog (httplib uses 5, too few for bursts of clients) after bind.
+  srv.set_socket_options([this](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listen_fd = sock;
+  });
+  srv.set_tcp_nodelay(true);  // SSE chunks are small: no Nagle / delayed-ACK stalls
   srv.set_payload_max_length(opts.max_body_bytes);
   srv.set_read_timeout(30, 0);
   srv.set_write_timeout(30, 0);
   srv.set_keep_alive_max_count(10000);
   srv.set_keep_alive_timeout(5);
 
-  srv.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (opts.api_key.empty() || req.path == "/health" || req.path == "/metrics")
-      return httplib::Server::HandlerResponse::Unhandled;
-    if (req.get_header_value("Authorization") == "Bearer " + opts.api_key)
-      return httplib::Server::HandlerResponse::Unhandled;
-    send_error(res, make_error(401, "Incorrect or missing API key (send 'Authorization: Bearer <key>')",
-                               "invalid_request_error", "", "invalid_api_key"));
-    return httplib::Server::HandlerResponse::Handled;
-  });
   srv.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // our own error body
     send_error(res, make_error(res.status, status_text(res.status),
@@ -333,15 +348,13 @@ void HttpServer::Impl::install_routes() {
   srv.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics.render(), "text/plain; version=0.0.4");
   });
-  srv.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+  srv.Get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, models_body(opts.model_id, created, engine.n_ctx(), engine.info().n_vocab));
-  });
-  srv.Post("/v1/completions",
-           [this](const httplib::Request& req, httplib::Response& res) { handle_generate(req, res, false); });
-  srv.Post("/v1/chat/completions",
-           [this](const httplib::Request& req, httplib::Response& res) { handle_generate(req, res, true); });
-  srv.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { handle_tokenize(req, res); });
-  srv.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { handle_detokenize(req, res); });
+  }));
+  srv.Post("/v1/completions", guarded([this](const auto& req, auto& res) { handle_generate(req, res, false); }));
+  srv.Post("/v1/chat/completions", guarded([this](const auto& req, auto& res) { handle_generate(req, res, true); }));
+  srv.Post("/tokenize", guarded([this](const auto& req, auto& res) { handle_tokenize(req, res); }));
+  srv.Post("/detokenize", guarded([this](const auto& req, auto& res) { handle_detokenize(req, res); }));
 }
 
 HttpServer::HttpServer(Engine& engine, Metrics& metrics, tokenizer::ChatTemplate chat_template, ServerOptions opts)
@@ -353,15 +366,17 @@ HttpServer::~HttpServer() { stop(); }
 
 Result<int> HttpServer::bind() {
   const ServerOptions& o = impl_->opts;
+  int port = o.port;
   if (o.port == 0) {
-    const int port = impl_->srv.bind_to_any_port(o.host);
+    port = impl_->srv.bind_to_any_port(o.host);
     if (port <= 0) return io_error("cannot listen on " + o.host + " (any port)");
-    return port;
+  } else {
+    if (o.port < 0 || o.port > 65535) return invalid_argument("port " + std::to_string(o.port) + " is out of range");
+    if (!impl_->srv.bind_to_port(o.host, o.port))
+      return io_error("cannot listen on " + o.host + ":" + std::to_string(o.port) + " (in use or not permitted)");
   }
-  if (o.port < 0 || o.port > 65535) return invalid_argument("port " + std::to_string(o.port) + " is out of range");
-  if (!impl_->srv.bind_to_port(o.host, o.port))
-    return io_error("cannot listen on " + o.host + ":" + std::to_string(o.port) + " (in use or not permitted)");
-  return o.port;
+  if (impl_->listen_fd >= 0) ::listen(impl_->listen_fd, 1024);  // re-listen only resizes the backlog
+  return port;
 }
 
 void HttpServer::run() {

@@ -60,7 +60,7 @@ TEST(ExpertsCli, StatsHeatMapPlacementJsonAndCsv) {
   CHIMERA_REQUIRE_SHARED(shared);
   const std::string model = shared + "/golden/models/tiny-phimoe-hf.gguf";
   const std::string json = test::temp_path("experts.json"), csv = test::temp_path("experts.csv");
-  RunResult r = run_chimera("experts -q -t 2 -m " + quote(model) +
+  RunResult r = run_chimera("experts -q --threads 2 -m " + quote(model) +
                             " -p 'The quick brown fox jumps over the lazy dog.' --budget-gb 0.0001 -o " +
                             quote(json) + " --csv " + quote(csv));
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -87,7 +87,7 @@ TEST(ExpertsCli, RunWritesExpertStats) {
   CHIMERA_REQUIRE_SHARED(shared);
   const std::string model = shared + "/golden/models/tiny-phimoe-hf.gguf";
   const std::string json = test::temp_path("run-experts.json");
-  RunResult r = run_chimera("run -q -t 2 --ignore-eos --temp 0 -n 6 -m " + quote(model) +
+  RunResult r = run_chimera("run -q --threads 2 --ignore-eos --temp 0 -n 6 -m " + quote(model) +
                             " -p 'Hello there' --expert-stats " + quote(json));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = read_json(json);

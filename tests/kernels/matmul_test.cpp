@@ -447,7 +447,7 @@ TEST(MatmulTraits, TableEntries) {
       EXPECT_NE(k->name, nullptr);
     }
   }
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::IQ2_XXS, GgmlType::I32}) {
+  for (GgmlType t : {GgmlType::IQ2_XXS, GgmlType::IQ1_S, GgmlType::I32}) {
     EXPECT_FALSE(matmul_supports(t));
     EXPECT_EQ(check_matmul_type(t).code(), StatusCode::kUnsupported);
     EXPECT_EQ(weight_type_traits(t), nullptr);

@@ -227,7 +227,8 @@ TEST(Ssm, SsdMatchesItsReferenceOnEveryIsa) {
 
 // The acceptance check: the chunked SSD prefill and the sequential
 // recurrence agree on a >= 4096-token sequence, outputs and final state, within
-// 2e-4 relative to the largest magnitude (measured: ~1e-6; see the report).
+// 2e-4 relative to the largest magnitude (measured on this CPU: outputs
+// <= 1.8e-7, final state <= 9e-8 relative, on every ISA).
 TEST(Ssm, SsdAgreesWithSequentialScanOn4096Tokens) {
   std::mt19937 rng(6);
   const int64_t T = 4100, H = 4, P = 16, N = 16, G = 2;

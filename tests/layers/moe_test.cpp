@@ -97,15 +97,18 @@ TEST(SparseMixer, NegativeLogitsDivideByTheMagnitude) {
 }
 
 TEST(SparseMixer, SecondMaskUsesTheOriginalLogitsAndItsOwnMaximum) {
-  // First: m = 5, r(4.95) = 0.0101 kept, r(4.9) = 0.0204 masked.
-  // Second: m2 = 4.95, r(4.9) = 0.05/4.9 = 0.0102 kept (relative to m2), 1 masked.
-  Routed r = route({5.f, 4.95f, 4.9f, 1.f}, sparsemixer(4));
+  // First: m = 5, factor max(|s_j|, m) = 5: r(4.93) = 0.014 kept, r(4.85) = 0.03 masked.
+  // Second: m2 = 4.93 (expert 0 excluded): r(4.85) = 0.08/4.93 = 0.0162 kept, r(1) masked.
+  Routed r = route({5.f, 4.93f, 4.85f, 1.f}, sparsemixer(4));
   EXPECT_EQ(r.e[0], 0);
   EXPECT_EQ(r.e[1], 1);
-  EXPECT_NEAR(r.w[0], hand_weight(5.f, {5.f, 4.95f}), 1e-7);
-  EXPECT_NEAR(r.w[1], hand_weight(4.95f, {4.95f, 4.9f}), 1e-7);
+  EXPECT_NEAR(r.w[0], hand_weight(5.f, {5.f, 4.93f}), 1e-7);
+  EXPECT_NEAR(r.w[1], hand_weight(4.93f, {4.93f, 4.85f}), 1e-7);
   // No renormalisation: the weights sum to more than 1.
   EXPECT_GT(r.w[0] + r.w[1], 1.0f);
+  // Exactly on the threshold in float arithmetic: (5 - 4.9f) / 5 = 0.01999998 <= 0.02f, kept.
+  Routed edge = route({5.f, 4.95f, 4.9f, 1.f}, sparsemixer(4));
+  EXPECT_NEAR(edge.w[0], hand_weight(5.f, {5.f, 4.95f, 4.9f}), 1e-7);
 }
 
 TEST(SparseMixer, ZeroLogitsKeepEveryoneWithoutNaN) {

@@ -3,6 +3,8 @@
 // errors naming the problem.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "format/gguf/gguf.h"
 #include "golden_case.h"
 #include "models/model.h"
@@ -32,7 +34,11 @@ std::string rewrite(const std::string& src, const std::string& name,
 TEST(Registry, EveryFamilyHasALoadableGoldenFixture) {
   CHIMERA_REQUIRE_SHARED(shared);
   const std::string dir = shared + "/golden";
+  // Families the shared golden set has no case for; their fixture is built by
+  // the named test instead (dream: a rewritten tiny-llada, tests/models/llada_test.cpp).
+  const std::set<std::string> built_elsewhere = {"dream"};
   for (const auto& e : models::model_registry()) {
+    if (built_elsewhere.count(e.arch)) continue;
     bool found = false;
     for (const auto& name : list_golden_cases(dir)) {
       GoldenCase gc;

@@ -46,6 +46,7 @@ TEST(Server, HealthModelsMetrics) {
                            "chimera_prefix_cache_hit_rate", "chimera_time_to_first_token_seconds_count",
                            "chimera_inter_token_latency_seconds_count", "chimera_generation_tokens_total"})
     EXPECT_GE(metric(text, name), 0) << name << "\n" << text;
+  c.reset();  // an idle keep-alive connection would hold shutdown for its timeout
   EXPECT_EQ(srv.stop(), 0) << srv.log();
 }
 
@@ -199,7 +200,7 @@ TEST(Server, BadRequestsGetOpenAIErrorsAndServerStaysHealthy) {
       {"/v1/completions", R"({"prompt": "hi", "max_tokens": 1000000000000})", 400},
       {"/v1/completions", R"({"prompt": "hi", "max_tokens": 18446744073709551615})", 400},
       {"/v1/completions", R"({"prompt": "hi", "max_tokens": 1e30})", 400},
-      {"/v1/completions", R"({"prompt": "hi", "max_tokens": 250})", 400},  // prompt + 250 > 256
+      {"/v1/completions", R"({"prompt": "hi", "max_tokens": 256})", 400},  // prompt + 256 > 256
       {"/v1/completions", R"({"prompt": "hi", "temperature": "hot"})", 400},
       {"/v1/completions", R"({"prompt": "hi", "temperature": -1})", 400},
       {"/v1/completions", R"({"prompt": "hi", "top_p": 2})", 400},
@@ -246,7 +247,9 @@ TEST(Server, BadRequestsGetOpenAIErrorsAndServerStaysHealthy) {
   EXPECT_TRUE(json::parse(g->body, nullptr, false).contains("error"));
   // Oversize body (limit 16 MiB).
   auto big = post_json(*c, "/v1/completions", std::string(17u << 20, ' '));
-  if (big) EXPECT_EQ(big->status, 413);
+  if (big) {
+    EXPECT_EQ(big->status, 413);
+  }
   // Still healthy and serving.
   auto h = c->Get("/health");
   ASSERT_TRUE(h);
@@ -301,6 +304,32 @@ TEST(Server, DisconnectMidStreamFreesSlot) {
   auto ok = post_json(*c, "/v1/completions", R"({"prompt": "Once", "max_tokens": 4, "temperature": 0})");
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200) << ok->body;
+}
+
+TEST(Server, BenchServeReportsVllmMetrics) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  START_SERVER(srv, shared, "--parallel", "2");
+  const std::string out_json = temp_path("bench-serve.json");
+  const std::string cmd = chimera_binary() + " bench serve --url http://127.0.0.1:" + std::to_string(srv.port()) +
+                          " --input-len 16 --output-len 8 --num-prompts 6 --concurrency 3 --result-file " + out_json +
+                          " 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char b[4096];
+  size_t k;
+  while ((k = fread(b, 1, sizeof b, p)) > 0) out.append(b, k);
+  EXPECT_EQ(pclose(p), 0) << out;
+  for (const char* key : {"Successful requests:", "Failed requests:", "Request throughput (req/s):",
+                          "Output token throughput (tok/s):", "Mean TTFT (ms):", "Median TPOT (ms):", "P99 ITL (ms):"})
+    EXPECT_NE(out.find(key), std::string::npos) << key << "\n" << out;
+  std::ifstream f(out_json);
+  json j = json::parse(f, nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["completed"], 6);
+  EXPECT_EQ(j["failed"], 0);
+  EXPECT_EQ(j["total_output_tokens"], 48);
+  EXPECT_EQ(j["total_input_tokens"], 96);
 }
 
 TEST(Server, TokenizeDetokenize) {

@@ -102,6 +102,8 @@ class ServerProcess {
     c->set_connection_timeout(5, 0);
     c->set_read_timeout(read_timeout_s, 0);
     c->set_write_timeout(10, 0);
+    c->set_keep_alive(true);
+    c->set_tcp_nodelay(true);
     return c;
   }
 

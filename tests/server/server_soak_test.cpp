@@ -71,7 +71,8 @@ TEST(ServerSoak, ConcurrentClientsGetExactOutputs) {
         } else {
           auto r = post_json(*c, "/v1/completions", body.dump());
           if (!r || r->status != 200) {
-            why = r ? "status " + std::to_string(r->status) + " " + r->body : "no response";
+            why = r ? "status " + std::to_string(r->status) + " " + r->body
+                  : "no response: " + httplib::to_string(r.error());
           } else {
             json j = json::parse(r->body, nullptr, false);
             if (j.is_discarded()) why = "bad json";

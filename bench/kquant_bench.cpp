@@ -1,0 +1,126 @@
+// K-quant matmul micro-benchmarks (Q4_K, Q6_K, Q5_K, Q2_K, Q3_K weights x
+// Q8_K activations). GEMV (m = 1, decode) reports weight bytes/s (the quantized
+// storage actually streamed) and cycles through >= 128 MiB of weight copies so
+// every call reads DRAM — compare with membw_read from matmul_bench.cpp. GEMM
+// (prefill) reports GFLOP/s (2 * rows * cols * m per call, weights cache-warm).
+// Names look like
+//   kq_gemv/Q4_K/4096/threads:1/isa:avx512vnni
+//   kq_gemm/Q4_K/4096/m:64/threads:2/isa:avx2
+// Registered by a static initializer; main() lives in matmul_bench.cpp.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/memory.h"
+#include "core/thread_pool.h"
+#include "format/gguf/ggml_types.h"
+#include "kernels/dispatch.h"
+#include "kernels/matmul.h"
+#include "quant/kquant_blocks.h"
+
+namespace chimera::kernels {
+namespace {
+
+using format::GgmlType;
+namespace q = chimera::quant;
+
+constexpr size_t kColdBytes = size_t{128} << 20;
+
+struct WeightSet {
+  std::vector<AlignedBuffer<uint8_t>> copies;
+  std::vector<WeightView> views;
+};
+
+void quantize_rows(GgmlType t, const float* x, uint8_t* out, int64_t rows, int64_t k, size_t row_bytes) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * k;
+    uint8_t* o = out + (size_t)r * row_bytes;
+    switch (t) {
+      case GgmlType::Q2_K: q::quantize_row_q2_K_ref(xr, reinterpret_cast<q::block_q2_K*>(o), k); break;
+      case GgmlType::Q3_K: q::quantize_row_q3_K_ref(xr, reinterpret_cast<q::block_q3_K*>(o), k); break;
+      case GgmlType::Q4_K: q::quantize_row_q4_K_ref(xr, reinterpret_cast<q::block_q4_K*>(o), k); break;
+      case GgmlType::Q5_K: q::quantize_row_q5_K_ref(xr, reinterpret_cast<q::block_q5_K*>(o), k); break;
+      default: q::quantize_row_q6_K_ref(xr, reinterpret_cast<q::block_q6_K*>(o), k); break;
+    }
+  }
+}
+
+WeightSet make_weights(GgmlType type, int64_t n, bool cold) {
+  const size_t row_bytes = format::ggml_row_size(type, n);
+  const size_t bytes = row_bytes * (size_t)n;
+  const size_t count = cold ? std::max<size_t>(1, (kColdBytes + bytes - 1) / bytes) : 1;
+  // Quantizing is slow: quantize 64 rows once and tile them.
+  const int64_t base_rows = std::min<int64_t>(64, n);
+  std::vector<float> src((size_t)(base_rows * n));
+  std::mt19937 rng(42);
+  std::normal_distribution<float> nd(0.f, 0.05f);
+  for (float& v : src) v = nd(rng);
+  std::vector<uint8_t> base((size_t)base_rows * row_bytes);
+  quantize_rows(type, src.data(), base.data(), base_rows, n, row_bytes);
+  WeightSet s;
+  s.copies.resize(count);
+  for (size_t c = 0; c < count; ++c) {
+    s.copies[c].resize(bytes);
+    for (int64_t r = 0; r < n; ++r) {
+      std::memcpy(s.copies[c].data() + (size_t)r * row_bytes, base.data() + (size_t)((r + c) % base_rows) * row_bytes,
+                  row_bytes);
+    }
+    s.views.push_back(WeightView{type, s.copies[c].data(), n, n, row_bytes});
+  }
+  return s;
+}
+
+void run_kq(benchmark::State& state, GgmlType type, int64_t n, int64_t m, int threads, Isa isa, bool cold) {
+  ScopedIsa scoped(isa);
+  ThreadPool pool(threads);
+  const WeightSet w = make_weights(type, n, cold);
+  std::vector<float> x((size_t)(m * n)), y((size_t)(m * n));
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (float& v : x) v = nd(rng);
+  size_t at = 0;
+  for (auto _ : state) {
+    matmul(w.views[at], x.data(), m, n, y.data(), n, &pool);
+    benchmark::DoNotOptimize(y.data());
+    at = (at + 1) % w.views.size();
+  }
+  const double flops = 2.0 * (double)n * (double)n * (double)m;
+  state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)(w.views[0].row_bytes * (size_t)n));
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9 * (double)state.iterations(), benchmark::Counter::kIsRate);
+}
+
+struct Registrar {
+  Registrar() {
+    const GgmlType types[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_K, GgmlType::Q2_K, GgmlType::Q3_K};
+    for (Isa isa : available_isas()) {
+      for (GgmlType type : types) {
+        for (int threads : {1, 2}) {
+          const std::string suffix = "/threads:" + std::to_string(threads) + "/isa:" + isa_name(isa);
+          for (int64_t n : {4096}) {
+            const std::string shape = format::ggml_type_name(type) + "/" + std::to_string(n);
+            benchmark::RegisterBenchmark(("kq_gemv/" + shape + suffix).c_str(),
+                                         [=](benchmark::State& s) { run_kq(s, type, n, 1, threads, isa, true); })
+                ->UseRealTime()
+                ->Unit(benchmark::kMicrosecond);
+            for (int64_t m : {64, 512}) {
+              benchmark::RegisterBenchmark(("kq_gemm/" + shape + "/m:" + std::to_string(m) + suffix).c_str(),
+                                           [=](benchmark::State& s) { run_kq(s, type, n, m, threads, isa, false); })
+                  ->UseRealTime()
+                  ->Unit(benchmark::kMillisecond);
+            }
+          }
+        }
+      }
+    }
+  }
+};
+
+const Registrar kRegistrar;
+
+}  // namespace
+}  // namespace chimera::kernels

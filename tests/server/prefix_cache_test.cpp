@@ -1,0 +1,102 @@
+// PrefixCache without a model: KV-only snapshots match any common prefix and
+// are restored by copy + truncate; recurrent (checkpoint) snapshots match only
+// whole; covered snapshots are not stored twice; LRU eviction frees memory.
+#include <gtest/gtest.h>
+
+#include "server/prefix_cache.h"
+
+namespace chimera::server {
+namespace {
+
+using layers::KvSpec;
+using layers::LayerStateSpec;
+using layers::RecurrentSpec;
+using layers::SequenceState;
+
+std::unique_ptr<SequenceState> kv_state(const std::vector<int32_t>& toks) {
+  std::vector<LayerStateSpec> specs = {KvSpec{4, 4}, KvSpec{4, 4}};
+  auto st = std::make_unique<SequenceState>(specs, (int64_t)toks.size());
+  for (size_t p = 0; p < toks.size(); ++p)
+    for (int i = 0; i < 4; ++i) st->kv(0)->k_row((int64_t)p)[i] = (float)(toks[p] * 10 + i);
+  st->advance((int64_t)toks.size());
+  return st;
+}
+
+std::unique_ptr<SequenceState> hybrid_state(const std::vector<int32_t>& toks) {
+  std::vector<LayerStateSpec> specs = {RecurrentSpec{4, 3, 16}, KvSpec{4, 4}};
+  auto st = std::make_unique<SequenceState>(specs, (int64_t)toks.size());
+  st->recurrent(0)->ssm()[0] = (float)toks.size();
+  st->advance((int64_t)toks.size());
+  return st;
+}
+
+TEST(PrefixCache, KvEntriesMatchAnyCommonPrefix) {
+  PrefixCache c;
+  c.insert({1, 2, 3, 4}, kv_state({1, 2, 3, 4}));
+  std::vector<int32_t> q = {1, 2, 3, 9, 9};
+  auto hit = c.lookup(q, (int64_t)q.size() - 1);
+  ASSERT_EQ(hit.n_tokens, 3);
+  EXPECT_TRUE(hit.truncate);
+  // Restore into a full-size state: copy, then roll back to the match.
+  SequenceState dst({KvSpec{4, 4}, KvSpec{4, 4}}, 64);
+  ASSERT_TRUE(dst.copy_from(*hit.state));
+  ASSERT_TRUE(dst.truncate(hit.n_tokens));
+  EXPECT_EQ(dst.n_past(), 3);
+  EXPECT_EQ(dst.kv(0)->k_row(2)[1], 31.0f);
+  // The lookup never uses the whole query (one token must be fed for logits).
+  std::vector<int32_t> same = {1, 2, 3, 4};
+  EXPECT_EQ(c.lookup(same, 3).n_tokens, 3);
+  EXPECT_EQ(c.lookup(std::vector<int32_t>{7, 1}, 1).n_tokens, 0);
+}
+
+TEST(PrefixCache, CoveredSnapshotsAreNotDuplicated) {
+  PrefixCache c;
+  c.insert({1, 2, 3, 4}, kv_state({1, 2, 3, 4}));
+  const size_t b = c.bytes();
+  EXPECT_TRUE(c.covers(std::vector<int32_t>{1, 2}, true));
+  c.insert({1, 2}, kv_state({1, 2}));
+  EXPECT_EQ(c.entries(), 1u);
+  // A longer snapshot replaces its prefix.
+  c.insert({1, 2, 3, 4, 5, 6}, kv_state({1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(c.entries(), 1u);
+  EXPECT_GT(c.bytes(), b);
+  c.insert({8, 9}, kv_state({8, 9}));
+  EXPECT_EQ(c.entries(), 2u);
+}
+
+TEST(PrefixCache, RecurrentCheckpointsMatchOnlyWhole) {
+  PrefixCache c;
+  c.insert({1, 2, 3}, hybrid_state({1, 2, 3}));
+  c.insert({1, 2, 3, 4, 5}, hybrid_state({1, 2, 3, 4, 5}));
+  EXPECT_EQ(c.entries(), 2u);  // checkpoints never replace each other
+  std::vector<int32_t> q = {1, 2, 3, 4, 7, 7};
+  auto hit = c.lookup(q, 5);
+  EXPECT_EQ(hit.n_tokens, 3);  // {1..5} diverges at 5: unusable; {1,2,3} whole
+  EXPECT_FALSE(hit.truncate);
+  SequenceState dst({RecurrentSpec{4, 3, 16}, KvSpec{4, 4}}, 64);
+  ASSERT_TRUE(dst.copy_from(*hit.state));
+  EXPECT_EQ(dst.n_past(), 3);
+  EXPECT_EQ(dst.recurrent(0)->ssm()[0], 3.0f);
+  std::vector<int32_t> q2 = {1, 2, 3, 4, 5, 6};
+  EXPECT_EQ(c.lookup(q2, 5).n_tokens, 5);
+  EXPECT_EQ(c.lookup(q2, 4).n_tokens, 3);
+  EXPECT_EQ(c.lookup(std::vector<int32_t>{1, 2, 9}, 2).n_tokens, 0);
+}
+
+TEST(PrefixCache, EvictsLeastRecentlyUsed) {
+  PrefixCache c;
+  c.insert({1, 1}, kv_state({1, 1}));
+  c.insert({2, 2}, kv_state({2, 2}));
+  c.insert({3, 3}, kv_state({3, 3}));
+  EXPECT_EQ(c.lookup(std::vector<int32_t>{1, 1, 0}, 2).n_tokens, 2);  // {1,1} now most recent
+  ASSERT_TRUE(c.evict_lru());                                         // drops {2,2}
+  EXPECT_EQ(c.lookup(std::vector<int32_t>{2, 2, 0}, 2).n_tokens, 0);
+  EXPECT_EQ(c.lookup(std::vector<int32_t>{1, 1, 0}, 2).n_tokens, 2);
+  ASSERT_TRUE(c.evict_lru());
+  ASSERT_TRUE(c.evict_lru());
+  EXPECT_FALSE(c.evict_lru());
+  EXPECT_EQ(c.bytes(), 0u);
+}
+
+}  // namespace
+}  // namespace chimera::server
