@@ -98,7 +98,7 @@ int run(const BenchOptions& o) {
       }
     }
     const Stat spp = stats(pp), stg = stats(tg), sttft = stats(ttft);
-    const double bytes_per_tok = (double)m.info().weight_bytes;
+    const double bytes_per_tok = (double)m.info().decode_bytes_per_token;
     const double dec_gbs = stg.mean * bytes_per_tok / 1e9;
     nlohmann::json row = {
         {"model", m.info().name}, {"arch", m.info().arch}, {"model_bytes", m.info().weight_bytes},

@@ -40,6 +40,21 @@ Result<std::unique_ptr<Model>> load_model(const std::string& path) {
   if (tok->n_vocab() < m->info_.n_vocab && tok->n_vocab() > 0) {
     // Models may pad the output to more rows than tokens; the reverse is fine too.
   }
+  // Bytes a decode step reads (see ModelInfo::decode_bytes_per_token).
+  {
+    const auto n_exp = gguf->get_int(arch + ".expert_count").value_or(0);
+    const auto n_used = gguf->get_int(arch + ".expert_used_count").value_or(0);
+    const bool untied = gguf->find_tensor("output.weight") != nullptr;
+    double bytes = 0;
+    for (const auto& t : gguf->tensors()) {
+      double b = (double)t.n_bytes;
+      if (t.name == "token_embd.weight" && untied) b = t.dim(1) > 0 ? b / (double)t.dim(1) : b;
+      if (t.name.find("_exps") != std::string::npos && n_exp > 0 && n_used > 0) b = b * (double)n_used / (double)n_exp;
+      bytes += b;
+    }
+    m->info_.decode_bytes_per_token = (uint64_t)bytes;
+    if (m->info_.weight_bytes == 0) m->info_.weight_bytes = gguf->tensor_bytes();
+  }
   m->tok_ = std::move(tok);
   m->gguf_ = std::move(gguf);
   return m;

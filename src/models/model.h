@@ -26,7 +26,11 @@ struct ModelInfo {
   int64_t n_layer = 0;
   int64_t n_ctx_train = 0;
   bool is_diffusion = false;
-  uint64_t weight_bytes = 0;   // bytes of tensor data read per forward token (all weights)
+  uint64_t weight_bytes = 0;   // bytes of all tensor data
+  // Weight bytes one decoded token reads: everything except the unused rows of
+  // an untied embedding table and the experts a token does not route to
+  // (expert tensors × used / total). The decode-bandwidth figure uses this.
+  uint64_t decode_bytes_per_token = 0;
 };
 
 enum class Logits {
