@@ -35,6 +35,20 @@ bool HParams::flag_or(const std::string& k, bool dflt) const {
   return v ? *v : dflt;
 }
 
+Result<AttentionGeometry> read_attention_geometry(const HParams& hp, int64_t n_embd) {
+  AttentionGeometry a;
+  CHIMERA_ASSIGN_OR_RETURN(a.n_head, hp.count("attention.head_count", 1 << 14));
+  a.n_head_kv = hp.count_or("attention.head_count_kv", a.n_head);
+  if (a.n_head_kv < 1 || a.n_head % a.n_head_kv != 0)
+    return invalid_argument("attention.head_count (" + std::to_string(a.n_head) +
+                            ") must be a multiple of head_count_kv (" + std::to_string(a.n_head_kv) + ")");
+  a.head_dim = hp.count_or("attention.key_length", n_embd / a.n_head);
+  a.head_dim_v = hp.count_or("attention.value_length", a.head_dim);
+  if (a.head_dim < 1 || a.head_dim_v < 1 || a.head_dim > 4096 || a.head_dim_v > 4096)
+    return invalid_argument("invalid attention head size (key_length / value_length)");
+  return a;
+}
+
 Result<kernels::RopeParams> read_rope(const HParams& hp, kernels::RopeMode mode, int64_t n_rot, int64_t n_ctx_train) {
   kernels::RopeParams p;
   p.mode = mode;

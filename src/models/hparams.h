@@ -29,6 +29,14 @@ class HParams {
   std::string arch_;
 };
 
+// Attention geometry shared by uniform-attention families: head counts
+// (head_count_kv defaults to head_count and must divide it) and head sizes
+// (key_length / value_length, default n_embd / head_count), validated.
+struct AttentionGeometry {
+  int64_t n_head = 0, n_head_kv = 0, head_dim = 0, head_dim_v = 0;
+};
+Result<AttentionGeometry> read_attention_geometry(const HParams& hp, int64_t n_embd);
+
 // RoPE parameters from `<arch>.rope.*` (freq_base, scaling type/factor, YaRN,
 // original context) as llama.cpp interprets them; mode is the family's choice.
 Result<kernels::RopeParams> read_rope(const HParams& hp, kernels::RopeMode mode, int64_t n_rot, int64_t n_ctx_train);

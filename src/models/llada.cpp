@@ -52,14 +52,8 @@ class DiffusionLm final : public Model {
     CHIMERA_ASSIGN_OR_RETURN(n_embd_, hp.count("embedding_length", 1 << 20));
     CHIMERA_ASSIGN_OR_RETURN(int64_t n_layer, hp.count("block_count", 4096));
     CHIMERA_ASSIGN_OR_RETURN(n_ff_, hp.count("feed_forward_length", 1 << 22));
-    CHIMERA_ASSIGN_OR_RETURN(int64_t n_head, hp.count("attention.head_count", 1 << 14));
-    const int64_t n_head_kv = hp.count_or("attention.head_count_kv", n_head);
-    if (n_head_kv < 1 || n_head % n_head_kv != 0)
-      return invalid_argument("attention.head_count (" + std::to_string(n_head) +
-                              ") must be a multiple of head_count_kv (" + std::to_string(n_head_kv) + ")");
-    const int64_t head_dim = hp.count_or("attention.key_length", n_embd_ / n_head);
-    const int64_t head_dim_v = hp.count_or("attention.value_length", head_dim);
-    if (head_dim < 1 || head_dim_v < 1) return invalid_argument("invalid attention head size");
+    CHIMERA_ASSIGN_OR_RETURN(const AttentionGeometry geo, read_attention_geometry(hp, n_embd_));
+    const int64_t n_head = geo.n_head, n_head_kv = geo.n_head_kv, head_dim = geo.head_dim, head_dim_v = geo.head_dim_v;
     eps_ = hp.real_or("attention.layer_norm_rms_epsilon", fam.default_eps);
     info_.n_ctx_train = hp.count_or("context_length", 4096);
     info_.n_layer = n_layer;

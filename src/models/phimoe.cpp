@@ -56,16 +56,9 @@ class PhiMoeModel final : public Model, public layers::MoeObservable {
     n_ff = hp.count_or("expert_feed_forward_length", n_ff);
     CHIMERA_ASSIGN_OR_RETURN(int64_t n_expert, hp.count("expert_count", 1 << 16));
     CHIMERA_ASSIGN_OR_RETURN(int64_t n_used, hp.count("expert_used_count", 1 << 16));
-    CHIMERA_ASSIGN_OR_RETURN(int64_t n_head, hp.count("attention.head_count", 1 << 14));
-    const int64_t n_head_kv = hp.count_or("attention.head_count_kv", n_head);
-    if (n_head_kv < 1 || n_head % n_head_kv != 0)
-      return invalid_argument("attention.head_count (" + std::to_string(n_head) +
-                              ") must be a multiple of head_count_kv (" + std::to_string(n_head_kv) + ")");
-    // Phi-tiny-MoE has an explicit head_dim (q width != n_embd): honour key_length.
-    const int64_t head_dim = hp.count_or("attention.key_length", n_embd_ / n_head);
-    const int64_t head_dim_v = hp.count_or("attention.value_length", head_dim);
-    if (head_dim < 1 || head_dim_v < 1 || head_dim > 4096 || head_dim_v > 4096)
-      return invalid_argument("invalid attention head size");
+    // Phi-tiny-MoE has an explicit head_dim (q width != n_embd): key_length is honoured.
+    CHIMERA_ASSIGN_OR_RETURN(const AttentionGeometry geo, read_attention_geometry(hp, n_embd_));
+    const int64_t n_head = geo.n_head, n_head_kv = geo.n_head_kv, head_dim = geo.head_dim, head_dim_v = geo.head_dim_v;
     eps_ = hp.real_or("attention.layer_norm_rms_epsilon", 1e-5f);
     if (!(eps_ > 0.f) || !std::isfinite(eps_)) return invalid_argument("phimoe: invalid layer-norm epsilon");
     info_.n_ctx_train = hp.count_or("context_length", 4096);
