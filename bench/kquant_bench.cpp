@@ -2,7 +2,8 @@
 // Q8_K activations). GEMV (m = 1, decode) reports weight bytes/s (the quantized
 // storage actually streamed) and cycles through >= 128 MiB of weight copies so
 // every call reads DRAM — compare with membw_read from matmul_bench.cpp. GEMM
-// (prefill) reports GFLOP/s (2 * rows * cols * m per call, weights cache-warm).
+// (prefill) reports GFLOP/s; kq_gemv_hot is GEMV on cache-warm weights
+// (the kernel's compute ceiling), (2 * rows * cols * m per call, weights cache-warm).
 // Names look like
 //   kq_gemv/Q4_K/4096/threads:1/isa:avx512vnni
 //   kq_gemm/Q4_K/4096/m:64/threads:2/isa:avx2
@@ -101,12 +102,21 @@ struct Registrar {
       for (GgmlType type : types) {
         for (int threads : {1, 2}) {
           const std::string suffix = "/threads:" + std::to_string(threads) + "/isa:" + isa_name(isa);
-          for (int64_t n : {4096}) {
+          for (int64_t n : {4096, 2048}) {
             const std::string shape = format::ggml_type_name(type) + "/" + std::to_string(n);
             benchmark::RegisterBenchmark(("kq_gemv/" + shape + suffix).c_str(),
                                          [=](benchmark::State& s) { run_kq(s, type, n, 1, threads, isa, true); })
                 ->UseRealTime()
                 ->Unit(benchmark::kMicrosecond);
+            // Cache-warm GEMV: weights L3-resident (n) and L2-resident (n/4):
+            // the kernel's compute ceiling.
+            for (int64_t nh : {n, n / 4}) {
+              const std::string hs = format::ggml_type_name(type) + "/" + std::to_string(nh);
+              benchmark::RegisterBenchmark(("kq_gemv_hot/" + hs + suffix).c_str(),
+                                           [=](benchmark::State& s) { run_kq(s, type, nh, 1, threads, isa, false); })
+                  ->UseRealTime()
+                  ->Unit(benchmark::kMicrosecond);
+            }
             for (int64_t m : {64, 512}) {
               benchmark::RegisterBenchmark(("kq_gemm/" + shape + "/m:" + std::to_string(m) + suffix).c_str(),
                                            [=](benchmark::State& s) { run_kq(s, type, n, m, threads, isa, false); })

@@ -86,6 +86,11 @@ bool register_quant() {
                                      [=](benchmark::State& s) { run_qmatmul(s, type, n, 1, threads, isa, true); })
             ->UseRealTime()
             ->Unit(benchmark::kMicrosecond);
+        // Cache-warm GEMV (weights L3-resident): the kernel's compute ceiling.
+        benchmark::RegisterBenchmark(("qgemv_hot/" + shape + suffix).c_str(),
+                                     [=](benchmark::State& s) { run_qmatmul(s, type, n, 1, threads, isa, false); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
         for (int64_t m : {64, 512}) {
           benchmark::RegisterBenchmark(
               ("qgemm/" + shape + "/m:" + std::to_string(m) + suffix).c_str(),

@@ -1,5 +1,6 @@
 // `chimera convert`: imports a model from another format into GGUF.
 //   chimera convert --from llama2c MODEL.bin --vocab TOK.bin -o OUT.gguf
+//   chimera convert HF_DIR -o OUT.gguf [--type f32|f16|bf16]   (a directory: Hugging Face)
 // Sources are rows of a small importer table (name, usage, optional
 // auto-detection, run function); adding a source (a Hugging Face directory,
 // bitnet-llama2c, ...) is one function plus one row. Options that only some
@@ -14,6 +15,8 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "format/bitnet_llama2c/bitnet_llama2c.h"
+#include "format/hf/hf_convert.h"
 #include "format/llama2c/llama2c.h"
 
 namespace chimera::cli {
@@ -26,6 +29,7 @@ struct ConvertRequest {
   std::string output;  // -o
   std::string name;    // --name: general.name
   uint32_t ctx = 0;    // --ctx: llama.context_length override (0: the source's)
+  std::string type;    // --type (hf): f32|f16|bf16; empty: the checkpoint's
   bool quiet = false;
 };
 
@@ -62,9 +66,42 @@ Status import_llama2c(const ConvertRequest& req) {
   return format::llama2c::convert(req.input, req.vocab, req.output, opts);
 }
 
+Status import_bitnet_llama2c(const ConvertRequest& req) {
+  if (req.vocab.empty())
+    return invalid_argument("--from bitnet-llama2c needs the tokenizer: --vocab TOKENIZER.bin (llama2.c format)");
+  format::bitnet_llama2c::ConvertOptions opts;
+  opts.name = req.name.empty() ? file_stem(req.input) : req.name;
+  opts.context_length = req.ctx;
+  if (!req.quiet)
+    opts.progress = [](const std::string& n, const std::vector<int64_t>& ne, const char* type) {
+      std::fprintf(stderr, "  %-28s %-14s %s\n", n.c_str(), shape_string(ne).c_str(), type);
+    };
+  return format::bitnet_llama2c::convert(req.input, req.vocab, req.output, opts);
+}
+
+bool is_hf_dir(const std::string& input) { return std::filesystem::is_directory(input); }
+
+Status import_hf(const ConvertRequest& req) {
+  format::hf::ConvertOptions opts;
+  opts.out_type = req.type;
+  opts.name = req.name;
+  if (!req.quiet) {
+    opts.progress = [](const std::string& name, const std::vector<int64_t>& ne, format::GgmlType t) {
+      std::fprintf(stderr, "  %-36s %-18s %s\n", name.c_str(), shape_string(ne).c_str(),
+                   format::ggml_type_name(t).c_str());
+    };
+    std::fprintf(stderr, "converting Hugging Face checkpoint '%s'\n", req.input.c_str());
+  }
+  return format::hf::convert(req.input, req.output, opts);
+}
+
 const Importer kImporters[] = {
+    {"hf", "Hugging Face folder (config.json, *.safetensors, tokenizer.json): HF_DIR [--type f32|f16|bf16]",
+     &is_hf_dir, &import_hf},
     {"llama2c", "llama2.c legacy checkpoint: --from llama2c MODEL.bin --vocab TOKENIZER.bin", nullptr,
      &import_llama2c},
+    {"bitnet-llama2c", "ternary llama2.c checkpoint: --from bitnet-llama2c MODEL.bin --vocab TOKENIZER.bin", nullptr,
+     &import_bitnet_llama2c},
 };
 
 std::string supported_list() {
@@ -120,6 +157,7 @@ void add_convert_command(CLI::App& app) {
   sub->add_option("--name", req->name, "general.name (default: the input's file name)");
   sub->add_option("--ctx", req->ctx,
                   "llama.context_length to record (default: the source's training context)");
+  sub->add_option("--type", req->type, "hf: output weight type f32|f16|bf16 (default: the checkpoint's)");
   sub->add_flag("-q,--quiet", req->quiet, "No progress output");
   sub->callback([req] { set_exit_code(run(*req)); });
 }

@@ -34,6 +34,8 @@ int run_main(int argc, char** argv) {
   add_synth_command(app);
   add_serve_command(app);
   add_experts_command(app);
+  add_quantize_command(app);
+  add_perplexity_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

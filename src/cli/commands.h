@@ -31,5 +31,7 @@ void add_serve_command(CLI::App& app);
 // `bench serve`, nested under `bench`; runs bench_callback when `bench` is used without it.
 void add_bench_serve_command(CLI::App* bench, std::function<void()> bench_callback);
 void add_experts_command(CLI::App& app);
+void add_quantize_command(CLI::App& app);
+void add_perplexity_command(CLI::App& app);
 
 }  // namespace chimera::cli

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "kernels/matmul_kquant.h"
+#include "kernels/matmul_ternary.h"
 #include "kernels/matmul_pack.h"
 #include "kernels/matmul_q_legacy.h"
 #include "kernels/matmul_tile.h"
@@ -148,6 +149,7 @@ CHIMERA_T_AVX2 void pack_bf16_as_f32_avx2(const float* x, int64_t k, void* out) 
 MatmulKernel matmul_kernel_avx2(format::GgmlType type) {
   if (MatmulKernel k = legacy::legacy_quant_kernel_avx2(type); k.gemm) return k;  // Q8_0/Q4_x/Q5_x/IQ4_NL
   if (MatmulKernel k = kquant_kernel_avx2(type); k.gemm) return k;                  // Q2_K..Q6_K
+  if (MatmulKernel k = ternary_kernel_avx2(type); k.gemm) return k;  // TQ1_0/TQ2_0
   switch (type) {
     case GgmlType::F32: return {nullptr, nullptr, gemm_avx2<WF32>, "gemm_f32_f32_avx2"};
     case GgmlType::F16: return {pack_f16_as_f32_avx2, act_bytes_f32, gemm_avx2<WF16>, "gemm_f16_f16_avx2"};

@@ -25,6 +25,7 @@
 #include <immintrin.h>
 
 #include "kernels/matmul_kquant.h"
+#include "kernels/matmul_ternary.h"
 #include "kernels/matmul_pack.h"
 #include "kernels/matmul_q_legacy.h"
 #include "kernels/matmul_tile.h"
@@ -215,6 +216,7 @@ CHIMERA_T_AVX512 void pack_bf16_avx512(const float* x, int64_t k, void* out) {
 
 MatmulKernel matmul_kernel_avx512(format::GgmlType type) {
   if (MatmulKernel k = kquant_kernel_avx512(type); k.gemm) return k;  // Q2_K..Q6_K
+  if (MatmulKernel k = ternary_kernel_avx512(type); k.gemm) return k;  // TQ1_0/TQ2_0
   switch (type) {
     case GgmlType::F32: return {nullptr, nullptr, gemm_avx512<KernelAvx512<WF32>>, "gemm_f32_f32_avx512"};
     case GgmlType::F16:
@@ -228,6 +230,7 @@ MatmulKernel matmul_kernel_avx512(format::GgmlType type) {
 MatmulKernel matmul_kernel_avx512vnni(format::GgmlType type) {
   if (MatmulKernel k = legacy::legacy_quant_kernel_avx512vnni(type); k.gemm) return k;  // Q8_0/Q4_x/Q5_x/IQ4_NL
   if (MatmulKernel k = kquant_kernel_avx512vnni(type); k.gemm) return k;                  // Q2_K..Q6_K
+  if (MatmulKernel k = ternary_kernel_avx512vnni(type); k.gemm) return k;  // TQ1_0/TQ2_0
   switch (type) {
     case GgmlType::BF16:
       return {pack_bf16_avx512, act_bytes_16bit, gemm_avx512<KernelBf16Dp>, "gemm_bf16_bf16_avx512bf16",

@@ -144,7 +144,11 @@ void kq_gemm(const KqTiles<kMaxRows, kMaxActs>& ts, const KqTypeInfo& t, KqDecod
       const int rr = (int)std::min<int64_t>(rows, r1 - r);
       for (int k = 0; k < rr; ++k) {
         const uint8_t* w = g.w + (size_t)(r + k) * g.w_stride;
+        // Decode streams weights from DRAM (GEMV): prefetch the next panel's
+        // row into L2 (read, moderate locality = T1).
+        const uint8_t* pf = w + (size_t)rows * g.w_stride;
         for (int64_t sb = 0; sb < nsb; ++sb) {
+          for (size_t o = 0; o < block_bytes; o += 64) __builtin_prefetch(pf + (size_t)sb * block_bytes + o, 0, 2);
           decode(w + (size_t)sb * block_bytes, &p.dec[k * nsb + sb], &p.dd[(k * nsb + sb) * 2]);
         }
       }

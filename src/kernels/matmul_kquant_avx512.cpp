@@ -2,6 +2,10 @@
 // Isa::kAvx512Vnni (vpdpwssd) for Q2_K, Q3_K, Q4_K, Q5_K, Q6_K weights x Q8_K
 // activations (ggml block_q8_K layout).
 //
+// GEMV (m == 1): a fused path (gemv_fused) unpacks Q4_K / Q5_K / Q6_K
+// straight from storage in registers, 4 rows at a time sharing the activation
+// loads, with an L2 prefetch of the next row group; same integer sums and f32
+// operation order as the tiles below, so bit-identical.
 // Layout: as the AVX2 kernels, a panel of up to 4 weight rows is decoded once
 // into KqDecoded (matmul_kquant.h) by the AVX2 decoders and reused by every
 // activation tile. Tiles of R rows x M activations (R, M <= 4; 16 zmm
@@ -158,6 +162,207 @@ CHIMERA_T_KQ512 void tile(const KqDecoded* dec, const float* dd, int64_t nsb, co
   }
 }
 
+// ---------------------------------------------------------------- fused GEMV
+// m == 1 (decode): no decoded panel. R weight rows are unpacked straight from
+// storage in registers, 128 elements (two 512-bit halves "lo"/"hi") at a time,
+// and share each activation load. Each 256-bit half of a 512-bit vector holds
+// 32 consecutive elements starting at a multiple of 32, so after the final
+// fold256 lane l again holds exactly S_l (matmul_kquant.h) — the integer sums
+// are the panel kernel's, and the f32 updates are the same operations in the
+// same order, so results are bit-identical to the tiled path (and to kScalar
+// / kAvx2).
+//   Q4_K/Q5_K: qs[64h..64h+63] & 0xF = elements [128h+0..31 | 128h+64..95] (lo),
+//              >> 4 = [128h+32..63 | 128h+96..127] (hi); scales per 32.
+//   Q6_K:      ql[64h..64h+63] & 0xF = [128h+0..63] (lo), >> 4 = [128h+64..127]
+//              (hi), high bits from qh[32h..32h+31] in both halves.
+CHIMERA_T_KQ512_INLINE float f16_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+// Q4_K / Q5_K packed scales -> 16 bytes [sc0..7 | m0..7] (ggml's utmp
+// shuffle, in SIMD; reads 4 bytes past the 12 scale bytes: still inside the
+// block, qh / qs follow).
+CHIMERA_T_KQ512_INLINE __m128i k4_scales_mins_v(const uint8_t* s12) {
+  const __m128i v = _mm_loadu_si128((const __m128i*)s12);
+  const __m128i a = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0));  // [u0, u2, u1, u2]
+  const __m128i b = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0));  // [u0, u0, u1, u1]
+  const __m128i lo = _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
+                                   _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+  const __m128i hi = _mm_and_si128(_mm_srli_epi32(b, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+  return _mm_or_si128(lo, hi);
+}
+
+// vpshufb control: in every 128-bit lane, all 8 words = word w of that lane.
+constexpr int shuf_word(int w) { return 0x02020202 * w + 0x01000100; }
+CHIMERA_T_KQ512_INLINE __m512i word_bcast_ctl(int w0, int w1, int w2, int w3) {
+  const __m128i l0 = _mm_set1_epi32(shuf_word(w0)), l1 = _mm_set1_epi32(shuf_word(w1));
+  const __m128i l2 = _mm_set1_epi32(shuf_word(w2)), l3 = _mm_set1_epi32(shuf_word(w3));
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(l1, l0)), _mm256_set_m128i(l3, l2), 1);
+}
+
+CHIMERA_T_KQ512_INLINE __m512i cat256(__m256i lo, __m256i hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+template <GgmlType T, int R, bool kVnni>
+CHIMERA_T_KQ512 void gemv_fused(const GemmArgs& g, int64_t r) {
+  constexpr bool kQ6 = T == GgmlType::Q6_K;
+  constexpr bool kQ5 = T == GgmlType::Q5_K;
+  constexpr size_t kBb = kQ6 ? sizeof(q::block_q6_K) : kQ5 ? sizeof(q::block_q5_K) : sizeof(q::block_q4_K);
+  constexpr size_t kAb = sizeof(q::block_q8_K);
+  const int64_t nsb = g.k / q::kQK_K;
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i m30 = _mm512_set1_epi8(0x30);
+  const __m512i b10 = _mm512_set1_epi8(0x10);
+  const __m512i off32 = _mm512_set1_epi8(32);
+  // Q6_K high bits: lo half 0 << 4, half 1 << 2; hi half 0 >> 0, half 1 >> 2.
+  const __m512i q6_sl = _mm512_set_epi64(2, 2, 2, 2, 4, 4, 4, 4);
+  const __m512i q6_sr = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0);
+  const uint8_t* W[R];
+  CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) W[rr] = g.w + (size_t)(r + rr) * g.w_stride;
+  __m256 acc[R];
+  __m128 accm[R];
+  float summs[R];
+  CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
+    acc[rr] = _mm256_setzero_ps();
+    accm[rr] = _mm_setzero_ps();
+    summs[rr] = 0.f;
+  }
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* A = g.a + (size_t)sb * kAb;
+    float dy;
+    std::memcpy(&dy, A, 4);
+    __m512i s[R], s2[R];
+    __m512i s16[R];
+    CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
+      s[rr] = _mm512_setzero_si512();
+      s2[rr] = _mm512_setzero_si512();
+      const uint8_t* blk = W[rr] + (size_t)sb * kBb;
+      // Prefetch the next row group's super-block (R rows further) into L2:
+      // far enough ahead to cover DRAM latency, same order as the compute
+      // (T1 measured ~1.5x faster than T0 or none for cold weights).
+      const char* pf = (const char*)(blk + (size_t)R * g.w_stride);
+      CHIMERA_UNROLL for (size_t o = 0; o < kBb; o += 64) _mm_prefetch(pf + o, _MM_HINT_T1);
+      if constexpr (kQ6) {
+        s16[rr] = _mm512_castsi256_si512(
+            _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(blk + offsetof(q::block_q6_K, scales)))));
+      } else {
+        s16[rr] = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(k4_scales_mins_v(blk + 4)));
+      }
+    }
+    [[maybe_unused]] __m512i qh5;
+    CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
+      __m512i alo, ahi;
+      if constexpr (kQ6) {
+        alo = _mm512_loadu_si512(A + 4 + 128 * h);
+        ahi = _mm512_loadu_si512(A + 4 + 128 * h + 64);
+      } else {
+        alo = cat256(_mm256_loadu_si256((const __m256i*)(A + 4 + 128 * h)),
+                     _mm256_loadu_si256((const __m256i*)(A + 4 + 128 * h + 64)));
+        ahi = cat256(_mm256_loadu_si256((const __m256i*)(A + 4 + 128 * h + 32)),
+                     _mm256_loadu_si256((const __m256i*)(A + 4 + 128 * h + 96)));
+      }
+      [[maybe_unused]] __m512i olo, ohi;
+      if constexpr (kQ6) {
+        olo = _mm512_maddubs_epi16(off32, alo);
+        ohi = _mm512_maddubs_epi16(off32, ahi);
+      }
+      // Scale vectors by in-lane vpshufb from the scales broadcast to every
+      // 128-bit lane (Q4_K/Q5_K: words 0..7 = sub-block scales; Q6_K: words
+      // 8h..8h+7 of the 16 group scales).
+      const __m512i ilo = kQ6 ? word_bcast_ctl(0, 1, 2, 3) : word_bcast_ctl(4 * h, 4 * h, 4 * h + 2, 4 * h + 2);
+      const __m512i ihi = kQ6 ? word_bcast_ctl(4, 5, 6, 7) : word_bcast_ctl(4 * h + 1, 4 * h + 1, 4 * h + 3, 4 * h + 3);
+      CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
+        const uint8_t* blk = W[rr] + (size_t)sb * kBb;
+        const __m512i bsc = _mm512_broadcast_i32x4(kQ6 && h == 1 ? _mm512_extracti32x4_epi32(s16[rr], 1)
+                                                                 : _mm512_castsi512_si128(s16[rr]));
+        __m512i wlo, whi;
+        if constexpr (kQ6) {
+          const __m512i L = _mm512_loadu_si512(blk + 64 * h);
+          const __m512i QH = _mm512_broadcast_i64x4(
+              _mm256_loadu_si256((const __m256i*)(blk + offsetof(q::block_q6_K, qh) + 32 * h)));
+          wlo = _mm512_or_si512(_mm512_and_si512(L, m4), _mm512_and_si512(_mm512_sllv_epi64(QH, q6_sl), m30));
+          whi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), m4),
+                                _mm512_and_si512(_mm512_srlv_epi64(QH, q6_sr), m30));
+        } else {
+          const __m512i L = _mm512_loadu_si512(blk + (kQ5 ? 48 : 16) + 64 * h);
+          wlo = _mm512_and_si512(L, m4);
+          whi = _mm512_and_si512(_mm512_srli_epi16(L, 4), m4);
+          if constexpr (kQ5) {
+            // qh bit b of each byte -> bit 4: rotate each qword left by (4 - b) mod 64.
+            const __m512i QH = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i*)(blk + 16)));
+            const __m512i rlo = h == 0 ? _mm512_set_epi64(2, 2, 2, 2, 4, 4, 4, 4)
+                                       : _mm512_set_epi64(62, 62, 62, 62, 0, 0, 0, 0);
+            const __m512i rhi = h == 0 ? _mm512_set_epi64(1, 1, 1, 1, 3, 3, 3, 3)
+                                       : _mm512_set_epi64(61, 61, 61, 61, 63, 63, 63, 63);
+            wlo = _mm512_or_si512(wlo, _mm512_and_si512(_mm512_rolv_epi64(QH, rlo), b10));
+            whi = _mm512_or_si512(whi, _mm512_and_si512(_mm512_rolv_epi64(QH, rhi), b10));
+          }
+        }
+        __m512i plo = _mm512_maddubs_epi16(wlo, alo);
+        __m512i phi = _mm512_maddubs_epi16(whi, ahi);
+        if constexpr (kQ6) {
+          plo = _mm512_sub_epi16(plo, olo);
+          phi = _mm512_sub_epi16(phi, ohi);
+        }
+        // two independent chains per row (exact int32; joined below)
+        s[rr] = Acc<kVnni>::step(s[rr], plo, _mm512_shuffle_epi8(bsc, ilo));
+        s2[rr] = Acc<kVnni>::step(s2[rr], phi, _mm512_shuffle_epi8(bsc, ihi));
+      }
+    }
+    [[maybe_unused]] __m128i bsp;
+    if constexpr (!kQ6) {
+      // per-sub-block activation sums (bsums pairs), shared by the rows
+      const __m128i b0 = _mm_loadu_si128((const __m128i*)(A + 260));
+      const __m128i b1 = _mm_loadu_si128((const __m128i*)(A + 276));
+      bsp = _mm_hadd_epi16(b0, b1);
+    }
+    CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
+      const uint8_t* blk = W[rr] + (size_t)sb * kBb;
+      const __m256i S = fold256(_mm512_add_epi32(s[rr], s2[rr]));
+      if constexpr (kQ6) {
+        const float d = dy * f16_at(blk + offsetof(q::block_q6_K, d));
+        acc[rr] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(S), acc[rr]);
+      } else {
+        const float d = dy * f16_at(blk);
+        const float dm = -dy * f16_at(blk + 2);
+        // 4 lanes: m_2k * bsp_2k + m_2k+1 * bsp_2k+1 = B_2k + B_2k+1
+        const __m128i b4 = _mm_madd_epi16(_mm512_extracti32x4_epi32(s16[rr], 1), bsp);
+        if constexpr (kQ5) {
+          __m128i t = _mm_add_epi32(b4, _mm_unpackhi_epi64(b4, b4));
+          t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 1));
+          summs[rr] = std::fma(dm, (float)_mm_cvtsi128_si32(t), summs[rr]);
+        } else {
+          accm[rr] = _mm_fmadd_ps(_mm_set1_ps(dm), _mm_cvtepi32_ps(b4), accm[rr]);
+        }
+        acc[rr] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(S), acc[rr]);
+      }
+    }
+  }
+  constexpr KqMin kMin = kQ6 ? KqMin::kNone : kQ5 ? KqMin::kSum : KqMin::kLanes4;
+  CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
+    alignas(32) float a8[8];
+    alignas(16) float m4v[4];
+    _mm256_store_ps(a8, acc[rr]);
+    _mm_store_ps(m4v, accm[rr]);
+    g.y[r + rr] = detail::kq_finish(a8, m4v, summs[rr], kMin);
+  }
+}
+
+template <GgmlType T, bool kVnni>
+void gemv_fused_range(const GemmArgs& g, int64_t r0, int64_t r1) {
+  int64_t r = r0;
+  for (; r + 4 <= r1; r += 4) gemv_fused<T, 4, kVnni>(g, r);
+  switch (r1 - r) {
+    case 3: gemv_fused<T, 3, kVnni>(g, r); break;
+    case 2: gemv_fused<T, 2, kVnni>(g, r); break;
+    case 1: gemv_fused<T, 1, kVnni>(g, r); break;
+    default: break;
+  }
+}
+
 constexpr int kRows = 4, kActs = 4;
 
 template <bool kOffset, bool kVnni>
@@ -180,6 +385,15 @@ struct TileTables {
 
 template <GgmlType T, bool kVnni>
 void gemm_kq512(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+  if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q5_K || T == GgmlType::Q6_K) {
+    if (i1 - i0 == 1) {
+      GemmArgs g1 = g;
+      g1.a = g.a + (size_t)i0 * g.a_stride;
+      g1.y = g.y + i0 * g.ldy;
+      gemv_fused_range<T, kVnni>(g1, r0, r1);
+      return;
+    }
+  }
   const KqTypeInfo* t = kq_type_info(T);
   detail::kq_gemm(t->offset ? TileTables<kVnni>::offset : TileTables<kVnni>::plain, *t, kq_decode_avx2(T), g, r0, r1,
                   i0, i1);

@@ -58,6 +58,12 @@ struct KernelVnni {
       __m256 dw[R], mw[R];
       CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
         const uint8_t* blk = w + rr * ws + b * kInfo.bytes;
+        // GEMV streams the weights from DRAM: prefetch the next row group's
+        // block at the same position (R rows ahead).
+        if constexpr (M == 1) {
+          if ((b & 1) == 0) _mm_prefetch((const char*)(blk + (size_t)R * ws), _MM_HINT_T1);
+          if constexpr (kInfo.bytes > 32) _mm_prefetch((const char*)(blk + (size_t)R * ws + 64), _MM_HINT_T1);
+        }
         uv[rr] = x86::decode<T>(blk, tab);
         if constexpr (T == GgmlType::Q8_0) uv[rr] = _mm256_xor_si256(uv[rr], flip);
         dw[rr] = x86::f16_bcast(blk);

@@ -8,6 +8,7 @@
 
 #include "core/fp16.h"
 #include "kernels/matmul_kquant.h"
+#include "kernels/matmul_ternary.h"
 #include "kernels/matmul_pack.h"
 #include "kernels/matmul_q_legacy.h"
 #include "kernels/type_traits.h"
@@ -74,6 +75,7 @@ void gemm_scalar(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t 
 MatmulKernel matmul_kernel_scalar(format::GgmlType type) {
   if (MatmulKernel k = legacy::legacy_quant_kernel_scalar(type); k.gemm) return k;  // Q8_0/Q4_x/Q5_x/IQ4_NL
   if (MatmulKernel k = kquant_kernel_scalar(type); k.gemm) return k;                  // Q2_K..Q6_K
+  if (MatmulKernel k = ternary_kernel_scalar(type); k.gemm) return k;  // TQ1_0/TQ2_0
   switch (type) {
     case GgmlType::F32: return {nullptr, nullptr, gemm_scalar<LoadF32>, "gemm_f32_f32_scalar"};
     case GgmlType::F16: return {pack_f16_as_f32_scalar, act_bytes_f32, gemm_scalar<LoadF16>, "gemm_f16_f16_scalar"};

@@ -10,6 +10,7 @@
 #include "core/fp16.h"
 #include "quant/kquant_blocks.h"
 #include "quant/legacy_blocks.h"
+#include "quant/ternary_blocks.h"
 
 namespace chimera::kernels {
 namespace {
@@ -104,6 +105,10 @@ struct Table {
                                  quant_to_f32<block_q5_K, dequantize_row_q5_K>));
     entries.push_back(make_entry(GgmlType::Q6_K, GgmlType::Q8_K, 256, sizeof(block_q6_K), q8_K,
                                  quant_to_f32<block_q6_K, dequantize_row_q6_K>));
+    entries.push_back(make_entry(GgmlType::TQ1_0, GgmlType::Q8_K, 256, sizeof(block_tq1_0), q8_K,
+                                 quant_to_f32<block_tq1_0, dequantize_row_tq1_0>));
+    entries.push_back(make_entry(GgmlType::TQ2_0, GgmlType::Q8_K, 256, sizeof(block_tq2_0), q8_K,
+                                 quant_to_f32<block_tq2_0, dequantize_row_tq2_0>));
   }
 };
 

@@ -11,6 +11,8 @@ Result<std::unique_ptr<Model>> load_dream(const format::GgufFile& gguf);  // mod
 Result<std::unique_ptr<Model>> load_mamba(const format::GgufFile& gguf);
 Result<std::unique_ptr<Model>> load_mamba2(const format::GgufFile& gguf);
 Result<std::unique_ptr<Model>> load_granitehybrid(const format::GgufFile& gguf);
+Result<std::unique_ptr<Model>> load_bitnet(const format::GgufFile& gguf);  // models/bitnet.cpp
+Result<std::unique_ptr<Model>> load_phi4flash(const format::GgufFile& gguf);
 
 const std::vector<RegistryEntry>& model_registry() {
   static const std::vector<RegistryEntry> kRegistry = {
@@ -21,6 +23,8 @@ const std::vector<RegistryEntry>& model_registry() {
       {"mamba", load_mamba},
       {"mamba2", load_mamba2},
       {"granitehybrid", load_granitehybrid},
+      {"bitnet", load_bitnet},
+      {"phi4flash", load_phi4flash},
   };
   return kRegistry;
 }

@@ -288,7 +288,8 @@ TEST(Server, DisconnectMidStreamFreesSlot) {
                {"stream", true}};
   StreamResult s = post_stream(*c, "/v1/completions", body, /*abort_after=*/3);
   EXPECT_FALSE(s.got_done);
-  EXPECT_EQ(s.pieces.size(), 3u);
+  EXPECT_EQ(s.pieces.size(), 3u) << "transport_ok=" << s.transport_ok << " status=" << s.status
+                                 << " error=" << s.error.dump() << "\nserver log:\n" << srv.log();
   // The engine notices at its next write and frees the slot.
   double running = -1, cancelled = -1;
   for (int i = 0; i < 200; ++i) {  // <= 10 s

@@ -61,6 +61,7 @@ struct SynthType {
   format::GgmlType matrix;     // storage type for weight matrices
   uint32_t file_type;          // general.file_type (llama_ftype numbering)
   // Storage type of one tensor (1-D tensors stay F32 as llama.cpp's converter does).
+  // Null for quantization mixes: quant::choose_tensor_type decides (see synth_types.cpp).
   format::GgmlType (*rule)(const SynthType& self, const SynthTensor& t);
 };
 const std::vector<SynthType>& synth_types();

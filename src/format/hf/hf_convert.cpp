@@ -1,0 +1,168 @@
+// The generic Hugging Face -> GGUF driver (see hf_convert.h for the design):
+// folder -> family (by config.json model_type) -> hyper-parameters and layer
+// kinds -> tokenizer keys -> tensors via the family's rule table.
+// Invariants: every checkpoint tensor is claimed by exactly one rule; tensors
+// whose stored type already equals the output type and need no transform are
+// written straight from the memory map (no copy); everything else is widened to
+// f32, transformed and narrowed once. A failed conversion leaves no file.
+#include "format/hf/hf_convert.h"
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "core/fp16.h"
+#include "format/safetensors/safetensors.h"
+
+namespace chimera::format::hf {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+namespace st = format::safetensors;
+
+std::string subst(const char* pattern, int64_t i) {
+  std::string s(pattern);
+  const size_t p = s.find("{i}");
+  if (p != std::string::npos) s.replace(p, 3, std::to_string(i));
+  return s;
+}
+
+struct Claim {
+  const TensorRule* rule;
+  int64_t layer;  // -1: global
+};
+
+Result<GgmlType> resolve_type(const std::string& name, const st::Checkpoint& ck) {
+  if (name == "f32") return GgmlType::F32;
+  if (name == "f16") return GgmlType::F16;
+  if (name == "bf16") return GgmlType::BF16;
+  if (!name.empty()) return invalid_argument("--type must be f32, f16 or bf16 (got '" + name + "')");
+  for (const st::TensorInfo* t : ck.tensors()) {
+    if (t->shape.size() < 2) continue;
+    if (t->dtype == st::Dtype::BF16) return GgmlType::BF16;
+    if (t->dtype == st::Dtype::F16) return GgmlType::F16;
+    return GgmlType::F32;
+  }
+  return GgmlType::F32;
+}
+
+Status add_tensor(GgufWriter& w, const st::TensorInfo& t, const std::string& gname, const TensorRule& r,
+                  GgmlType out_type, const ConvertOptions& opts) {
+  std::vector<int64_t> shape = t.shape;
+  if (r.transform == Transform::kSqueezeMiddle) {
+    if (shape.size() != 3 || shape[1] != 1)
+      return invalid_argument("tensor '" + t.name + "' " + t.shape_string() + " is not [C, 1, K]");
+    shape = {shape[0], shape[2]};
+  }
+  if (shape.empty()) shape = {1};
+  const GgmlType type = (r.keep_f32 || shape.size() == 1 || r.transform != Transform::kNone) ? GgmlType::F32 : out_type;
+  std::vector<int64_t> ne(shape.rbegin(), shape.rend());
+  if (opts.progress) opts.progress(gname, ne, type);
+  const bool same = (type == GgmlType::F32 && t.dtype == st::Dtype::F32) ||
+                    (type == GgmlType::F16 && t.dtype == st::Dtype::F16) ||
+                    (type == GgmlType::BF16 && t.dtype == st::Dtype::BF16);
+  if (same && r.transform == Transform::kNone) return w.add_tensor(gname, type, ne, t.data, t.n_bytes());
+  auto f = st::to_f32(t);
+  if (!f) return f.status();
+  std::vector<float>& v = f.value();
+  if (r.transform == Transform::kNegExp)
+    for (float& x : v) x = -std::exp(x);
+  std::vector<uint8_t> bytes;
+  if (type == GgmlType::F32) {
+    bytes.resize(v.size() * 4);
+    std::memcpy(bytes.data(), v.data(), bytes.size());
+  } else {
+    bytes.resize(v.size() * 2);
+    for (size_t i = 0; i < v.size(); ++i) {
+      const uint16_t h = type == GgmlType::F16 ? f32_to_f16(v[i]) : f32_to_bf16(v[i]);
+      std::memcpy(bytes.data() + 2 * i, &h, 2);
+    }
+  }
+  return w.add_tensor_copy(gname, type, ne, std::move(bytes));
+}
+
+Status convert_impl(const std::string& hf_dir, const std::string& out, const ConvertOptions& opts) {
+  if (!fs::is_directory(hf_dir)) return invalid_argument("'" + hf_dir + "' is not a folder");
+  const std::string cpath = (fs::path(hf_dir) / "config.json").string();
+  CHIMERA_ASSIGN_OR_RETURN(json config, read_json(cpath));
+  if (!config.is_object()) return invalid_argument("'" + cpath + "' is not a JSON object");
+  auto mt = config.find("model_type");
+  if (mt == config.end() || !mt->is_string()) return invalid_argument("'" + cpath + "' has no string 'model_type'");
+  const std::string model_type = mt->get<std::string>();
+  const FamilySpec* fam = nullptr;
+  std::string known;
+  for (const FamilySpec& f : families())
+    for (const char* m : f.model_types) {
+      known += std::string(known.empty() ? "" : ", ") + m;
+      if (model_type == m) fam = &f;
+    }
+  if (!fam) return unsupported("model_type '" + model_type + "' is not supported (supported: " + known + ")");
+
+  auto ck_r = st::Checkpoint::open(hf_dir);
+  if (!ck_r) return ck_r.status();
+  const st::Checkpoint& ck = *ck_r.value();
+  CHIMERA_ASSIGN_OR_RETURN(GgmlType out_type, resolve_type(opts.out_type, ck));
+
+  GgufWriter w;
+  w.set("general.architecture", GgufValue::from_string(fam->arch));
+  std::string name = opts.name;
+  if (name.empty()) name = fs::path(hf_dir).filename().string();
+  if (name.empty()) name = fs::path(hf_dir).parent_path().filename().string();  // "dir/"
+  w.set("general.name", GgufValue::from_string(name));
+  w.set("general.file_type", GgufValue::from_u32(out_type == GgmlType::F32 ? 0 : out_type == GgmlType::F16 ? 1 : 32));
+  std::vector<int> kinds;
+  Status hs = fam->hparams(config, w, &kinds);
+  if (!hs) return hs.with_context("'" + cpath + "'");
+  CHIMERA_RETURN_IF_ERROR(write_tokenizer(hf_dir, config, w));
+
+  // Expand the rule table into the exact names this layer plan expects.
+  std::map<std::string, Claim> expected;
+  for (const TensorRule& r : fam->rules) {
+    if (std::string(r.hf).find("{i}") == std::string::npos) {
+      expected[r.hf] = {&r, -1};
+      continue;
+    }
+    for (size_t i = 0; i < kinds.size(); ++i)
+      if (r.kinds & (1u << kinds[i])) {
+        const std::string n = subst(r.hf, (int64_t)i);
+        if (expected.count(n)) return internal_error("two rules claim '" + n + "'");
+        expected[n] = {&r, (int64_t)i};
+      }
+  }
+  for (const st::TensorInfo* t : ck.tensors())
+    if (!expected.count(t->name))
+      return unsupported("checkpoint tensor '" + t->name + "' " + t->shape_string() + " has no rule for arch " +
+                         fam->arch + " (layer plan mismatch or unknown layout)");
+  // Write in rule order, layer by layer: globals first, then blk.0, blk.1, ...
+  for (int64_t layer = -1; layer < (int64_t)kinds.size(); ++layer) {
+    for (const TensorRule& r : fam->rules) {
+      const bool per_layer = std::string(r.hf).find("{i}") != std::string::npos;
+      if (per_layer != (layer >= 0)) continue;
+      if (per_layer && !(r.kinds & (1u << kinds[(size_t)layer]))) continue;
+      const std::string hn = subst(r.hf, layer);
+      const st::TensorInfo* t = ck.find(hn);
+      if (!t) {
+        if (r.optional) continue;
+        return not_found("checkpoint has no tensor '" + hn + "' (required by arch " + fam->arch + ")");
+      }
+      Status s = add_tensor(w, *t, subst(r.gguf, layer), r, out_type, opts);
+      if (!s) return s.with_context("tensor '" + hn + "'");
+    }
+  }
+  return w.write(out);
+}
+
+}  // namespace
+
+Status convert(const std::string& hf_dir, const std::string& out, const ConvertOptions& opts) {
+  Status s = convert_impl(hf_dir, out, opts);
+  if (!s) {
+    std::error_code ec;
+    fs::remove(out, ec);
+  }
+  return s;
+}
+
+}  // namespace chimera::format::hf

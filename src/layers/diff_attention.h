@@ -1,0 +1,50 @@
+// Differential attention (Phi-4-mini-flash / SambaY; ARCHITECTURES.md §1.4),
+// no positional encoding. Heads pair as (2p, 2p+1); query pair p reads KV pair
+// g = p / (H / KVH); the pair's two V heads are concatenated (width 2·hd):
+//   A1 = softmax(s·q1·k1ᵀ), A2 = softmax(s·q2·k2ᵀ), s = 1/sqrt(hd)
+//   O  = A1·V − λ·A2·V;  O = RMSNorm(O; sub_norm, 1e-5) · (1 − λ_init)
+//   λ  = exp(λq1·λk1) − exp(λq2·λk2) + λ_init,  λ_init = 0.8 − 0.6·exp(−0.3·layer)
+// Self layers project q|k|v (attn_qkv) and append K/V rows to their KvCache;
+// cross layers project Q only (attn_q) and read another layer's cache. A query
+// at position p sees keys max(0, p − W + 1) … p (W = window; 0 = unbounded).
+// Invariants: fp32 throughout; every query row is computed independently with
+// a fixed summation order, so batch / chunk / step and thread counts agree.
+#pragma once
+
+#include "core/memory.h"
+#include "layers/linear.h"
+#include "layers/state.h"
+
+namespace chimera::layers {
+
+struct DiffAttentionConfig {
+  int64_t n_embd = 0, n_head = 0, n_head_kv = 0, head_dim = 0;
+  int64_t window = 0;  // 0: full causal
+  bool cross = false;  // Q only; K/V from another layer's cache
+  float lambda_init = 0.f;
+  float eps = 1e-5f;
+  KvSpec kv_spec() const { return {n_head_kv * head_dim, n_head_kv * head_dim}; }
+};
+
+struct DiffAttentionWeights {
+  Linear qkv;  // self: [n_embd] -> [(H + 2·KVH)·hd]; cross: [n_embd] -> [H·hd]
+  Linear out;
+  Vec sub_norm;      // [2·hd]
+  float lambda = 0;  // λ (full), computed at load
+};
+
+Result<DiffAttentionWeights> bind_diff_attention(const WeightBinder& b, const std::string& prefix,
+                                                 const DiffAttentionConfig& c);
+
+struct DiffAttentionScratch {
+  AlignedBuffer<float> qkv, o;
+  void reserve(const DiffAttentionConfig& c, int64_t max_tokens);
+};
+
+// out[T][n_embd] for rows h[T] at positions pos0.. . Self layers write K/V rows
+// pos0..pos0+T-1 into `kv` first; cross layers only read `kv` (rows 0..pos of
+// each query must already be there). out may alias h.
+void diff_attention_forward(const DiffAttentionConfig& c, const DiffAttentionWeights& w, const float* h, int64_t T,
+                            int64_t pos0, KvCache& kv, DiffAttentionScratch& s, float* out, ThreadPool* pool);
+
+}  // namespace chimera::layers

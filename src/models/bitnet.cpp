@@ -1,0 +1,246 @@
+// BitNet b1.58 family as llama.cpp defines it (arch "bitnet", llm_build_bitnet)
+// plus the squared-ReLU variant of Microsoft's BitNet b1.58 2B-4T conversions.
+//
+// One layer, x the residual stream (all f32; matmuls through the weight-type
+// table, so TQ1_0/TQ2_0 weights multiply Q8_K-quantized activations exactly as
+// llama.cpp's CPU build does):
+//   h = rms_norm(x) * attn_norm
+//   q, k, v = h·Wq (* attn_q.scale), h·Wk (* attn_k.scale), h·Wv (* attn_v.scale)
+//   RoPE NEOX (rotate halves; llama.cpp's rope type for LLM_ARCH_BITNET — the
+//   HF converter does not permute Q/K), causal GQA softmax attention
+//   o = rms_norm(attn) * attn_sub_norm, then ·Wo (* attn_output.scale)
+//   x += o
+//   h = rms_norm(x) * ffn_norm
+//   g = act(h·Wgate (* ffn_gate.scale)) ⊙ (h·Wup (* ffn_up.scale))
+//   x += (rms_norm(g) * ffn_sub_norm)·Wdown (* ffn_down.scale)
+// then output_norm and the lm-head (output.weight or tied token_embd).
+// The per-tensor scales are the optional 1-element "<tensor>.scale" F32
+// tensors llama.cpp's loader reads (wq_scale, ... ffn_down_scale); multiplying
+// after the matmul matches its ggml_mul.
+// Activation `act`: arch "bitnet" is SiLU (llama.cpp's graph: LLM_FFN_SILU,
+// LLM_FFN_PAR; the architecture has no activation key). The published GGUF
+// conversions of BitNet b1.58 2B-4T (microsoft/bitnet-b1.58-2B-4T-gguf, made by
+// Microsoft's bitnet.cpp fork of llama.cpp) mark the model by its architecture
+// name: "bitnet-b1.58" (current) or "bitnet-25" (the first April-2025 upload);
+// their graph uses LLM_FFN_RELU_SQR, act(z) = max(z, 0)^2. Both names load here
+// with hyper-parameter keys under their own prefix; those files store weights
+// as I2_S (ggml type 36), which the type table does not know, so they load only
+// after re-quantizing to TQ1_0/TQ2_0.
+// Precision/tolerance: f32 everywhere outside the matmuls; golden cases
+// tiny-bitnet / tiny-bitnet-long hold llama.cpp logits to the quantized
+// tolerance (0.03 x scale).
+#include <cmath>
+
+#include "kernels/attention.h"
+#include "kernels/ops.h"
+#include "layers/linear.h"
+#include "layers/weights.h"
+#include "models/hparams.h"
+#include "models/model.h"
+#include "models/transformer_util.h"
+
+namespace chimera::models {
+namespace {
+
+enum class FfnAct { kSilu, kReluSqr };
+
+struct ScaledLinear {
+  layers::Linear lin;
+  float scale = 1.f;
+  bool has_scale = false;
+  void apply(const float* x, int64_t m, int64_t ldx, float* y, int64_t ldy, ThreadPool* pool) const {
+    lin.apply(x, m, ldx, y, ldy, pool);
+    if (has_scale)
+      for (int64_t i = 0; i < m; ++i) kernels::scale(y + i * ldy, scale, lin.out());
+  }
+};
+
+Result<ScaledLinear> bind_scaled(const layers::WeightBinder& b, const std::string& name, int64_t in, int64_t out) {
+  ScaledLinear s;
+  CHIMERA_ASSIGN_OR_RETURN(s.lin, layers::bind_linear(b, name, in, out));
+  CHIMERA_ASSIGN_OR_RETURN(layers::Vec sc, b.optional_vector(name + ".scale", 1));
+  if (sc.present()) {
+    s.has_scale = true;
+    s.scale = sc.ptr()[0];
+  }
+  return s;
+}
+
+struct BitnetLayer {
+  layers::Vec attn_norm, attn_sub_norm, ffn_norm, ffn_sub_norm;
+  ScaledLinear wq, wk, wv, wo, gate, up, down;
+};
+
+class BitnetModel final : public Model {
+ public:
+  BitnetModel(std::string arch, FfnAct act) : arch_(std::move(arch)), act_(act) {}
+
+  std::vector<layers::LayerStateSpec> state_specs() const override {
+    return std::vector<layers::LayerStateSpec>(layers_.size(), layers::KvSpec{n_head_kv_ * head_dim_, n_head_kv_ * head_dim_});
+  }
+
+  Status init(const format::GgufFile& g) {
+    HParams hp(g, arch_);
+    CHIMERA_ASSIGN_OR_RETURN(n_embd_, hp.count("embedding_length", 1 << 20));
+    CHIMERA_ASSIGN_OR_RETURN(int64_t n_layer, hp.count("block_count", 4096));
+    CHIMERA_ASSIGN_OR_RETURN(n_ff_, hp.count("feed_forward_length", 1 << 22));
+    CHIMERA_ASSIGN_OR_RETURN(n_head_, hp.count("attention.head_count", 1 << 14));
+    n_head_kv_ = hp.count_or("attention.head_count_kv", n_head_);
+    if (n_head_kv_ < 1 || n_head_ % n_head_kv_ != 0) return invalid_argument("head_count must be a multiple of head_count_kv");
+    head_dim_ = hp.count_or("attention.key_length", n_embd_ / n_head_);
+    if (head_dim_ < 1 || hp.count_or("attention.value_length", head_dim_) != head_dim_)
+      return invalid_argument("unsupported attention head sizes");
+    eps_ = hp.real_or("attention.layer_norm_rms_epsilon", 1e-5f);
+    info_.n_ctx_train = hp.count_or("context_length", 2048);
+    info_.n_layer = n_layer;
+    info_.n_embd = n_embd_;
+    const int64_t n_rot = hp.count_or("rope.dimension_count", head_dim_);
+    if (n_rot > head_dim_) return invalid_argument("rope.dimension_count exceeds the head size");
+    CHIMERA_ASSIGN_OR_RETURN(rope_, read_rope(hp, kernels::RopeMode::kNeox, n_rot, info_.n_ctx_train));
+
+    layers::WeightBinder b(g);
+    CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
+    info_.n_vocab = embd_.output.rows;
+    const int64_t nq = n_head_ * head_dim_, nkv = n_head_kv_ * head_dim_;
+    layers_.resize((size_t)n_layer);
+    for (int64_t i = 0; i < n_layer; ++i) {
+      const std::string p = "blk." + std::to_string(i);
+      BitnetLayer& L = layers_[(size_t)i];
+      CHIMERA_ASSIGN_OR_RETURN(L.attn_norm, b.vector(p + ".attn_norm.weight", n_embd_));
+      CHIMERA_ASSIGN_OR_RETURN(L.attn_sub_norm, b.vector(p + ".attn_sub_norm.weight", nq));
+      CHIMERA_ASSIGN_OR_RETURN(L.ffn_norm, b.vector(p + ".ffn_norm.weight", n_embd_));
+      CHIMERA_ASSIGN_OR_RETURN(L.ffn_sub_norm, b.vector(p + ".ffn_sub_norm.weight", n_ff_));
+      CHIMERA_ASSIGN_OR_RETURN(L.wq, bind_scaled(b, p + ".attn_q", n_embd_, nq));
+      CHIMERA_ASSIGN_OR_RETURN(L.wk, bind_scaled(b, p + ".attn_k", n_embd_, nkv));
+      CHIMERA_ASSIGN_OR_RETURN(L.wv, bind_scaled(b, p + ".attn_v", n_embd_, nkv));
+      CHIMERA_ASSIGN_OR_RETURN(L.wo, bind_scaled(b, p + ".attn_output", nq, n_embd_));
+      CHIMERA_ASSIGN_OR_RETURN(L.gate, bind_scaled(b, p + ".ffn_gate", n_embd_, n_ff_));
+      CHIMERA_ASSIGN_OR_RETURN(L.up, bind_scaled(b, p + ".ffn_up", n_embd_, n_ff_));
+      CHIMERA_ASSIGN_OR_RETURN(L.down, bind_scaled(b, p + ".ffn_down", n_ff_, n_embd_));
+    }
+    info_.weight_bytes = g.tensor_bytes();
+    ws_.n_embd = n_embd_;
+    q_.resize((size_t)(kMaxUbatch * nq));
+    attn_.resize((size_t)(kMaxUbatch * nq));
+    g_.resize((size_t)(kMaxUbatch * n_ff_));
+    u_.resize((size_t)(kMaxUbatch * n_ff_));
+    return Status::ok();
+  }
+
+ protected:
+  void forward_impl(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
+                    ThreadPool* pool) override {
+    for (int64_t done = 0; done < n; done += kMaxUbatch) {
+      const int64_t T = std::min(kMaxUbatch, n - done);
+      ubatch(st, tokens + done, T, which, logits, done, done + T == n, pool);
+    }
+  }
+
+ private:
+  static constexpr int64_t kMaxUbatch = 256;
+
+  void attention(const BitnetLayer& L, const float* h, int64_t T, int64_t pos0, layers::KvCache& cache, float* out,
+                 ThreadPool* pool) {
+    const int64_t nq = n_head_ * head_dim_, nkv = n_head_kv_ * head_dim_;
+    float* q = q_.data();
+    float* k = cache.k_row(pos0);
+    float* v = cache.v_row(pos0);
+    L.wq.apply(h, T, n_embd_, q, nq, pool);
+    L.wk.apply(h, T, n_embd_, k, nkv, pool);
+    L.wv.apply(h, T, n_embd_, v, nkv, pool);
+    for (int64_t t = 0; t < T; ++t) {
+      kernels::rope(q + t * nq, n_head_, head_dim_, pos0 + t, rope_);
+      kernels::rope(k + t * nkv, n_head_kv_, head_dim_, pos0 + t, rope_);
+    }
+    kernels::AttentionParams ap;
+    ap.n_head = n_head_;
+    ap.n_head_kv = n_head_kv_;
+    ap.head_dim = head_dim_;
+    ap.scale = 1.0f / std::sqrt((float)head_dim_);
+    ap.causal = true;
+    kernels::attention(ap, q, T, nq, pos0, cache.k(), nkv, cache.v(), nkv, pos0 + T, attn_.data(), nq, pool);
+    for (int64_t t = 0; t < T; ++t)
+      kernels::rms_norm(attn_.data() + t * nq, L.attn_sub_norm.ptr(), attn_.data() + t * nq, nq, eps_);
+    L.wo.apply(attn_.data(), T, nq, out, n_embd_, pool);
+  }
+
+  void ffn(const BitnetLayer& L, const float* h, int64_t T, float* out, ThreadPool* pool) {
+    float* gt = g_.data();
+    float* up = u_.data();
+    L.gate.apply(h, T, n_embd_, gt, n_ff_, pool);
+    L.up.apply(h, T, n_embd_, up, n_ff_, pool);
+    const int64_t n = T * n_ff_;
+    if (act_ == FfnAct::kSilu) {
+      kernels::silu_mul(gt, up, gt, n);
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        const float r = gt[i] > 0.f ? gt[i] : 0.f;
+        gt[i] = r * r * up[i];
+      }
+    }
+    for (int64_t t = 0; t < T; ++t) kernels::rms_norm(gt + t * n_ff_, L.ffn_sub_norm.ptr(), gt + t * n_ff_, n_ff_, eps_);
+    L.down.apply(gt, T, n_ff_, out, n_embd_, pool);
+  }
+
+  void ubatch(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits, int64_t row0,
+              bool last_chunk, ThreadPool* pool) {
+    ws_.reserve(T);
+    float* x = ws_.x.data();
+    float* h = ws_.h.data();
+    embed_tokens(embd_.tok, tokens, T, x);
+    const int64_t pos0 = st.n_past();
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      const BitnetLayer& L = layers_[l];
+      for (int64_t t = 0; t < T; ++t) kernels::rms_norm(x + t * n_embd_, L.attn_norm.ptr(), h + t * n_embd_, n_embd_, eps_);
+      attention(L, h, T, pos0, *st.kv(l), h, pool);
+      kernels::add(x, h, T * n_embd_);
+      for (int64_t t = 0; t < T; ++t) kernels::rms_norm(x + t * n_embd_, L.ffn_norm.ptr(), h + t * n_embd_, n_embd_, eps_);
+      ffn(L, h, T, h, pool);
+      kernels::add(x, h, T * n_embd_);
+    }
+    st.advance(T);
+    write_logits(embd_, x, T, n_embd_, eps_, which, logits, row0, last_chunk, ws_, pool);
+  }
+
+  std::string arch_;
+  FfnAct act_;
+  int64_t n_embd_ = 0, n_ff_ = 0, n_head_ = 0, n_head_kv_ = 0, head_dim_ = 0;
+  float eps_ = 1e-5f;
+  kernels::RopeParams rope_;
+  Embeddings embd_;
+  std::vector<BitnetLayer> layers_;
+  Workspace ws_;
+  AlignedBuffer<float> q_, attn_, g_, u_;
+};
+
+Result<std::unique_ptr<Model>> load_as(const format::GgufFile& gguf, const char* arch, FfnAct act) {
+  auto m = std::make_unique<BitnetModel>(arch, act);
+  CHIMERA_RETURN_IF_ERROR(m->init(gguf));
+  return std::unique_ptr<Model>(std::move(m));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> load_bitnet_llama2c(const format::GgufFile& gguf);  // models/bitnet_llama2c.cpp
+
+// Arch "bitnet". Metadata switches (chimera's own keys, absent in llama.cpp's
+// files): bitnet.bitlinear = "absmax-int8" selects the llama2.c BitLinear
+// semantics (models/bitnet_llama2c.cpp; written by `convert --from
+// bitnet-llama2c`); bitnet.ffn_activation = "relu2" selects the squared-ReLU
+// FFN (for 2B-4T weights re-packed under arch "bitnet").
+Result<std::unique_ptr<Model>> load_bitnet(const format::GgufFile& gguf) {
+  if (auto v = gguf.get_string("bitnet.bitlinear"); v && *v == "absmax-int8") return load_bitnet_llama2c(gguf);
+  const auto act = gguf.get_string("bitnet.ffn_activation");
+  return load_as(gguf, "bitnet", act && *act == "relu2" ? FfnAct::kReluSqr : FfnAct::kSilu);
+}
+// Microsoft's BitNet b1.58 2B-4T conversions (not in the registry: one line
+// each, {"bitnet-b1.58", load_bitnet_b158} / {"bitnet-25", load_bitnet_25},
+// once a golden fixture exists for them).
+Result<std::unique_ptr<Model>> load_bitnet_b158(const format::GgufFile& gguf) {
+  return load_as(gguf, "bitnet-b1.58", FfnAct::kReluSqr);
+}
+Result<std::unique_ptr<Model>> load_bitnet_25(const format::GgufFile& gguf) {
+  return load_as(gguf, "bitnet-25", FfnAct::kReluSqr);
+}
+
+}  // namespace chimera::models

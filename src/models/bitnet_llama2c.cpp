@@ -1,0 +1,289 @@
+// Forward pass of the ternary llama2.c-style BitNet checkpoints (GGUF arch
+// "bitnet" with bitnet.bitlinear = "absmax-int8", written by `chimera convert
+// --from bitnet-llama2c`; format/bitnet_llama2c/bitnet_llama2c.h). Semantics
+// ($CHIMERA_SHARED/models/README.md), which differ from llama.cpp's bitnet:
+//   bitnorm(v) = v / (sqrt(mean(v^2)) * n)   (no weights, no epsilon)
+//   BitLinear(v): a = max|v| / 127, q = round(v / a) as int8 (half away from
+//     zero), y[i] = (sum_j code[i][j] * q[j]) * scale * a
+//   layer: h = bitnorm(x); q,k,v = BitLinear(h); RoPE adjacent pairs theta
+//   10000; causal GQA attention 1/sqrt(head_dim); x += BitLinear_wo(bitnorm(o));
+//   h = bitnorm(x); g = silu(BL_w1(h)) * BL_w3(h); x += BL_w2(bitnorm(g));
+//   final RMSNorm (stored weights, eps) and logits = x . embedding^T (fp32).
+// Layout: at load every ternary matrix (TQ2_0, unit block scales; flattened
+// when its rows are not a multiple of 256) is decoded once into int8 codes
+// [out][in] (4x the TQ2_0 bytes; these checkpoints are a few MB). Precision:
+// the ternary x int8 dot is an exact int32; everything else is f32 in
+// llama2.c run.c's sequential order (sums left to right, no FMA, expf/cosf/
+// sinf/powf, one token at a time, so batch and decode agree bit for bit) —
+// the order matters because the int8 rounding amplifies 1-ulp differences.
+// Tolerance: the reference greedy sequences must match token for token
+// (tests/models/bitnet_llama2c_test.cpp).
+#include <cmath>
+#include <cstring>
+
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "kernels/type_traits.h"
+#include "layers/weights.h"
+#include "models/hparams.h"
+#include "models/model.h"
+#include "models/transformer_util.h"
+
+namespace chimera::models {
+namespace {
+
+struct CodeMatrix {
+  int64_t out = 0, in = 0;
+  float scale = 1.f;
+  std::vector<int8_t> codes;
+};
+
+Result<CodeMatrix> bind_codes(const format::GgufFile& g, const std::string& base, int64_t in, int64_t out) {
+  const format::GgufTensorInfo* t = g.find_tensor(base + ".weight");
+  if (!t) return invalid_argument("missing tensor " + base + ".weight");
+  if ((int64_t)t->n_elements != in * out)
+    return invalid_argument(base + ".weight: " + t->shape_string() + " does not hold " + std::to_string(out) + "x" +
+                            std::to_string(in) + " elements");
+  const kernels::WeightTypeTraits* tr = kernels::weight_type_traits(t->type);
+  if (!tr || (t->type != format::GgmlType::TQ2_0 && t->type != format::GgmlType::TQ1_0 &&
+              t->type != format::GgmlType::F32))
+    return unsupported(base + ".weight: absmax-int8 BitLinear needs TQ2_0, TQ1_0 or F32 codes");
+  CodeMatrix m;
+  m.out = out;
+  m.in = in;
+  std::vector<float> f((size_t)(in * out));
+  tr->row_to_f32(t->data, f.data(), in * out);
+  m.codes.resize(f.size());
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (f[i] != -1.f && f[i] != 0.f && f[i] != 1.f)
+      return invalid_argument(base + ".weight: values must be ternary codes -1/0/1 (unit block scales)");
+    m.codes[i] = (int8_t)f[i];
+  }
+  const format::GgufTensorInfo* s = g.find_tensor(base + ".scale");
+  if (s) {
+    if (s->type != format::GgmlType::F32 || s->n_elements != 1) return invalid_argument(base + ".scale must be F32 [1]");
+    std::memcpy(&m.scale, s->data, 4);
+  }
+  return m;
+}
+
+// y[m.out] = BitLinear(v) with v already quantized: q (int8), a.
+void bitlinear(const CodeMatrix& m, const int8_t* q, float a, float* y) {
+  for (int64_t i = 0; i < m.out; ++i) {
+    const int8_t* c = m.codes.data() + i * m.in;
+    int32_t s = 0;
+    for (int64_t j = 0; j < m.in; ++j) s += (int32_t)c[j] * (int32_t)q[j];
+    y[i] = (float)s * m.scale * a;
+  }
+}
+
+// bitnorm then absmax int8 quantization of v[n] into q; returns a.
+float bitnorm_quant(const float* v, int64_t n, float* tmp, int8_t* q) {
+  float ss = 0.f;
+  for (int64_t j = 0; j < n; ++j) ss += v[j] * v[j];
+  const float denom = std::sqrt(ss / (float)n) * (float)n;
+  float amax = 0.f;
+  for (int64_t j = 0; j < n; ++j) {
+    tmp[j] = v[j] / denom;
+    amax = std::fmax(amax, std::fabs(tmp[j]));
+  }
+  const float a = amax / 127.f;
+  for (int64_t j = 0; j < n; ++j) q[j] = a > 0.f ? (int8_t)std::round(tmp[j] / a) : (int8_t)0;
+  return a > 0.f ? a : 0.f;
+}
+
+struct L2cLayer {
+  CodeMatrix wq, wk, wv, wo, w1, w2, w3;
+};
+
+class BitnetLlama2cModel final : public Model {
+ public:
+  std::vector<layers::LayerStateSpec> state_specs() const override {
+    return std::vector<layers::LayerStateSpec>(layers_.size(), layers::KvSpec{kv_dim_, kv_dim_});
+  }
+
+  Status init(const format::GgufFile& g) {
+    HParams hp(g, "bitnet");
+    CHIMERA_ASSIGN_OR_RETURN(dim_, hp.count("embedding_length", 1 << 20));
+    CHIMERA_ASSIGN_OR_RETURN(int64_t n_layer, hp.count("block_count", 4096));
+    CHIMERA_ASSIGN_OR_RETURN(hid_, hp.count("feed_forward_length", 1 << 22));
+    CHIMERA_ASSIGN_OR_RETURN(n_head_, hp.count("attention.head_count", 1 << 14));
+    n_head_kv_ = hp.count_or("attention.head_count_kv", n_head_);
+    if (n_head_kv_ < 1 || n_head_ % n_head_kv_ != 0 || dim_ % n_head_ != 0)
+      return invalid_argument("inconsistent attention head counts");
+    head_dim_ = dim_ / n_head_;
+    kv_dim_ = head_dim_ * n_head_kv_;
+    eps_ = hp.real_or("attention.layer_norm_rms_epsilon", 1e-5f);
+    info_.n_ctx_train = hp.count_or("context_length", 512);
+    info_.n_layer = n_layer;
+    info_.n_embd = dim_;
+    CHIMERA_ASSIGN_OR_RETURN(rope_, read_rope(hp, kernels::RopeMode::kNorm, head_dim_, info_.n_ctx_train));
+    layers::WeightBinder b(g);
+    CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, dim_, &embd_));
+    info_.n_vocab = embd_.output.rows;
+    layers_.resize((size_t)n_layer);
+    for (int64_t i = 0; i < n_layer; ++i) {
+      const std::string p = "blk." + std::to_string(i);
+      L2cLayer& L = layers_[(size_t)i];
+      CHIMERA_ASSIGN_OR_RETURN(L.wq, bind_codes(g, p + ".attn_q", dim_, dim_));
+      CHIMERA_ASSIGN_OR_RETURN(L.wk, bind_codes(g, p + ".attn_k", dim_, kv_dim_));
+      CHIMERA_ASSIGN_OR_RETURN(L.wv, bind_codes(g, p + ".attn_v", dim_, kv_dim_));
+      CHIMERA_ASSIGN_OR_RETURN(L.wo, bind_codes(g, p + ".attn_output", dim_, dim_));
+      CHIMERA_ASSIGN_OR_RETURN(L.w1, bind_codes(g, p + ".ffn_gate", dim_, hid_));
+      CHIMERA_ASSIGN_OR_RETURN(L.w2, bind_codes(g, p + ".ffn_down", hid_, dim_));
+      CHIMERA_ASSIGN_OR_RETURN(L.w3, bind_codes(g, p + ".ffn_up", dim_, hid_));
+    }
+    info_.weight_bytes = g.tensor_bytes();
+    const int64_t wmax = std::max(dim_, hid_);
+    tmp_.resize((size_t)wmax);
+    qa_.resize((size_t)wmax);
+    q_.resize((size_t)dim_);
+    att_.resize((size_t)dim_);
+    hb_.resize((size_t)dim_);
+    g_.resize((size_t)hid_);
+    u_.resize((size_t)hid_);
+    if (!embd_.output_norm.present()) return invalid_argument("missing output_norm.weight");
+    cls_.resize((size_t)(info_.n_vocab * dim_));
+    for (int64_t v = 0; v < info_.n_vocab; ++v) kernels::weight_row_to_f32(embd_.output, v, cls_.data() + v * dim_);
+    return Status::ok();
+  }
+
+ protected:
+  void forward_impl(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
+                    ThreadPool* pool) override {
+    for (int64_t done = 0; done < n; done += kMaxUbatch) {
+      const int64_t T = std::min(kMaxUbatch, n - done);
+      ubatch(st, tokens + done, T, which, logits, done, done + T == n, pool);
+    }
+  }
+
+ private:
+  static constexpr int64_t kMaxUbatch = 256;
+
+  // RoPE of one row (llama2.c order: pair index = position within the head,
+  // freq = 1 / 10000^(2j / head_size), cosf/sinf of pos * freq in f32).
+  void rope_row(float* v, int64_t n, int64_t pos) const {
+    for (int64_t i = 0; i < n; i += 2) {
+      const int64_t hd = i % head_dim_;
+      const float freq = 1.0f / std::pow(rope_.freq_base, (float)hd / (float)head_dim_);
+      const float val = (float)pos * freq;
+      const float fcr = std::cos(val), fci = std::sin(val);
+      const float v0 = v[i], v1 = v[i + 1];
+      v[i] = v0 * fcr - v1 * fci;
+      v[i + 1] = v0 * fci + v1 * fcr;
+    }
+  }
+
+  // Causal attention of one query row at position pos over the cache, f32 in
+  // llama2.c's order (dot, / sqrt(head_dim), softmax with max, weighted sum).
+  void attend(const layers::KvCache& kv, const float* q, int64_t pos, float* out) {
+    const int64_t kv_mul = n_head_ / n_head_kv_;
+    const float inv = std::sqrt((float)head_dim_);
+    for (int64_t h = 0; h < n_head_; ++h) {
+      const float* qh = q + h * head_dim_;
+      float* att = att_scores_.data();
+      for (int64_t t = 0; t <= pos; ++t) {
+        const float* k = kv.k() + t * kv_dim_ + (h / kv_mul) * head_dim_;
+        float score = 0.f;
+        for (int64_t i = 0; i < head_dim_; ++i) score += qh[i] * k[i];
+        att[t] = score / inv;
+      }
+      float mx = att[0];
+      for (int64_t t = 1; t <= pos; ++t) mx = std::fmax(mx, att[t]);
+      float sum = 0.f;
+      for (int64_t t = 0; t <= pos; ++t) {
+        att[t] = std::exp(att[t] - mx);
+        sum += att[t];
+      }
+      for (int64_t t = 0; t <= pos; ++t) att[t] /= sum;
+      float* o = out + h * head_dim_;
+      for (int64_t i = 0; i < head_dim_; ++i) o[i] = 0.f;
+      for (int64_t t = 0; t <= pos; ++t) {
+        const float* v = kv.v() + t * kv_dim_ + (h / kv_mul) * head_dim_;
+        const float a = att[t];
+        for (int64_t i = 0; i < head_dim_; ++i) o[i] += a * v[i];
+      }
+    }
+  }
+
+  void ubatch(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits, int64_t row0,
+              bool last_chunk, ThreadPool* pool) {
+    const int64_t pos0 = st.n_past();
+    if ((int64_t)att_scores_.size() < pos0 + T) att_scores_.resize((size_t)(pos0 + T));
+    std::vector<float>& x = xrow_;
+    x.resize((size_t)dim_);
+    int8_t* qa = qa_.data();
+    float* q = q_.data();
+    float* att = att_.data();
+    float* gt = g_.data();
+    float* up = u_.data();
+    float* hb = hb_.data();
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t pos = pos0 + t;
+      kernels::weight_row_to_f32(embd_.tok, tokens[t], x.data());
+      for (size_t l = 0; l < layers_.size(); ++l) {
+        const L2cLayer& L = layers_[l];
+        layers::KvCache& kv = *st.kv(l);
+        float a = bitnorm_quant(x.data(), dim_, tmp_.data(), qa);
+        float* k = kv.k_row(pos);
+        bitlinear(L.wq, qa, a, q);
+        bitlinear(L.wk, qa, a, k);
+        bitlinear(L.wv, qa, a, kv.v_row(pos));
+        rope_row(q, dim_, pos);
+        rope_row(k, kv_dim_, pos);
+        attend(kv, q, pos, att);
+        a = bitnorm_quant(att, dim_, tmp_.data(), qa);
+        bitlinear(L.wo, qa, a, hb);
+        for (int64_t i = 0; i < dim_; ++i) x[(size_t)i] += hb[i];
+        a = bitnorm_quant(x.data(), dim_, tmp_.data(), qa);
+        bitlinear(L.w1, qa, a, gt);
+        bitlinear(L.w3, qa, a, up);
+        for (int64_t i = 0; i < hid_; ++i) {
+          float val = gt[i];
+          val *= 1.0f / (1.0f + std::exp(-val));
+          gt[i] = val * up[i];
+        }
+        a = bitnorm_quant(gt, hid_, tmp_.data(), qa);
+        bitlinear(L.w2, qa, a, hb);
+        for (int64_t i = 0; i < dim_; ++i) x[(size_t)i] += hb[i];
+      }
+      const bool want = which == Logits::kAll || (which == Logits::kLast && last_chunk && t == T - 1);
+      if (!want) continue;
+      float* out = logits + (which == Logits::kAll ? (row0 + t) * info_.n_vocab : 0);
+      // Final RMSNorm (llama2.c rmsnorm) and classifier, sequential f32.
+      float ss = 0.f;
+      for (int64_t j = 0; j < dim_; ++j) ss += x[(size_t)j] * x[(size_t)j];
+      ss /= (float)dim_;
+      ss += eps_;
+      ss = 1.0f / std::sqrt(ss);
+      for (int64_t j = 0; j < dim_; ++j) tmp_[(size_t)j] = embd_.output_norm.ptr()[j] * (ss * x[(size_t)j]);
+      for (int64_t v = 0; v < info_.n_vocab; ++v) {
+        const float* e = cls_.data() + v * dim_;
+        float val = 0.f;
+        for (int64_t j = 0; j < dim_; ++j) val += e[j] * tmp_[(size_t)j];
+        out[v] = val;
+      }
+    }
+    st.advance(T);
+    (void)pool;
+  }
+
+  int64_t dim_ = 0, hid_ = 0, n_head_ = 0, n_head_kv_ = 0, head_dim_ = 0, kv_dim_ = 0;
+  float eps_ = 1e-5f;
+  kernels::RopeParams rope_;
+  Embeddings embd_;
+  std::vector<L2cLayer> layers_;
+  std::vector<float> q_, att_, g_, u_, hb_, tmp_, xrow_, att_scores_, cls_;
+  std::vector<int8_t> qa_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> load_bitnet_llama2c(const format::GgufFile& gguf) {
+  auto m = std::make_unique<BitnetLlama2cModel>();
+  CHIMERA_RETURN_IF_ERROR(m->init(gguf));
+  return std::unique_ptr<Model>(std::move(m));
+}
+
+}  // namespace chimera::models

@@ -1,0 +1,218 @@
+// Phi-4-mini-flash-reasoning (HF Phi4FlashForCausalLM, "SambaY"), GGUF arch
+// "phi4flash" as written by `chimera convert` (docs/PHI4FLASH.md). The layer
+// plan is derived from block_count L and mamba_period P:
+//   i < L/2+2, i % P == 0  Mamba-1 (layer L/2 also exports its pre-gate y as M)
+//   i < L/2,   i % P != 0  differential attention, sliding window W
+//   i == L/2+1             differential attention, full; its KV is shared (YOCO)
+//   i >= L/2+2, i % P == 0 GMU(x, M)                        (stateless)
+//   i >= L/2+2, i % P != 0 cross differential attention on layer L/2+1's KV
+// Every block: h += Mixer(LayerNorm(h)); h += fc2(silu(g) ⊙ u), [g|u] = fc1(LN(h));
+// then LayerNorm(output_norm) and the tied lm-head. No positional encoding.
+// Output-row pruning: the cross decoder (layers >= L/2+2) keeps no state, so
+// it runs only on the rows whose logits are wanted (ARCHITECTURES.md §1.7).
+// State: conv+SSM per Mamba layer, a KvCache per self-attention layer (the
+// sliding-window layers keep full rows too and mask to the window; a ring of W
+// rows would save memory), nothing for GMU / cross layers.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/ops.h"
+#include "layers/diff_attention.h"
+#include "layers/gmu.h"
+#include "layers/mamba.h"
+#include "models/hparams.h"
+#include "models/model.h"
+#include "models/transformer_util.h"
+
+namespace chimera::models {
+namespace {
+
+enum class Kind { kMamba, kSelfAttn, kGmu, kCrossAttn };
+
+struct P4Layer {
+  Kind kind = Kind::kMamba;
+  layers::Vec ln1_w, ln1_b, ln2_w, ln2_b;
+  layers::Mamba1Weights mamba;
+  layers::DiffAttentionConfig attn_cfg;
+  layers::DiffAttentionWeights attn;
+  layers::GmuWeights gmu;
+  layers::Linear up, down;  // fused [gate | up] (gate first), down
+};
+
+class Phi4FlashModel final : public Model {
+ public:
+  std::vector<layers::LayerStateSpec> state_specs() const override {
+    std::vector<layers::LayerStateSpec> v;
+    for (const P4Layer& L : layers_) {
+      if (L.kind == Kind::kMamba)
+        v.emplace_back(m1_.state_spec());
+      else if (L.kind == Kind::kSelfAttn)
+        v.emplace_back(L.attn_cfg.kv_spec());
+      else
+        v.emplace_back(layers::NoStateSpec{});
+    }
+    return v;
+  }
+
+  Status init(const format::GgufFile& g) {
+    HParams hp(g, "phi4flash");
+    CHIMERA_ASSIGN_OR_RETURN(n_embd_, hp.count("embedding_length", 1 << 20));
+    CHIMERA_ASSIGN_OR_RETURN(int64_t n_layer, hp.count("block_count", 4096));
+    CHIMERA_ASSIGN_OR_RETURN(n_ff_, hp.count("feed_forward_length", 1 << 22));
+    CHIMERA_ASSIGN_OR_RETURN(int64_t n_head, hp.count("attention.head_count", 1 << 16));
+    CHIMERA_ASSIGN_OR_RETURN(int64_t n_head_kv, hp.count("attention.head_count_kv", 1 << 16));
+    CHIMERA_ASSIGN_OR_RETURN(int64_t window, hp.count("attention.sliding_window", 1 << 30));
+    CHIMERA_ASSIGN_OR_RETURN(int64_t period, hp.count("mamba_period", 1 << 16));
+    eps_ = hp.real_or("attention.layer_norm_epsilon", 1e-5f);
+    const int64_t head_dim = hp.count_or("attention.key_length", n_embd_ / n_head);
+    if (n_head % 2 || n_head_kv % 2 || n_head % n_head_kv || head_dim < 1)
+      return invalid_argument("phi4flash: head counts must be even and head_count a multiple of head_count_kv");
+    if (n_layer % 2 || n_layer < 4 || period < 2 || (n_layer / 2) % period)
+      return invalid_argument("phi4flash: block_count must be even (>= 4) and block_count/2 a multiple of mamba_period (>= 2)");
+    m1_.n_embd = n_embd_;
+    CHIMERA_ASSIGN_OR_RETURN(m1_.d_inner, hp.count("ssm.inner_size", 1 << 20));
+    CHIMERA_ASSIGN_OR_RETURN(m1_.d_state, hp.count("ssm.state_size", 1 << 16));
+    CHIMERA_ASSIGN_OR_RETURN(m1_.d_conv, hp.count("ssm.conv_kernel", 1024));
+    CHIMERA_ASSIGN_OR_RETURN(m1_.dt_rank, hp.count("ssm.time_step_rank", 1 << 20));
+    info_.n_ctx_train = hp.count_or("context_length", 4096);
+    info_.n_layer = n_layer;
+    info_.n_embd = n_embd_;
+    half_ = n_layer / 2;
+    mem_layer_ = half_;
+    kv_layer_ = half_ + 1;
+
+    layers::WeightBinder b(g);
+    CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
+    info_.n_vocab = embd_.output.rows;
+    layers_.resize((size_t)n_layer);
+    for (int64_t i = 0; i < n_layer; ++i) {
+      const std::string p = "blk." + std::to_string(i);
+      P4Layer& L = layers_[(size_t)i];
+      const bool mamba = i % period == 0, cross = i >= half_ + 2;
+      L.kind = cross ? (mamba ? Kind::kGmu : Kind::kCrossAttn) : (mamba ? Kind::kMamba : Kind::kSelfAttn);
+      CHIMERA_ASSIGN_OR_RETURN(L.ln1_w, b.vector(p + ".attn_norm.weight", n_embd_));
+      CHIMERA_ASSIGN_OR_RETURN(L.ln1_b, b.vector(p + ".attn_norm.bias", n_embd_));
+      CHIMERA_ASSIGN_OR_RETURN(L.ln2_w, b.vector(p + ".ffn_norm.weight", n_embd_));
+      CHIMERA_ASSIGN_OR_RETURN(L.ln2_b, b.vector(p + ".ffn_norm.bias", n_embd_));
+      CHIMERA_ASSIGN_OR_RETURN(L.up, layers::bind_linear(b, p + ".ffn_up", n_embd_, 2 * n_ff_));
+      CHIMERA_ASSIGN_OR_RETURN(L.down, layers::bind_linear(b, p + ".ffn_down", n_ff_, n_embd_));
+      switch (L.kind) {
+        case Kind::kMamba: {
+          CHIMERA_ASSIGN_OR_RETURN(L.mamba, layers::bind_mamba1(b, g, p, m1_));
+          break;
+        }
+        case Kind::kGmu: {
+          CHIMERA_ASSIGN_OR_RETURN(L.gmu, layers::bind_gmu(b, p, n_embd_, m1_.d_inner));
+          break;
+        }
+        case Kind::kSelfAttn:
+        case Kind::kCrossAttn: {
+          layers::DiffAttentionConfig& c = L.attn_cfg;
+          c.n_embd = n_embd_, c.n_head = n_head, c.n_head_kv = n_head_kv, c.head_dim = head_dim;
+          c.window = i < half_ ? window : 0;
+          c.cross = L.kind == Kind::kCrossAttn;
+          c.lambda_init = 0.8f - 0.6f * std::exp(-0.3f * (float)i);
+          CHIMERA_ASSIGN_OR_RETURN(L.attn, layers::bind_diff_attention(b, p, c));
+          attn_cfg_ = c;
+          attn_cfg_.cross = false;
+          break;
+        }
+      }
+    }
+    info_.weight_bytes = g.tensor_bytes();
+    info_.decode_bytes_per_token = info_.weight_bytes;
+    ws_.n_embd = n_embd_;
+    m1_scratch_.reserve(m1_, kMaxUbatch);
+    attn_scratch_.reserve(attn_cfg_, kMaxUbatch);
+    mem_.resize((size_t)(kMaxUbatch * m1_.d_inner));
+    tmp_.resize((size_t)(kMaxUbatch * std::max(2 * n_ff_, m1_.d_inner)));
+    return Status::ok();
+  }
+
+ protected:
+  void forward_impl(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
+                    ThreadPool* pool) override {
+    for (int64_t done = 0; done < n; done += kMaxUbatch) {
+      const int64_t T = std::min(kMaxUbatch, n - done);
+      ubatch(st, tokens + done, T, which, logits, done, done + T == n, pool);
+    }
+  }
+
+ private:
+  static constexpr int64_t kMaxUbatch = 256;
+
+  void block(size_t l, layers::SequenceState& st, float* x, float* h, int64_t T, int64_t pos0, ThreadPool* pool) {
+    const P4Layer& L = layers_[l];
+    const int64_t d = n_embd_;
+    for (int64_t t = 0; t < T; ++t) kernels::layer_norm(x + t * d, L.ln1_w.ptr(), L.ln1_b.ptr(), h + t * d, d, eps_);
+    switch (L.kind) {
+      case Kind::kMamba:
+        if ((int64_t)l == mem_layer_)
+          layers::mamba1_memory_forward(m1_, L.mamba, h, T, *st.recurrent(l), m1_scratch_, mem_.data(), h, pool);
+        else
+          layers::mamba1_forward(m1_, L.mamba, h, T, *st.recurrent(l), m1_scratch_, h, pool);
+        break;
+      case Kind::kSelfAttn:
+        layers::diff_attention_forward(L.attn_cfg, L.attn, h, T, pos0, *st.kv(l), attn_scratch_, h, pool);
+        break;
+      case Kind::kCrossAttn:
+        layers::diff_attention_forward(L.attn_cfg, L.attn, h, T, pos0, *st.kv((size_t)kv_layer_), attn_scratch_, h,
+                                       pool);
+        break;
+      case Kind::kGmu:
+        layers::gmu_forward(L.gmu, h, mem_.data(), T, d, m1_.d_inner, tmp_.data(), h, pool);
+        break;
+    }
+    kernels::add(x, h, T * d);
+    for (int64_t t = 0; t < T; ++t) kernels::layer_norm(x + t * d, L.ln2_w.ptr(), L.ln2_b.ptr(), h + t * d, d, eps_);
+    float* gu = tmp_.data();
+    L.up.apply(h, T, d, gu, 2 * n_ff_, pool);
+    for (int64_t t = 0; t < T; ++t) kernels::silu_mul(gu + t * 2 * n_ff_, gu + t * 2 * n_ff_ + n_ff_, gu + t * 2 * n_ff_, n_ff_);
+    L.down.apply(gu, T, 2 * n_ff_, h, d, pool);
+    kernels::add(x, h, T * d);
+  }
+
+  void ubatch(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits, int64_t row0,
+              bool last_chunk, ThreadPool* pool) {
+    ws_.reserve(T);
+    float* x = ws_.x.data();
+    float* h = ws_.h.data();
+    const int64_t d = n_embd_, pos0 = st.n_past();
+    embed_tokens(embd_.tok, tokens, T, x);
+    for (int64_t l = 0; l < half_ + 2; ++l) block((size_t)l, st, x, h, T, pos0, pool);
+    st.advance(T);
+    // Cross decoder only on the rows that need logits.
+    int64_t first = 0, rows = T;
+    if (which == Logits::kNone || logits == nullptr || (which == Logits::kLast && !last_chunk)) return;
+    if (which == Logits::kLast) {
+      first = T - 1;
+      rows = 1;
+      std::memmove(x, x + first * d, sizeof(float) * (size_t)d);
+      std::memmove(mem_.data(), mem_.data() + first * m1_.d_inner, sizeof(float) * (size_t)m1_.d_inner);
+    }
+    for (size_t l = (size_t)half_ + 2; l < layers_.size(); ++l) block(l, st, x, h, rows, pos0 + first, pool);
+    write_logits(embd_, x, rows, d, eps_, which, logits, row0, last_chunk, ws_, pool, FinalNorm::kLayer);
+  }
+
+  int64_t n_embd_ = 0, n_ff_ = 0, half_ = 0, mem_layer_ = 0, kv_layer_ = 0;
+  float eps_ = 1e-5f;
+  layers::Mamba1Config m1_;
+  layers::DiffAttentionConfig attn_cfg_;
+  Embeddings embd_;
+  std::vector<P4Layer> layers_;
+  Workspace ws_;
+  layers::Mamba1Scratch m1_scratch_;
+  layers::DiffAttentionScratch attn_scratch_;
+  AlignedBuffer<float> mem_, tmp_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> load_phi4flash(const format::GgufFile& gguf) {
+  auto m = std::make_unique<Phi4FlashModel>();
+  CHIMERA_RETURN_IF_ERROR(m->init(gguf));
+  return std::unique_ptr<Model>(std::move(m));
+}
+
+}  // namespace chimera::models

@@ -1,0 +1,351 @@
+// Quantization mixes, llama.cpp's per-tensor type rules, row codecs and the
+// GGUF-to-GGUF quantization driver (see quantize_model.h for the contract).
+// The driver maps the input, decodes each tensor to f32 (exact for F32/F16/BF16;
+// a lossy requantization for already-quantized inputs, reported through warn),
+// encodes it in parallel over row ranges and hands the bytes to GgufWriter,
+// which lays the output out with the input's alignment. Tensors that are not
+// quantized are copied byte for byte.
+#include "quant/quantize_model.h"
+
+#include <cctype>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+
+#include "core/fp16.h"
+#include "core/thread_pool.h"
+#include "format/gguf/gguf.h"
+#include "quant/kquant_blocks.h"
+#include "quant/legacy_blocks.h"
+
+namespace chimera::quant {
+
+using format::GgmlType;
+
+namespace {
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::tolower((unsigned char)a[i]) != std::tolower((unsigned char)b[i])) return false;
+  return true;
+}
+
+bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
+bool ends_with(std::string_view s, std::string_view suf) {
+  return s.size() >= suf.size() && s.substr(s.size() - suf.size()) == suf;
+}
+
+// Layer index from "blk.N.", or -1.
+int64_t layer_of(std::string_view name) {
+  if (name.rfind("blk.", 0) != 0) return -1;
+  int64_t v = 0;
+  size_t i = 4;
+  if (i >= name.size() || !std::isdigit((unsigned char)name[i])) return -1;
+  while (i < name.size() && std::isdigit((unsigned char)name[i])) v = v * 10 + (name[i++] - '0');
+  return v;
+}
+
+// llama.cpp: the first and last eighth of the layers, and every third in between.
+bool use_more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+// llama.cpp's category_is_attn_v: V projections, fused QKV and MLA's kv_b share the attn_v rules
+// (and the attn_v layer count).
+bool is_attn_v_like(std::string_view n) {
+  return contains(n, "attn_v.weight") || contains(n, "attn_qkv.weight") || contains(n, "attn_kv_b.weight");
+}
+
+bool is_kquant(GgmlType t) {
+  return t == GgmlType::Q2_K || t == GgmlType::Q3_K || t == GgmlType::Q4_K || t == GgmlType::Q5_K ||
+         t == GgmlType::Q6_K;
+}
+
+bool is_float(GgmlType t) { return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16; }
+
+// The llama_tensor_get_type decision before the row-length fallback.
+GgmlType mix_rule(const QuantMix& mix, const MixContext& ctx, const TensorShape& t) {
+  const std::string_view n = t.name;
+  const std::string_view m = mix.name;
+  GgmlType type = mix.base;
+  if (!is_kquant(mix.base) && mix.base != GgmlType::Q4_0 && mix.base != GgmlType::Q4_1 &&
+      mix.base != GgmlType::Q5_0 && mix.base != GgmlType::Q5_1 && mix.base != GgmlType::Q8_0)
+    return type;  // float "mixes" convert every quantizable tensor to the base type
+  const int64_t layer = layer_of(n);
+  if (n == "output.weight" || (!ctx.has_output && n == "token_embd.weight")) {
+    const int64_t nx = t.ne.empty() ? 0 : t.ne[0];
+    if (nx % kQK_K != 0) return GgmlType::Q8_0;
+    return type == GgmlType::Q8_0 ? type : GgmlType::Q6_K;
+  }
+  if (is_attn_v_like(n)) {
+    const int64_t i = layer < 0 ? 0 : layer;
+    if (m == "Q2_K") type = ctx.n_gqa >= 4 ? GgmlType::Q4_K : GgmlType::Q3_K;
+    else if (m == "Q3_K_M") type = i < 2 ? GgmlType::Q5_K : GgmlType::Q4_K;
+    else if ((m == "Q4_K_M" || m == "Q5_K_M") && use_more_bits(i, ctx.n_attn_v)) type = GgmlType::Q6_K;
+    else if (m == "Q4_K_S" && i < 4) type = GgmlType::Q5_K;
+  } else if (contains(n, "ffn_down")) {
+    const int64_t i = layer < 0 ? 0 : layer, nl = ctx.n_ffn_down;
+    if (m == "Q2_K") type = GgmlType::Q3_K;
+    else if (m == "Q3_K_M") type = i < nl / 16 ? GgmlType::Q5_K : GgmlType::Q4_K;
+    else if ((m == "Q4_K_M" || m == "Q5_K_M") && use_more_bits(i, nl)) type = GgmlType::Q6_K;
+    else if (m == "Q4_K_S" && i < nl / 8) type = GgmlType::Q5_K;
+  } else if (contains(n, "attn_output.weight")) {
+    if (m == "Q2_K") type = GgmlType::Q3_K;
+    else if (m == "Q3_K_M") type = GgmlType::Q4_K;
+  }
+  return type;
+}
+
+}  // namespace
+
+const std::vector<QuantMix>& quant_mixes() {
+  // ftype numbers are llama.cpp's llama_ftype (LLAMA_FTYPE_MOSTLY_*).
+  static const std::vector<QuantMix> kMixes = {
+      {"Q8_0", 7, GgmlType::Q8_0},    {"Q4_0", 2, GgmlType::Q4_0},    {"Q4_1", 3, GgmlType::Q4_1},
+      {"Q5_0", 8, GgmlType::Q5_0},    {"Q5_1", 9, GgmlType::Q5_1},    {"Q2_K", 10, GgmlType::Q2_K},
+      {"Q3_K_M", 12, GgmlType::Q3_K}, {"Q4_K_S", 14, GgmlType::Q4_K}, {"Q4_K_M", 15, GgmlType::Q4_K},
+      {"Q5_K_S", 16, GgmlType::Q5_K}, {"Q5_K_M", 17, GgmlType::Q5_K}, {"Q6_K", 18, GgmlType::Q6_K},
+      {"F16", 1, GgmlType::F16},      {"BF16", 32, GgmlType::BF16},   {"F32", 0, GgmlType::F32},
+  };
+  return kMixes;
+}
+
+const QuantMix* find_quant_mix(std::string_view name) {
+  for (const auto& m : quant_mixes())
+    if (iequals(m.name, name)) return &m;
+  return nullptr;
+}
+
+std::string quant_mix_names() {
+  std::string s;
+  for (const auto& m : quant_mixes()) s += (s.empty() ? "" : ", ") + std::string(m.name);
+  return s;
+}
+
+MixContext make_mix_context(const std::vector<TensorShape>& tensors, int64_t n_head, int64_t n_head_kv) {
+  MixContext c;
+  for (const auto& t : tensors) {
+    if (is_attn_v_like(t.name)) ++c.n_attn_v;
+    if (contains(t.name, "ffn_down")) ++c.n_ffn_down;
+    if (t.name == "output.weight") c.has_output = true;
+  }
+  if (n_head > 0 && n_head_kv > 0) c.n_gqa = n_head / n_head_kv;
+  return c;
+}
+
+bool is_quantizable(const TensorShape& t) {
+  const std::string_view n = t.name;
+  if (!ends_with(n, "weight") || t.ne.size() < 2) return false;
+  if (ends_with(n, "_norm.weight")) return false;
+  // Kept at full precision by llama.cpp: router, position/type embeddings, SSM conv/state.
+  for (std::string_view k : {"ffn_gate_inp.weight", "pos_embd", "token_types", "ssm_conv1d.weight",
+                             "rope_freqs", "altup", "laurel"})
+    if (contains(n, k)) return false;
+  return true;
+}
+
+GgmlType choose_tensor_type(const QuantMix& mix, const MixContext& ctx, const TensorShape& t, bool* fallback) {
+  if (fallback) *fallback = false;
+  if (!is_quantizable(t)) return GgmlType::F32;
+  GgmlType type = mix_rule(mix, ctx, t);
+  const int64_t nx = t.ne[0];
+  if (format::ggml_row_size(type, nx) != 0) return type;
+  if (fallback) *fallback = true;
+  switch (type) {
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K: type = GgmlType::Q4_0; break;
+    case GgmlType::Q4_K: type = GgmlType::Q5_0; break;
+    case GgmlType::Q5_K: type = GgmlType::Q5_1; break;
+    case GgmlType::Q6_K: type = GgmlType::Q8_0; break;
+    default: type = GgmlType::F16; break;  // llama.cpp refuses legacy types here; F16 is always possible
+  }
+  if (format::ggml_row_size(type, nx) == 0) type = GgmlType::F16;
+  return type;
+}
+
+namespace {
+
+// Encodes one row (n elements, a multiple of the block size).
+void encode_one(GgmlType type, const float* x, int64_t n, uint8_t* y) {
+  switch (type) {
+    case GgmlType::F32: std::memcpy(y, x, (size_t)n * 4); break;
+    case GgmlType::F16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = f32_to_f16(x[i]);
+        std::memcpy(y + 2 * i, &h, 2);
+      }
+      break;
+    case GgmlType::BF16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = f32_to_bf16(x[i]);
+        std::memcpy(y + 2 * i, &h, 2);
+      }
+      break;
+    case GgmlType::Q8_0: quantize_row_q8_0_ref(x, (block_q8_0*)y, n); break;
+    case GgmlType::Q4_0: quantize_row_q4_0_ref(x, (block_q4_0*)y, n); break;
+    case GgmlType::Q4_1: quantize_row_q4_1_ref(x, (block_q4_1*)y, n); break;
+    case GgmlType::Q5_0: quantize_row_q5_0_ref(x, (block_q5_0*)y, n); break;
+    case GgmlType::Q5_1: quantize_row_q5_1_ref(x, (block_q5_1*)y, n); break;
+    case GgmlType::IQ4_NL: quantize_row_iq4_nl_simple(x, (block_iq4_nl*)y, n); break;
+    case GgmlType::Q2_K: quantize_row_q2_K_ref(x, (block_q2_K*)y, n); break;
+    case GgmlType::Q3_K: quantize_row_q3_K_ref(x, (block_q3_K*)y, n); break;
+    case GgmlType::Q4_K: quantize_row_q4_K_ref(x, (block_q4_K*)y, n); break;
+    case GgmlType::Q5_K: quantize_row_q5_K_ref(x, (block_q5_K*)y, n); break;
+    case GgmlType::Q6_K: quantize_row_q6_K_ref(x, (block_q6_K*)y, n); break;
+    default: break;  // rejected by encode_rows
+  }
+}
+
+bool can_encode(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: case GgmlType::Q8_0: case GgmlType::Q4_0:
+    case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::IQ4_NL: case GgmlType::Q2_K:
+    case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+Status encode_rows(GgmlType type, const float* src, int64_t n_rows, int64_t n_cols, uint8_t* dst, ThreadPool* pool) {
+  if (!can_encode(type)) return unsupported("cannot quantize to " + format::ggml_type_name(type));
+  const size_t row_bytes = format::ggml_row_size(type, n_cols);
+  if (row_bytes == 0)
+    return invalid_argument("rows of " + std::to_string(n_cols) + " elements cannot be stored as " +
+                            format::ggml_type_name(type));
+  auto work = [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) encode_one(type, src + r * n_cols, n_cols, dst + (size_t)r * row_bytes);
+  };
+  if (pool && pool->size() > 1 && n_rows > 1)
+    pool->parallel_for(n_rows, work);
+  else
+    work(0, n_rows, 0);
+  return Status::ok();
+}
+
+Status decode_row(GgmlType type, const uint8_t* x, int64_t n, float* y) {
+  if (format::ggml_row_size(type, n) == 0 && n != 0)
+    return invalid_argument(std::to_string(n) + " elements are not whole " + format::ggml_type_name(type) + " blocks");
+  switch (type) {
+    case GgmlType::F32: std::memcpy(y, x, (size_t)n * 4); break;
+    case GgmlType::F16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, x + 2 * i, 2);
+        y[i] = f16_to_f32(h);
+      }
+      break;
+    case GgmlType::BF16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, x + 2 * i, 2);
+        y[i] = bf16_to_f32(h);
+      }
+      break;
+    case GgmlType::Q8_0: dequantize_row_q8_0((const block_q8_0*)x, y, n); break;
+    case GgmlType::Q4_0: dequantize_row_q4_0((const block_q4_0*)x, y, n); break;
+    case GgmlType::Q4_1: dequantize_row_q4_1((const block_q4_1*)x, y, n); break;
+    case GgmlType::Q5_0: dequantize_row_q5_0((const block_q5_0*)x, y, n); break;
+    case GgmlType::Q5_1: dequantize_row_q5_1((const block_q5_1*)x, y, n); break;
+    case GgmlType::IQ4_NL: dequantize_row_iq4_nl((const block_iq4_nl*)x, y, n); break;
+    case GgmlType::Q2_K: dequantize_row_q2_K((const block_q2_K*)x, y, n); break;
+    case GgmlType::Q3_K: dequantize_row_q3_K((const block_q3_K*)x, y, n); break;
+    case GgmlType::Q4_K: dequantize_row_q4_K((const block_q4_K*)x, y, n); break;
+    case GgmlType::Q5_K: dequantize_row_q5_K((const block_q5_K*)x, y, n); break;
+    case GgmlType::Q6_K: dequantize_row_q6_K((const block_q6_K*)x, y, n); break;
+    case GgmlType::Q8_K: dequantize_row_q8_K((const block_q8_K*)x, y, n); break;
+    default: return unsupported("cannot read " + format::ggml_type_name(type) + " tensors");
+  }
+  return Status::ok();
+}
+
+Result<QuantizeStats> quantize_model(const std::string& in_path, const std::string& out_path, const QuantMix& mix,
+                                     const QuantizeOptions& opts) {
+  auto opened = format::GgufFile::open(in_path);
+  if (!opened) return opened.status().with_context("cannot read '" + in_path + "'");
+  const format::GgufFile& in = **opened;
+  if (out_path.empty()) return invalid_argument("no output path given");
+  {
+    std::error_code ec;
+    if (std::filesystem::equivalent(in_path, out_path, ec))
+      return invalid_argument("output '" + out_path + "' is the input file");
+  }
+
+  const std::string tmp = out_path + ".partial";
+  {  // fail on an unwritable output before spending time on the weights
+    std::FILE* probe = std::fopen(tmp.c_str(), "wb");
+    if (!probe) return io_error("cannot create '" + tmp + "' (output directory missing or not writable)");
+    std::fclose(probe);
+    std::remove(tmp.c_str());
+  }
+
+  const std::string arch = in.architecture();
+  auto head = [&](const char* key) { return in.get_int(arch + ".attention." + key).value_or(0); };
+  std::vector<TensorShape> shapes;
+  for (const auto& t : in.tensors()) shapes.push_back({t.name, t.ne});
+  const MixContext ctx = make_mix_context(shapes, head("head_count"), head("head_count_kv"));
+
+  format::GgufWriter w(in.version() >= 3 ? 3 : in.version());
+  w.set_alignment((uint32_t)in.alignment());
+  for (const auto& [key, value] : in.metadata()) w.set(key, value);
+  w.set("general.file_type", format::GgufValue::from_u32(mix.ftype));
+  w.set("general.quantization_version", format::GgufValue::from_u32(2));
+
+  QuantizeStats stats;
+  bool warned = false;
+  std::vector<float> f32;
+  const size_t count = in.tensors().size();
+  for (size_t idx = 0; idx < count; ++idx) {
+    const auto& t = in.tensors()[idx];
+    bool fallback = false;
+    const bool quantize = is_quantizable(shapes[idx]);
+    GgmlType to = quantize ? choose_tensor_type(mix, ctx, shapes[idx], &fallback) : t.type;
+    // Tensors llama.cpp does not quantize (norms, biases, routers) keep their type and bytes.
+    std::vector<uint8_t> bytes;
+    if (to == t.type) {
+      bytes.assign(t.data, t.data + t.n_bytes);
+    } else {
+      if (!is_float(t.type) && !warned && opts.warn) {
+        opts.warn("input tensor '" + t.name + "' is " + format::ggml_type_name(t.type) +
+                  ": requantizing from already-quantized weights loses accuracy; quantize from F32/F16/BF16");
+        warned = true;
+      }
+      const int64_t nx = t.dim(0);
+      const int64_t rows = (int64_t)(t.n_elements / (uint64_t)nx);
+      f32.resize(t.n_elements);
+      const size_t in_row = format::ggml_row_size(t.type, nx);
+      for (int64_t r = 0; r < rows; ++r) {
+        Status s = decode_row(t.type, t.data + (size_t)r * in_row, nx, f32.data() + (size_t)r * nx);
+        if (!s) return s.with_context("tensor '" + t.name + "'");
+      }
+      bytes.resize(format::ggml_row_size(to, nx) * (size_t)rows);
+      Status s = encode_rows(to, f32.data(), rows, nx, bytes.data(), opts.pool);
+      if (!s) return s.with_context("tensor '" + t.name + "'");
+      ++stats.n_quantized;
+    }
+    if (fallback) ++stats.n_fallback;
+    stats.bytes_in += t.n_bytes;
+    stats.bytes_out += bytes.size();
+    const uint64_t out_bytes = bytes.size();
+    CHIMERA_RETURN_IF_ERROR(w.add_tensor_copy(t.name, to, t.ne, std::move(bytes)));
+    if (opts.on_tensor) opts.on_tensor(idx, count, t.name, t.type, to, t.n_bytes, out_bytes, fallback);
+  }
+  stats.n_tensors = count;
+
+  Status st = w.write(tmp);
+  if (!st) {
+    std::remove(tmp.c_str());
+    return st.with_context("cannot write '" + out_path + "'");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, out_path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    return io_error("cannot rename '" + tmp + "' to '" + out_path + "': " + ec.message());
+  }
+  return stats;
+}
+
+}  // namespace chimera::quant
