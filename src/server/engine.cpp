@@ -10,6 +10,7 @@
 #include "server/engine.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/timer.h"
 #include "runtime/generator.h"
@@ -106,6 +107,8 @@ struct Engine::Sequence {
   int64_t n_prompt = 0, n_cached = 0, n_generated = 0;
   std::unique_ptr<runtime::Sampler> sampler;
   std::unique_ptr<TextStream> text;
+  std::string out_text;             // everything sent to the client
+  std::vector<TokenLogprob> pending_lp;  // logprobs of tokens not yet sent
   double t_submit = 0, t_last = 0;
   bool stop_hit = false;
   bool done = false;
@@ -364,7 +367,28 @@ void Engine::after_forward(WorkItem& w) {
   Sequence& s = *w.seq;
   if (s.n_fed() <= s.n_prompt) maybe_checkpoint(s);
   if (!w.logits) return;
-  const int32_t tok = s.sampler->sample(w.out, (int32_t)model_.info().n_vocab);
+  const int32_t nv = (int32_t)model_.info().n_vocab;
+  std::vector<float> raw;
+  if (s.p.top_logprobs >= 0) raw.assign(w.out, w.out + nv);  // the sampler may rewrite the row
+  const int32_t tok = s.sampler->sample(w.out, nv);
+  if (!raw.empty() && !(!s.p.ignore_eos && model_.tokenizer().is_eog(tok))) {
+    float mx = -INFINITY;
+    for (float v : raw) mx = std::max(mx, v);
+    double sum = 0;
+    for (float v : raw) sum += std::exp((double)(v - mx));
+    const float lse = mx + (float)std::log(sum);
+    TokenLogprob lp;
+    lp.id = tok;
+    lp.logprob = raw[(size_t)tok] - lse;
+    const int32_t k = std::min<int32_t>(s.p.top_logprobs, nv);
+    std::vector<int32_t> idx((size_t)nv);
+    for (int32_t i = 0; i < nv; ++i) idx[(size_t)i] = i;
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
+      return raw[(size_t)a] > raw[(size_t)b] || (raw[(size_t)a] == raw[(size_t)b] && a < b);
+    });
+    for (int32_t i = 0; i < k; ++i) lp.top.emplace_back(idx[(size_t)i], raw[(size_t)idx[(size_t)i]] - lse);
+    s.pending_lp.push_back(std::move(lp));
+  }
   emit_token(s, tok);
 }
 
@@ -390,6 +414,37 @@ void Engine::snapshot_into_cache(Sequence& s) {
   cache_->insert(std::vector<int32_t>(toks.begin(), toks.end()), std::move(snap));
 }
 
+void Engine::snapshot_turn(Sequence& s) {
+  // A chat turn's end: snapshot the state after exactly the tokens the next
+  // turn's prompt starts with (prompt + reply as the template renders it +
+  // end-of-turn), not after the generated ids — those need not be what the
+  // reply text tokenizes to, and a recurrent snapshot is usable only whole.
+  if (!opts_.prefix_cache || !s.p.turn_tokens || model_.info().is_diffusion) return snapshot_into_cache(s);
+  std::vector<int32_t> target = s.p.turn_tokens(s.out_text);
+  const int64_t nt = (int64_t)target.size();
+  if (nt <= s.n_prompt || nt > opts_.n_ctx || !std::equal(s.p.prompt.begin(), s.p.prompt.end(), target.begin()))
+    return snapshot_into_cache(s);
+  if (cache_->covers(target, !recurrent_)) return;
+  const int64_t fed = s.n_fed();
+  int64_t from = 0;
+  while (from < fed && from < nt && s.tokens[(size_t)from] == target[(size_t)from]) ++from;
+  if (from < fed) {
+    // The state went past the divergence: roll back (KV) or restart from a checkpoint (recurrent).
+    if (!recurrent_) {
+      if (!s.state->truncate(from)) return snapshot_into_cache(s);
+    } else {
+      PrefixCache::Hit hit = cache_->lookup(target, from);
+      if (hit.n_tokens < s.n_prompt || hit.truncate) return snapshot_into_cache(s);
+      if (!s.state->copy_from(*hit.state)) return;
+      from = hit.n_tokens;
+    }
+  }
+  Status st = model_.forward(*s.state, target.data() + from, nt - from, models::Logits::kNone, nullptr, pool_);
+  if (!st) return;
+  s.tokens = std::move(target);
+  snapshot_into_cache(s);
+}
+
 void Engine::emit_token(Sequence& s, int32_t tok) {
   if (!s.p.ignore_eos && model_.tokenizer().is_eog(tok)) {
     finish(s, FinishReason::kStop);
@@ -407,7 +462,9 @@ void Engine::emit_token(Sequence& s, int32_t tok) {
   s.t_last = now;
   StreamEvent ev;
   ev.text = s.text->push(tok, &s.stop_hit);
-  if (!ev.text.empty()) s.ch->push(std::move(ev));
+  s.out_text += ev.text;
+  ev.logprobs.swap(s.pending_lp);
+  if (!ev.text.empty() || !ev.logprobs.empty()) s.ch->push(std::move(ev));
   if (s.stop_hit) {
     finish(s, FinishReason::kStop);
   } else if (s.n_generated >= s.p.max_tokens || (s.state && s.n_fed() >= opts_.n_ctx)) {
@@ -425,6 +482,7 @@ void Engine::finish(Sequence& s, FinishReason r, const std::string& error) {
   if ((r == FinishReason::kStop || r == FinishReason::kLength) && !s.stop_hit) {
     bool stopped = false;
     ev.text = s.text->flush(&stopped);
+    s.out_text += ev.text;
     if (stopped) r = FinishReason::kStop;
   }
   ev.finish = r;
@@ -437,7 +495,10 @@ void Engine::finish(Sequence& s, FinishReason r, const std::string& error) {
     metrics_->observe_e2e(now_seconds() - s.t_submit);
   }
   if (s.state) {
-    if (r != FinishReason::kError) snapshot_into_cache(s);
+    if (r == FinishReason::kStop || r == FinishReason::kLength)
+      snapshot_turn(s);
+    else if (r != FinishReason::kError)
+      snapshot_into_cache(s);
     if ((int)free_states_.size() < opts_.max_running) {
       free_states_.push_back(std::move(s.state));
     } else {

@@ -29,6 +29,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -59,12 +60,27 @@ struct GenerationParams {
   std::vector<std::string> stop;      // stop strings (never emitted)
   bool ignore_eos = false;
   std::vector<int64_t> checkpoints;   // prompt positions worth a recurrent checkpoint (turn ends)
+  // Chat turns: given the reply text (as sent to the client), returns the
+  // token sequence the *next* turn's prompt will start with (prompt + reply +
+  // the template's end-of-turn text). When it starts with `prompt`, the engine
+  // snapshots the state after exactly those tokens at the end of the request
+  // (feeding what is missing), so the next turn restores it whole — the only
+  // way a recurrent state is reusable. Called on the engine loop thread.
+  std::function<std::vector<int32_t>(const std::string& reply)> turn_tokens;
+  int top_logprobs = -1;              // -1: no logprobs; N >= 0: chosen token + top N per token
+};
+
+struct TokenLogprob {
+  int32_t id = 0;
+  float logprob = 0;                              // log-softmax of the raw model logits
+  std::vector<std::pair<int32_t, float>> top;     // top_logprobs most likely (id, logprob)
 };
 
 struct StreamEvent {
   std::string text;  // new text (may be empty)
   bool done = false;
   FinishReason finish = FinishReason::kNone;
+  std::vector<TokenLogprob> logprobs;  // one per token emitted with this event (when asked)
   Usage usage;        // final event only
   std::string error;  // final event of a failed request
 };
@@ -145,6 +161,7 @@ class Engine {
   void finish(Sequence& s, FinishReason r, const std::string& error = "");
   void maybe_checkpoint(Sequence& s);
   void snapshot_into_cache(Sequence& s);
+  void snapshot_turn(Sequence& s);
   void run_generator(Sequence& s);  // whole-request path (diffusion models)
   int64_t next_chunk_end(const Sequence& s, int64_t budget) const;
   void publish_gauges();

@@ -76,9 +76,11 @@ struct HttpServer::Impl {
   int listen_fd = -1;
   int64_t created = (int64_t)std::time(nullptr);
   std::string bos, eos;
+  std::shared_ptr<const tokenizer::ChatTemplate> tmpl_shared;  // outlives requests still in the engine
 
   Impl(Engine& e, Metrics& m, tokenizer::ChatTemplate t, ServerOptions o)
-      : engine(e), metrics(m), tmpl(std::move(t)), opts(std::move(o)) {
+      : engine(e), metrics(m), tmpl(std::move(t)), opts(std::move(o)),
+        tmpl_shared(std::make_shared<const tokenizer::ChatTemplate>(tmpl)) {
     const auto& tok = engine.tokenizer();
     if (tok.bos() >= 0) bos = tok.token_text(tok.bos());
     if (tok.eos() >= 0) eos = tok.token_text(tok.eos());
@@ -121,6 +123,21 @@ bool HttpServer::Impl::build_prompt(const ParsedRequest& pr, GenerationParams* g
     // BOS: the vocabulary's rule, unless the template already wrote it.
     const bool add_special = !(!bos.empty() && rendered->compare(0, bos.size(), bos) == 0);
     gp->prompt = tok.encode(*rendered, add_special, /*parse_special=*/true);
+    // The next turn's prompt starts with this conversation + the reply as the
+    // template renders it: the engine snapshots the state there (engine.h).
+    gp->turn_tokens = [t = tmpl_shared, msgs = pr.messages, bos = bos, eos = eos,
+                       &tok](const std::string& reply) -> std::vector<int32_t> {
+      nlohmann::ordered_json m = msgs;
+      m.push_back({{"role", "assistant"}, {"content", reply}});
+      tokenizer::ChatRenderOptions o;
+      o.add_generation_prompt = false;
+      o.bos_token = bos;
+      o.eos_token = eos;
+      auto r = t->render_json(m, o);
+      if (!r) return {};
+      const bool add = !(!bos.empty() && r->compare(0, bos.size(), bos) == 0);
+      return tok.encode(*r, add, /*parse_special=*/true);
+    };
   } else if (pr.prompt_text) {
     gp->prompt = tok.encode(*pr.prompt_text, /*add_special=*/true, /*parse_special=*/true);
   } else {
@@ -153,6 +170,7 @@ bool HttpServer::Impl::build_prompt(const ParsedRequest& pr, GenerationParams* g
   gp->sampling = pr.sampling;
   gp->stop = pr.stop;
   gp->ignore_eos = pr.ignore_eos;
+  gp->top_logprobs = pr.top_logprobs;
   return true;
 }
 
@@ -192,6 +210,7 @@ void HttpServer::Impl::handle_generate(const httplib::Request& req, httplib::Res
     return stream_response(res, st);
   }
   std::string text;
+  std::vector<TokenLogprob> lps;
   std::vector<StreamEvent> evs;
   for (;;) {
     if (stopping.load()) ch->cancel();
@@ -199,10 +218,12 @@ void HttpServer::Impl::handle_generate(const httplib::Request& req, httplib::Res
     if (!ch->pop(&evs, kPoll)) continue;
     for (auto& ev : evs) {
       text += ev.text;
+      for (auto& l : ev.logprobs) lps.push_back(std::move(l));
       if (!ev.done) continue;
       if (!ev.error.empty())
         return send_error(res, make_error(500, "generation failed: " + ev.error, "server_error", "", "internal_error"));
-      return send_json(res, 200, completion_body(meta, text, ev.finish, ev.usage));
+      return send_json(res, 200, completion_body(meta, text, ev.finish, ev.usage,
+                                                     pr.top_logprobs >= 0 ? &lps : nullptr, &engine.tokenizer()));
     }
   }
 }

@@ -226,10 +226,24 @@ bool parse_generation_request(std::string_view body, bool chat, const RequestLim
   }
   if (auto it = b.find("echo"); it != b.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>()))
     return fail(err, "'echo' is not supported", "echo", "unsupported_parameter");
-  if (auto it = b.find("logprobs"); it != b.end() && !it->is_null() &&
-                                    !(it->is_boolean() && !it->get<bool>()) &&
-                                    !(it->is_number_integer() && it->get<int64_t>() == 0))
-    return fail(err, "'logprobs' is not supported", "logprobs", "unsupported_parameter");
+  if (auto it = b.find("logprobs"); it != b.end() && !it->is_null()) {
+    if (chat) {
+      if (!it->is_boolean()) return fail(err, "'logprobs' must be a boolean", "logprobs", "invalid_type");
+      if (it->get<bool>()) r.top_logprobs = 0;
+    } else {
+      int64_t n = 0;
+      if (!opt_int(b, "logprobs", 0, 20, &n, nullptr, err)) return false;
+      r.top_logprobs = (int)n;
+    }
+  }
+  if (chat) {
+    int64_t n = 0;
+    bool given = false;
+    if (!opt_int(b, "top_logprobs", 0, 20, &n, &given, err)) return false;
+    if (given && r.top_logprobs < 0 && n > 0)
+      return fail(err, "'top_logprobs' needs 'logprobs': true", "top_logprobs", "invalid_value");
+    if (given && r.top_logprobs >= 0) r.top_logprobs = (int)n;
+  }
   *out = std::move(r);
   return true;
 }
@@ -259,9 +273,50 @@ json envelope(const ResponseMeta& m, const char* object) {
 }
 }  // namespace
 
-std::string completion_body(const ResponseMeta& m, const std::string& text, FinishReason fr, const Usage& u) {
+namespace {
+json bytes_json(const std::string& s) {
+  json a = json::array();
+  for (unsigned char c : s) a.push_back((int)c);
+  return a;
+}
+// OpenAI shapes: chat {"content": [{token, logprob, bytes, top_logprobs: [...]}]};
+// completions (legacy) {tokens, token_logprobs, top_logprobs: [{token: lp}], text_offset}.
+json logprobs_json(bool chat, const std::vector<TokenLogprob>& lp, const tokenizer::Tokenizer& tok) {
+  auto piece = [&](int32_t id) { return tok.decode({id}, /*render_special=*/false); };
+  if (chat) {
+    json content = json::array();
+    for (const auto& t : lp) {
+      const std::string p = piece(t.id);
+      json top = json::array();
+      for (const auto& [id, l] : t.top) {
+        const std::string q = piece(id);
+        top.push_back({{"token", q}, {"logprob", l}, {"bytes", bytes_json(q)}});
+      }
+      content.push_back({{"token", p}, {"logprob", t.logprob}, {"bytes", bytes_json(p)}, {"top_logprobs", top}});
+    }
+    return {{"content", content}};
+  }
+  json tokens = json::array(), lps = json::array(), tops = json::array(), offs = json::array();
+  int64_t off = 0;
+  for (const auto& t : lp) {
+    const std::string p = piece(t.id);
+    tokens.push_back(p);
+    lps.push_back(t.logprob);
+    json top = json::object();
+    for (const auto& [id, l] : t.top) top[piece(id)] = l;
+    tops.push_back(top);
+    offs.push_back(off);
+    off += (int64_t)p.size();
+  }
+  return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offs}};
+}
+}  // namespace
+
+std::string completion_body(const ResponseMeta& m, const std::string& text, FinishReason fr, const Usage& u,
+                            const std::vector<TokenLogprob>* lp, const tokenizer::Tokenizer* tok) {
   json j = envelope(m, m.chat ? "chat.completion" : "text_completion");
   json choice = {{"index", 0}, {"finish_reason", finish_json(fr)}, {"logprobs", nullptr}};
+  if (lp && tok) choice["logprobs"] = logprobs_json(m.chat, *lp, *tok);
   if (m.chat)
     choice["message"] = {{"role", "assistant"}, {"content", text}};
   else

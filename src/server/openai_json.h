@@ -19,6 +19,7 @@
 
 #include "runtime/sampler.h"
 #include "server/engine.h"
+#include "tokenizer/tokenizer.h"
 
 namespace chimera::server {
 
@@ -43,6 +44,7 @@ struct ParsedRequest {
   std::vector<std::string> stop;
   runtime::SamplingParams sampling;
   bool ignore_eos = false;
+  int top_logprobs = -1;                   // -1: no logprobs; chat: logprobs=true + top_logprobs N; completions: logprobs N
 };
 
 // Limits the request is validated against.
@@ -66,7 +68,10 @@ struct ResponseMeta {
 };
 
 // A whole non-streamed response.
-std::string completion_body(const ResponseMeta& m, const std::string& text, FinishReason fr, const Usage& u);
+// lp: the per-token logprobs (when the request asked; null otherwise).
+std::string completion_body(const ResponseMeta& m, const std::string& text, FinishReason fr, const Usage& u,
+                            const std::vector<TokenLogprob>* lp = nullptr,
+                            const tokenizer::Tokenizer* tok = nullptr);
 // One streamed chunk (the JSON after "data: "). finish = kNone -> null.
 // role_delta: the chat stream's first chunk, {"role": "assistant", "content": ""}.
 std::string chunk_body(const ResponseMeta& m, const std::string& text, FinishReason finish, bool role_delta = false);

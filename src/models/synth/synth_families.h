@@ -6,7 +6,9 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "models/synth/synth.h"
 
@@ -32,5 +34,71 @@ struct LlamaSynthConfig {
   std::optional<Llama3Rope> llama3_rope;  // written as rope_freqs.weight
 };
 Result<SynthPlan> build_llama_plan(const LlamaSynthConfig& cfg, const SynthRequest& req);
+
+// Mamba-2 SSM block geometry shared by arch "mamba2" and "granitehybrid"
+// (d_inner = expand * n_embd = n_head * head_dim).
+struct Mamba2Geometry {
+  int64_t d_inner = 0, d_state = 0, d_conv = 0, n_head = 0, n_group = 0;
+};
+
+// Granite 4.0 hybrid (arch "granitehybrid"): Mamba-2 and attention layers (per-layer
+// attention.head_count_kv, 0 = Mamba-2), dense SwiGLU or MoE + shared expert FFN.
+struct GraniteHybridSynthConfig {
+  std::string_view display_name;
+  int64_t n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0;
+  std::vector<int64_t> attn_layers;  // indices of the attention layers (layer_types)
+  Mamba2Geometry ssm;
+  int64_t n_ff = 0;                  // dense: shared_intermediate_size; MoE: intermediate_size
+  int64_t n_expert = 0, n_expert_used = 0, n_ff_shexp = 0;  // n_expert 0 = dense
+  int64_t n_vocab = 0, n_ctx = 0;
+  double rope_theta = 10000.0, rms_eps = 1e-5;
+  double embedding_scale = 1, residual_scale = 1, logit_scale = 1, attention_scale = 0;
+  bool use_rope = false;  // position_embedding_type "rope" (Granite 4.0-H: "nope")
+};
+Result<SynthPlan> build_granitehybrid_plan(const GraniteHybridSynthConfig& cfg, const SynthRequest& req);
+
+// Pure Mamba-2 (arch "mamba2").
+struct Mamba2SynthConfig {
+  std::string_view display_name;
+  int64_t n_embd = 0, n_layer = 0;
+  Mamba2Geometry ssm;
+  int64_t n_vocab = 0, n_ctx = 1048576;
+  double rms_eps = 1e-5;
+  bool tied_embeddings = true;
+};
+Result<SynthPlan> build_mamba2_plan(const Mamba2SynthConfig& cfg, const SynthRequest& req);
+
+// PhiMoE (arch "phimoe"): LayerNorm with bias, attention with biases, top-k MoE.
+struct PhiMoeSynthConfig {
+  std::string_view display_name;
+  int64_t n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0;
+  int64_t n_ff = 0, n_expert = 0, n_expert_used = 0;
+  int64_t n_vocab = 0, n_ctx = 0, n_ctx_orig = 0;
+  double rope_theta = 10000.0, rms_eps = 1e-5;
+  bool output_bias = false;  // lm_head_bias
+};
+Result<SynthPlan> build_phimoe_plan(const PhiMoeSynthConfig& cfg, const SynthRequest& req);
+
+// LLaDA (arch "llada"): llama block, non-causal, with a mask token.
+struct LladaSynthConfig {
+  std::string_view display_name;
+  int64_t n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, n_ff = 0;
+  int64_t n_vocab = 0, n_ctx = 0, mask_token_id = 0;
+  double rope_theta = 10000.0, rms_eps = 1e-5;
+};
+Result<SynthPlan> build_llada_plan(const LladaSynthConfig& cfg, const SynthRequest& req);
+
+// BitNet b1.58 (arch "bitnet"): llama block with attn/ffn sub-norms, squared-ReLU FFN.
+struct BitnetSynthConfig {
+  std::string_view display_name;
+  int64_t n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, n_ff = 0;
+  int64_t n_vocab = 0, n_ctx = 0;
+  double rope_theta = 10000.0, rms_eps = 1e-5;
+  bool relu2 = true;
+};
+Result<SynthPlan> build_bitnet_plan(const BitnetSynthConfig& cfg, const SynthRequest& req);
+
+// Tensors of one Mamba-2 block under prefix b ("blk.N."), as llama.cpp names them.
+void add_mamba2_tensors(SynthPlan& p, const std::string& b, int64_t n_embd, const Mamba2Geometry& g);
 
 }  // namespace chimera::models::synth

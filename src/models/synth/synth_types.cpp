@@ -22,8 +22,11 @@ using format::GgmlType;
 
 namespace {
 
+// Weight matrices take the chosen type; everything llama.cpp's converter keeps in
+// F32 (1-D tensors, norms, MoE routers, SSM conv/A/D) stays F32 — the same
+// is_quantizable() test the quantization mixes use.
 GgmlType float_rule(const SynthType& self, const SynthTensor& t) {
-  return t.ne.size() >= 2 ? self.matrix : GgmlType::F32;
+  return quant::is_quantizable({t.name, t.ne}) ? self.matrix : GgmlType::F32;
 }
 
 bool iequals(std::string_view a, std::string_view b) {

@@ -1,0 +1,161 @@
+// Plan builders for the attention-only families of `synth` beyond llama: arch
+// "phimoe" (LayerNorm with bias, biased attention, top-k MoE), "llada" (llama
+// block, non-causal, mask token) and "bitnet" (sub-norms, squared-ReLU FFN).
+// Keys and tensor names follow llama.cpp's converter as the golden fixtures
+// (tiny-phimoe-hf / tiny-llada / tiny-bitnet-TQ2_0) show them.
+#include "models/synth/synth_families.h"
+
+namespace chimera::models::synth {
+
+using format::GgufValue;
+
+namespace {
+GgufValue u32(int64_t v) { return GgufValue::from_u32((uint32_t)v); }
+GgufValue f32(double v) { return GgufValue::from_f32((float)v); }
+
+void header(SynthPlan& p, const char* arch, std::string_view name) {
+  p.set("general.architecture", GgufValue::from_string(arch));
+  p.set("general.type", GgufValue::from_string("model"));
+  p.set("general.name", GgufValue::from_string(std::string(name)));
+  p.set("general.file_type", u32(0));
+}
+}  // namespace
+
+Result<SynthPlan> build_phimoe_plan(const PhiMoeSynthConfig& cfg, const SynthRequest& req) {
+  const int64_t n_layer = req.n_layers.value_or(cfg.n_layer);
+  const int64_t n_vocab = req.n_vocab.value_or(cfg.n_vocab);
+  const int64_t n_embd = cfg.n_embd, n_q = cfg.n_head * cfg.head_dim, n_kv = cfg.n_head_kv * cfg.head_dim;
+  const std::string a = "phimoe.";
+  SynthPlan p;
+  header(p, "phimoe", cfg.display_name);
+  p.set(a + "context_length", u32(cfg.n_ctx));
+  p.set(a + "rope.scaling.original_context_length", u32(cfg.n_ctx_orig));
+  p.set(a + "embedding_length", u32(n_embd));
+  p.set(a + "block_count", u32(n_layer));
+  p.set(a + "feed_forward_length", u32(cfg.n_ff));
+  p.set(a + "expert_count", u32(cfg.n_expert));
+  p.set(a + "expert_used_count", u32(cfg.n_expert_used));
+  p.set(a + "attention.head_count", u32(cfg.n_head));
+  p.set(a + "attention.head_count_kv", u32(cfg.n_head_kv));
+  p.set(a + "attention.layer_norm_rms_epsilon", f32(cfg.rms_eps));
+  if (cfg.head_dim * cfg.n_head != n_embd) {
+    p.set(a + "attention.key_length", u32(cfg.head_dim));
+    p.set(a + "attention.value_length", u32(cfg.head_dim));
+  }
+  p.set(a + "rope.dimension_count", u32(cfg.head_dim));
+  p.set(a + "rope.freq_base", f32(cfg.rope_theta));
+  p.set(a + "vocab_size", u32(n_vocab));
+  CHIMERA_RETURN_IF_ERROR(add_spm_vocab(p, n_vocab));
+
+  const SynthInit w = SynthInit::normal(0.02f), ones = SynthInit::constant(1.0f), zero = SynthInit::constant(0.0f);
+  p.tensors.push_back({"token_embd.weight", {n_embd, n_vocab}, w});
+  for (int64_t l = 0; l < n_layer; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    p.tensors.push_back({b + "attn_norm.weight", {n_embd}, ones});
+    p.tensors.push_back({b + "attn_norm.bias", {n_embd}, zero});
+    p.tensors.push_back({b + "attn_q.weight", {n_embd, n_q}, w});
+    p.tensors.push_back({b + "attn_q.bias", {n_q}, w});
+    p.tensors.push_back({b + "attn_k.weight", {n_embd, n_kv}, w});
+    p.tensors.push_back({b + "attn_k.bias", {n_kv}, w});
+    p.tensors.push_back({b + "attn_v.weight", {n_embd, n_kv}, w});
+    p.tensors.push_back({b + "attn_v.bias", {n_kv}, w});
+    p.tensors.push_back({b + "attn_output.weight", {n_q, n_embd}, w});
+    p.tensors.push_back({b + "attn_output.bias", {n_embd}, w});
+    p.tensors.push_back({b + "ffn_norm.weight", {n_embd}, ones});
+    p.tensors.push_back({b + "ffn_norm.bias", {n_embd}, zero});
+    p.tensors.push_back({b + "ffn_gate_inp.weight", {n_embd, cfg.n_expert}, w});
+    p.tensors.push_back({b + "ffn_gate_exps.weight", {n_embd, cfg.n_ff, cfg.n_expert}, w});
+    p.tensors.push_back({b + "ffn_up_exps.weight", {n_embd, cfg.n_ff, cfg.n_expert}, w});
+    p.tensors.push_back({b + "ffn_down_exps.weight", {cfg.n_ff, n_embd, cfg.n_expert}, w});
+  }
+  p.tensors.push_back({"output_norm.weight", {n_embd}, ones});
+  p.tensors.push_back({"output_norm.bias", {n_embd}, zero});
+  p.tensors.push_back({"output.weight", {n_embd, n_vocab}, w});
+  if (cfg.output_bias) p.tensors.push_back({"output.bias", {n_vocab}, zero});
+  return p;
+}
+
+Result<SynthPlan> build_llada_plan(const LladaSynthConfig& cfg, const SynthRequest& req) {
+  const int64_t n_layer = req.n_layers.value_or(cfg.n_layer);
+  const int64_t n_vocab = req.n_vocab.value_or(cfg.n_vocab);
+  const int64_t n_embd = cfg.n_embd, head_dim = n_embd / cfg.n_head, n_kv = cfg.n_head_kv * head_dim;
+  const std::string a = "llada.";
+  SynthPlan p;
+  header(p, "llada", cfg.display_name);
+  p.set(a + "context_length", u32(cfg.n_ctx));
+  p.set(a + "embedding_length", u32(n_embd));
+  p.set(a + "block_count", u32(n_layer));
+  p.set(a + "feed_forward_length", u32(cfg.n_ff));
+  p.set(a + "attention.head_count", u32(cfg.n_head));
+  p.set(a + "attention.head_count_kv", u32(cfg.n_head_kv));
+  p.set(a + "attention.layer_norm_rms_epsilon", f32(cfg.rms_eps));
+  p.set(a + "rope.dimension_count", u32(head_dim));
+  p.set(a + "rope.freq_base", f32(cfg.rope_theta));
+  p.set(a + "vocab_size", u32(n_vocab));
+  p.set(a + "attention.causal", GgufValue::from_bool(false));
+  p.set("diffusion.shift_logits", GgufValue::from_bool(false));
+  CHIMERA_RETURN_IF_ERROR(add_spm_vocab(p, n_vocab));
+  // The real mask id when it fits; with a smaller test --vocab, the last token.
+  p.set("tokenizer.ggml.mask_token_id", u32(cfg.mask_token_id < n_vocab ? cfg.mask_token_id : n_vocab - 1));
+
+  const SynthInit w = SynthInit::normal(0.02f), ones = SynthInit::constant(1.0f);
+  p.tensors.push_back({"token_embd.weight", {n_embd, n_vocab}, w});
+  for (int64_t l = 0; l < n_layer; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    p.tensors.push_back({b + "attn_norm.weight", {n_embd}, ones});
+    p.tensors.push_back({b + "attn_q.weight", {n_embd, n_embd}, w});
+    p.tensors.push_back({b + "attn_k.weight", {n_embd, n_kv}, w});
+    p.tensors.push_back({b + "attn_v.weight", {n_embd, n_kv}, w});
+    p.tensors.push_back({b + "attn_output.weight", {n_embd, n_embd}, w});
+    p.tensors.push_back({b + "ffn_norm.weight", {n_embd}, ones});
+    p.tensors.push_back({b + "ffn_gate.weight", {n_embd, cfg.n_ff}, w});
+    p.tensors.push_back({b + "ffn_up.weight", {n_embd, cfg.n_ff}, w});
+    p.tensors.push_back({b + "ffn_down.weight", {cfg.n_ff, n_embd}, w});
+  }
+  p.tensors.push_back({"output_norm.weight", {n_embd}, ones});
+  p.tensors.push_back({"output.weight", {n_embd, n_vocab}, w});
+  return p;
+}
+
+Result<SynthPlan> build_bitnet_plan(const BitnetSynthConfig& cfg, const SynthRequest& req) {
+  const int64_t n_layer = req.n_layers.value_or(cfg.n_layer);
+  const int64_t n_vocab = req.n_vocab.value_or(cfg.n_vocab);
+  const int64_t n_embd = cfg.n_embd, head_dim = n_embd / cfg.n_head, n_kv = cfg.n_head_kv * head_dim;
+  const std::string a = "bitnet.";
+  SynthPlan p;
+  header(p, "bitnet", cfg.display_name);
+  p.set(a + "context_length", u32(cfg.n_ctx));
+  p.set(a + "embedding_length", u32(n_embd));
+  p.set(a + "block_count", u32(n_layer));
+  p.set(a + "feed_forward_length", u32(cfg.n_ff));
+  p.set(a + "attention.head_count", u32(cfg.n_head));
+  p.set(a + "attention.head_count_kv", u32(cfg.n_head_kv));
+  p.set(a + "attention.layer_norm_rms_epsilon", f32(cfg.rms_eps));
+  p.set(a + "rope.dimension_count", u32(head_dim));
+  p.set(a + "rope.freq_base", f32(cfg.rope_theta));
+  p.set(a + "vocab_size", u32(n_vocab));
+  // chimera's switch for the 2B-4T squared-ReLU FFN under arch "bitnet" (models/bitnet.cpp).
+  if (cfg.relu2) p.set(a + "ffn_activation", GgufValue::from_string("relu2"));
+  CHIMERA_RETURN_IF_ERROR(add_spm_vocab(p, n_vocab));
+
+  const SynthInit w = SynthInit::normal(0.02f), ones = SynthInit::constant(1.0f);
+  p.tensors.push_back({"token_embd.weight", {n_embd, n_vocab}, w});  // tied head
+  for (int64_t l = 0; l < n_layer; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    p.tensors.push_back({b + "attn_norm.weight", {n_embd}, ones});
+    p.tensors.push_back({b + "attn_q.weight", {n_embd, n_embd}, w});
+    p.tensors.push_back({b + "attn_k.weight", {n_embd, n_kv}, w});
+    p.tensors.push_back({b + "attn_v.weight", {n_embd, n_kv}, w});
+    p.tensors.push_back({b + "attn_sub_norm.weight", {n_embd}, ones});
+    p.tensors.push_back({b + "attn_output.weight", {n_embd, n_embd}, w});
+    p.tensors.push_back({b + "ffn_norm.weight", {n_embd}, ones});
+    p.tensors.push_back({b + "ffn_gate.weight", {n_embd, cfg.n_ff}, w});
+    p.tensors.push_back({b + "ffn_up.weight", {n_embd, cfg.n_ff}, w});
+    p.tensors.push_back({b + "ffn_sub_norm.weight", {cfg.n_ff}, ones});
+    p.tensors.push_back({b + "ffn_down.weight", {cfg.n_ff, n_embd}, w});
+  }
+  p.tensors.push_back({"output_norm.weight", {n_embd}, ones});
+  return p;
+}
+
+}  // namespace chimera::models::synth
