@@ -71,7 +71,7 @@ struct BitnetLayer {
   ScaledLinear wq, wk, wv, wo, gate, up, down;
 };
 
-class BitnetModel final : public Model {
+class BitnetModel final : public MicroBatchedModel {
  public:
   BitnetModel(std::string arch, FfnAct act) : arch_(std::move(arch)), act_(act) {}
 
@@ -127,17 +127,7 @@ class BitnetModel final : public Model {
     return Status::ok();
   }
 
- protected:
-  void forward_impl(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
-                    ThreadPool* pool) override {
-    for (int64_t done = 0; done < n; done += kMaxUbatch) {
-      const int64_t T = std::min(kMaxUbatch, n - done);
-      ubatch(st, tokens + done, T, which, logits, done, done + T == n, pool);
-    }
-  }
-
  private:
-  static constexpr int64_t kMaxUbatch = 256;
 
   void attention(const BitnetLayer& L, const float* h, int64_t T, int64_t pos0, layers::KvCache& cache, float* out,
                  ThreadPool* pool) {
@@ -183,7 +173,7 @@ class BitnetModel final : public Model {
   }
 
   void ubatch(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits, int64_t row0,
-              bool last_chunk, ThreadPool* pool) {
+              bool last_chunk, ThreadPool* pool) override {
     ws_.reserve(T);
     float* x = ws_.x.data();
     float* h = ws_.h.data();

@@ -97,7 +97,7 @@ struct L2cLayer {
   CodeMatrix wq, wk, wv, wo, w1, w2, w3;
 };
 
-class BitnetLlama2cModel final : public Model {
+class BitnetLlama2cModel final : public MicroBatchedModel {
  public:
   std::vector<layers::LayerStateSpec> state_specs() const override {
     return std::vector<layers::LayerStateSpec>(layers_.size(), layers::KvSpec{kv_dim_, kv_dim_});
@@ -149,17 +149,7 @@ class BitnetLlama2cModel final : public Model {
     return Status::ok();
   }
 
- protected:
-  void forward_impl(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
-                    ThreadPool* pool) override {
-    for (int64_t done = 0; done < n; done += kMaxUbatch) {
-      const int64_t T = std::min(kMaxUbatch, n - done);
-      ubatch(st, tokens + done, T, which, logits, done, done + T == n, pool);
-    }
-  }
-
  private:
-  static constexpr int64_t kMaxUbatch = 256;
 
   // RoPE of one row (llama2.c order: pair index = position within the head,
   // freq = 1 / 10000^(2j / head_size), cosf/sinf of pos * freq in f32).
@@ -208,7 +198,7 @@ class BitnetLlama2cModel final : public Model {
   }
 
   void ubatch(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits, int64_t row0,
-              bool last_chunk, ThreadPool* pool) {
+              bool last_chunk, ThreadPool* pool) override {
     const int64_t pos0 = st.n_past();
     if ((int64_t)att_scores_.size() < pos0 + T) att_scores_.resize((size_t)(pos0 + T));
     std::vector<float>& x = xrow_;

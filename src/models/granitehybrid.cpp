@@ -43,7 +43,7 @@ struct GraniteLayer {
   layers::GatedMlp mlp;
 };
 
-class GraniteHybridModel final : public Model, public layers::MoeObservable {
+class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObservable {
  public:
   std::vector<layers::LayerStateSpec> state_specs() const override {
     std::vector<layers::LayerStateSpec> v;
@@ -164,20 +164,10 @@ class GraniteHybridModel final : public Model, public layers::MoeObservable {
     return Status::ok();
   }
 
- protected:
-  void forward_impl(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
-                    ThreadPool* pool) override {
-    for (int64_t done = 0; done < n; done += kMaxUbatch) {
-      const int64_t T = std::min(kMaxUbatch, n - done);
-      ubatch(st, tokens + done, T, which, logits, done, done + T == n, pool);
-    }
-  }
-
  private:
-  static constexpr int64_t kMaxUbatch = 256;
 
   void ubatch(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits, int64_t row0,
-              bool last_chunk, ThreadPool* pool) {
+              bool last_chunk, ThreadPool* pool) override {
     ws_.reserve(T);
     float* x = ws_.x.data();
     float* h = ws_.h.data();

@@ -20,7 +20,7 @@ struct LlamaLayer {
   layers::GatedMlp mlp;
 };
 
-class LlamaModel final : public Model {
+class LlamaModel final : public MicroBatchedModel {
  public:
   std::vector<layers::LayerStateSpec> state_specs() const override {
     return std::vector<layers::LayerStateSpec>(layers_.size(), attn_cfg_.kv_spec());
@@ -70,21 +70,10 @@ class LlamaModel final : public Model {
     return Status::ok();
   }
 
- protected:
-  void forward_impl(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
-                    ThreadPool* pool) override {
-    for (int64_t done = 0; done < n; done += kMaxUbatch) {
-      const int64_t T = std::min(kMaxUbatch, n - done);
-      const bool last_chunk = done + T == n;
-      ubatch(st, tokens + done, T, which, logits, done, last_chunk, pool);
-    }
-  }
-
  private:
-  static constexpr int64_t kMaxUbatch = 256;
 
   void ubatch(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits,
-              int64_t row0, bool last_chunk, ThreadPool* pool) {
+              int64_t row0, bool last_chunk, ThreadPool* pool) override {
     ws_.reserve(T);
     float* x = ws_.x.data();
     float* h = ws_.h.data();

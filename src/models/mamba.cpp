@@ -25,7 +25,7 @@ struct MambaLayer {
   layers::Mamba2Weights m2;
 };
 
-class MambaModel final : public Model {
+class MambaModel final : public MicroBatchedModel {
  public:
   explicit MambaModel(MixerKind kind) : kind_(kind) {}
 
@@ -82,20 +82,10 @@ class MambaModel final : public Model {
     return Status::ok();
   }
 
- protected:
-  void forward_impl(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
-                    ThreadPool* pool) override {
-    for (int64_t done = 0; done < n; done += kMaxUbatch) {
-      const int64_t T = std::min(kMaxUbatch, n - done);
-      ubatch(st, tokens + done, T, which, logits, done, done + T == n, pool);
-    }
-  }
-
  private:
-  static constexpr int64_t kMaxUbatch = 256;
 
   void ubatch(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits, int64_t row0,
-              bool last_chunk, ThreadPool* pool) {
+              bool last_chunk, ThreadPool* pool) override {
     ws_.reserve(T);
     float* x = ws_.x.data();
     float* h = ws_.h.data();

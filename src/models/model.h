@@ -69,6 +69,26 @@ class Model {
   friend Result<std::unique_ptr<Model>> load_model(const std::string& path);
 };
 
+// Base for families whose forward pass runs any number of rows per layer: it
+// splits a call into micro-batches of at most kMaxUbatch rows (bounding the
+// scratch a family preallocates) and hands each to ubatch(). row0 is the
+// micro-batch's first row within the call; last is true for the final one.
+class MicroBatchedModel : public Model {
+ public:
+  static constexpr int64_t kMaxUbatch = 256;
+
+ protected:
+  void forward_impl(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
+                    ThreadPool* pool) final {
+    for (int64_t done = 0; done < n; done += kMaxUbatch) {
+      const int64_t T = n - done < kMaxUbatch ? n - done : kMaxUbatch;
+      ubatch(st, tokens + done, T, which, logits, done, done + T == n, pool);
+    }
+  }
+  virtual void ubatch(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits,
+                      int64_t row0, bool last, ThreadPool* pool) = 0;
+};
+
 // Opens a GGUF file and builds the model for its general.architecture.
 Result<std::unique_ptr<Model>> load_model(const std::string& path);
 

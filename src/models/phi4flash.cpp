@@ -40,7 +40,7 @@ struct P4Layer {
   layers::Linear up, down;  // fused [gate | up] (gate first), down
 };
 
-class Phi4FlashModel final : public Model {
+class Phi4FlashModel final : public MicroBatchedModel {
  public:
   std::vector<layers::LayerStateSpec> state_specs() const override {
     std::vector<layers::LayerStateSpec> v;
@@ -130,17 +130,7 @@ class Phi4FlashModel final : public Model {
     return Status::ok();
   }
 
- protected:
-  void forward_impl(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
-                    ThreadPool* pool) override {
-    for (int64_t done = 0; done < n; done += kMaxUbatch) {
-      const int64_t T = std::min(kMaxUbatch, n - done);
-      ubatch(st, tokens + done, T, which, logits, done, done + T == n, pool);
-    }
-  }
-
  private:
-  static constexpr int64_t kMaxUbatch = 256;
 
   void block(size_t l, layers::SequenceState& st, float* x, float* h, int64_t T, int64_t pos0, ThreadPool* pool) {
     const P4Layer& L = layers_[l];
@@ -174,7 +164,7 @@ class Phi4FlashModel final : public Model {
   }
 
   void ubatch(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits, int64_t row0,
-              bool last_chunk, ThreadPool* pool) {
+              bool last_chunk, ThreadPool* pool) override {
     ws_.reserve(T);
     float* x = ws_.x.data();
     float* h = ws_.h.data();

@@ -11,7 +11,9 @@
 #include <string>
 
 #include "core/fp16.h"
+#include "core/thread_pool.h"
 #include "format/gguf/gguf.h"
+#include "models/model.h"
 #include "models/synth/synth.h"
 #include "test_util.h"
 
@@ -183,6 +185,108 @@ TEST(Synth, WritesLoadableOneLayerFile) {
   }
   EXPECT_FALSE(std::filesystem::exists(out + ".partial"));
   std::filesystem::remove(out);
+}
+
+// Every non-llama family: the full plan has the real key values, and a truncated
+// file (real widths, --layers small, test --vocab 512) loads with models::load_model
+// and one forward call gives finite logits.
+struct FamilyCase {
+  const char* name;
+  const char* arch;
+  int layers;  // smallest count that keeps the family's layer pattern
+  const char* type;
+};
+
+TEST(Synth, NewFamiliesLoadAndRunForward) {
+  const FamilyCase cases[] = {
+      {"granite-4.0-h-micro", "granitehybrid", 2, "F16"},  // layers: Mamba-2, then attention
+      {"granite-4.0-h-tiny", "granitehybrid", 2, "F16"},
+      {"mamba2-1.3b", "mamba2", 2, "Q8_0"},  // a quantization mix through the shared rules
+      {"phi-tiny-moe", "phimoe", 1, "F16"},
+      {"llada-8b", "llada", 1, "F16"},
+      {"bitnet-b1.58-2b-4t", "bitnet", 1, "F16"},
+  };
+  ThreadPool pool(2);
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string out = test::temp_path(std::string("synth-") + c.name + ".gguf");
+    RunResult r = run_chimera(std::string("synth --like ") + c.name + " --type " + c.type + " --layers " +
+                              std::to_string(c.layers) + " --vocab 512 -o " + out);
+    ASSERT_EQ(r.rc, 0) << r.output;
+    {
+      auto file = format::GgufFile::open(out);
+      ASSERT_TRUE(file.is_ok()) << file.status().message();
+      EXPECT_EQ((*file)->architecture(), c.arch);
+    }
+    auto m = models::load_model(out);
+    ASSERT_TRUE(m.is_ok()) << m.status().message();
+    auto& model = **m;
+    const int64_t nv = model.info().n_vocab;
+    EXPECT_EQ(nv, 512);
+    auto st = model.new_state(16);
+    const int32_t toks[3] = {1, 300, 17};
+    std::vector<float> logits((size_t)nv);
+    ASSERT_TRUE(model.forward(*st, toks, 3, models::Logits::kLast, logits.data(), &pool).is_ok());
+    float max_abs = 0;
+    for (float v : logits) {
+      ASSERT_TRUE(std::isfinite(v));
+      max_abs = std::max(max_abs, std::fabs(v));
+    }
+    EXPECT_GT(max_abs, 0.0f);
+    std::filesystem::remove(out);
+  }
+}
+
+TEST(Synth, GraniteHybridPlansMatchConfig) {
+  synth::SynthRequest req;
+  req.like = "granite-4.0-h-tiny";
+  auto plan = synth::make_synth_plan(req);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  const auto* kv = plan->find("granitehybrid.attention.head_count_kv");
+  ASSERT_TRUE(kv && kv->arr.size() == 40u);
+  int n_attn = 0;
+  for (size_t i = 0; i < kv->arr.size(); ++i) n_attn += kv->arr[i].as_int().value_or(0) != 0;
+  EXPECT_EQ(n_attn, 4);
+  EXPECT_EQ(kv->arr[5].as_int(), 4);
+  EXPECT_EQ(plan->find("granitehybrid.expert_count")->u, 64u);
+  EXPECT_EQ(plan->find("granitehybrid.expert_used_count")->u, 6u);
+  EXPECT_EQ(plan->find("tokenizer.ggml.tokens")->arr.size(), 100352u);
+  for (const auto& t : plan->tensors) {
+    if (t.name == "blk.0.ssm_in.weight") EXPECT_EQ(t.ne, (std::vector<int64_t>{1536, 2 * 3072 + 2 * 128 + 48}));
+    if (t.name == "blk.0.ffn_gate_exps.weight") EXPECT_EQ(t.ne, (std::vector<int64_t>{1536, 512, 64}));
+    if (t.name == "blk.0.ssm_a" || t.name == "blk.0.ssm_conv1d.weight" || t.name == "blk.0.ffn_gate_inp.weight")
+      EXPECT_EQ(t.type, GgmlType::F32) << t.name;
+  }
+  // Micro is dense; --layers 2 keeps one Mamba-2 and one attention layer.
+  req.like = "granite-4.0-h-micro";
+  req.n_layers = 2;
+  plan = synth::make_synth_plan(req);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  EXPECT_EQ(plan->find("granitehybrid.expert_count"), nullptr);
+  kv = plan->find("granitehybrid.attention.head_count_kv");
+  ASSERT_EQ(kv->arr.size(), 2u);
+  EXPECT_EQ(kv->arr[0].as_int(), 0);
+  EXPECT_EQ(kv->arr[1].as_int(), 8);
+}
+
+TEST(Synth, FullPlansHaveRealParameterCounts) {
+  // Plans only (no data written): totals within the published sizes.
+  struct Want {
+    const char* name;
+    double billions_lo, billions_hi;
+  };
+  for (const Want& w : {Want{"granite-4.0-h-micro", 3.0, 3.3}, Want{"granite-4.0-h-tiny", 6.7, 7.1},
+                        Want{"mamba2-1.3b", 1.2, 1.45}, Want{"phi-tiny-moe", 3.6, 3.9},
+                        Want{"phi-3.5-moe", 41.5, 42.2}, Want{"llada-8b", 7.8, 8.2},
+                        Want{"bitnet-b1.58-2b-4t", 2.3, 2.5}}) {
+    synth::SynthRequest req;
+    req.like = w.name;
+    auto plan = synth::make_synth_plan(req);
+    ASSERT_TRUE(plan.is_ok()) << w.name << ": " << plan.status().message();
+    const double b = (double)plan->total_elements() / 1e9;
+    EXPECT_GE(b, w.billions_lo) << w.name;
+    EXPECT_LE(b, w.billions_hi) << w.name;
+  }
 }
 
 TEST(Synth, ListsModelsAndTypes) {
