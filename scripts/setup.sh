@@ -6,6 +6,8 @@
 # Set CHIMERA_SKIP_APT=1 to skip step 1, CHIMERA_SHARED to point at the shared data.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# ccache: hash paths relative to the checkout so fresh clones reuse the cache.
+export CCACHE_BASEDIR="$PWD"
 
 PACKAGES=(build-essential cmake ninja-build ccache pkg-config git
           libhwy-dev nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libcli11-dev

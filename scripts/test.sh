@@ -5,6 +5,8 @@
 # cases, then a bounded libFuzzer run of the GGUF reader.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# ccache: hash paths relative to the checkout so fresh clones reuse the cache.
+export CCACHE_BASEDIR="$PWD"
 JOBS="${CHIMERA_JOBS:-$(nproc)}"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 ninja -C build -j"$JOBS"

@@ -13,10 +13,22 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
   for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
 }
 
+namespace {
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+constexpr int kSpinBeforeSleep = 20000;   // ~0.3-1 ms of pause instructions
+constexpr int kSpinBeforeYield = 4000;
+}  // namespace
+
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   cv_start_.notify_all();
   for (auto& t : threads_) t.join();
@@ -25,19 +37,23 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::worker(int index) {
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(int, int)>* job;
-    {
+    int spins = 0;
+    uint64_t g;
+    while ((g = generation_.load(std::memory_order_acquire)) == seen) {
+      if (stop_.load(std::memory_order_acquire)) return;
+      if (++spins < kSpinBeforeSleep) {
+        cpu_relax();
+        continue;
+      }
       std::unique_lock<std::mutex> lk(mu_);
-      cv_start_.wait(lk, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job = job_;
+      cv_start_.wait(lk, [&] { return stop_.load() || generation_.load(std::memory_order_acquire) != seen; });
+      spins = 0;
     }
+    if (stop_.load(std::memory_order_acquire)) return;
+    seen = g;
+    const std::function<void(int, int)>* job = job_.load(std::memory_order_acquire);
     (*job)(index, n_threads_);
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      if (--pending_ == 0) cv_done_.notify_one();
-    }
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 
@@ -46,17 +62,21 @@ void ThreadPool::run_on_all(const std::function<void(int, int)>& fn) {
     fn(0, 1);
     return;
   }
+  job_.store(&fn, std::memory_order_release);
+  pending_.store(n_threads_ - 1, std::memory_order_release);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
   {
+    // Pairs with the predicate check of a worker about to block: it either
+    // sees the new generation or is already waiting and gets this notify.
     std::lock_guard<std::mutex> lk(mu_);
-    job_ = &fn;
-    pending_ = n_threads_ - 1;
-    ++generation_;
   }
   cv_start_.notify_all();
   fn(0, n_threads_);
-  std::unique_lock<std::mutex> lk(mu_);
-  cv_done_.wait(lk, [&] { return pending_ == 0; });
-  job_ = nullptr;
+  int spins = 0;
+  while (pending_.load(std::memory_order_acquire) != 0) {
+    if (++spins < kSpinBeforeYield) cpu_relax();
+    else std::this_thread::yield();
+  }
 }
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn, int64_t grain) {

@@ -5,6 +5,7 @@
 // as long as each output element is computed by one range.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -36,11 +37,14 @@ class ThreadPool {
   int n_threads_;
   std::vector<std::thread> threads_;
   std::mutex mu_;
-  std::condition_variable cv_start_, cv_done_;
-  const std::function<void(int, int)>* job_ = nullptr;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::condition_variable cv_start_;
+  // Jobs are published by bumping generation_; workers spin briefly on it
+  // (decode issues hundreds of short jobs per token, and a futex wake-up per
+  // job costs more than the job) before blocking on cv_start_.
+  std::atomic<const std::function<void(int, int)>*> job_{nullptr};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
 };
 
 // Process-wide pool used by the CLI and server (size set once at start-up).

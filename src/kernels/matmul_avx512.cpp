@@ -42,6 +42,7 @@ namespace {
 using format::GgmlType;
 
 struct WF32 {
+  static constexpr int kBytes = 4;
   static CHIMERA_T_AVX512_INLINE __m512 load(const uint8_t* row, int64_t j) {
     return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + j);
   }
@@ -51,6 +52,7 @@ struct WF32 {
 };
 
 struct WF16 {
+  static constexpr int kBytes = 2;
   static CHIMERA_T_AVX512_INLINE __m512 load(const uint8_t* row, int64_t j) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + j * 2)));
   }
@@ -60,6 +62,7 @@ struct WF16 {
 };
 
 struct WBF16 {
+  static constexpr int kBytes = 2;
   static CHIMERA_T_AVX512_INLINE __m512 widen(__m256i h) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
@@ -96,6 +99,14 @@ struct KernelAvx512 {
     }
     int64_t j = 0;
     for (; j + 16 <= k; j += 16) {
+      // Decode (few activation rows) streams weights once: pull the next row
+      // panel into L2 ahead of use, one line per row per 64 bytes consumed.
+      if constexpr (M <= 2) {
+        if (((j * W::kBytes) & 63) == 0) {
+          CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr)
+            _mm_prefetch(reinterpret_cast<const char*>(w + (R + rr) * ws + j * W::kBytes), _MM_HINT_T1);
+        }
+      }
       __m512 wv[R];
       CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) wv[rr] = W::load(w + rr * ws, j);
       CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
