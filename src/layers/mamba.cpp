@@ -97,7 +97,7 @@ void Mamba1Scratch::reserve(const Mamba1Config& c, int64_t T) {
 }
 
 void mamba1_forward(const Mamba1Config& c, const Mamba1Weights& w, const float* h, int64_t T, RecurrentState& st,
-                    Mamba1Scratch& s, float* out, ThreadPool* pool) {
+                    Mamba1Scratch& s, float* out, ThreadPool* pool, float* memory) {
   const int64_t D = c.d_inner, N = c.d_state, R = c.dt_rank, K = c.d_conv, ldb = R + 2 * N;
   float* xz = s.xz.data();
   float* xc = s.xc.data();
@@ -123,6 +123,7 @@ void mamba1_forward(const Mamba1Config& c, const Mamba1Weights& w, const float* 
   a.B = xdb + R, a.C = xdb + R + N, a.ldbc = ldb, a.d_skip = w.D.ptr();
   a.state = st.ssm(), a.y = s.y.data(), a.ldy = D;
   parallel_range(pool, D, 8, [&](int64_t d0, int64_t d1) { kernels::ssm_scan1(a, d0, d1); });
+  if (memory) std::memcpy(memory, s.y.data(), sizeof(float) * (size_t)(T * D));
   for (int64_t t = 0; t < T; ++t) kernels::silu_mul(xz + t * 2 * D + D, s.y.data() + t * D, s.y.data() + t * D, D);
   w.out.apply(s.y.data(), T, D, out, c.n_embd, pool);
 }

@@ -72,7 +72,10 @@ struct Mamba1Scratch {
 };
 
 // out[T][n_embd] = Mamba1(h[T][n_embd]), advancing the layer's state. out may alias h.
+// When `memory` is given, the pre-gate scan output y (scan + D ⊙ x, before
+// y ⊙ silu(z)) of each row is also copied there ([T][d_inner]) — SambaY's
+// memory-producing layer; the output is the same either way.
 void mamba1_forward(const Mamba1Config& c, const Mamba1Weights& w, const float* h, int64_t T, RecurrentState& st,
-                    Mamba1Scratch& s, float* out, ThreadPool* pool);
+                    Mamba1Scratch& s, float* out, ThreadPool* pool, float* memory = nullptr);
 
 }  // namespace chimera::layers

@@ -139,7 +139,7 @@ class Phi4FlashModel final : public MicroBatchedModel {
     switch (L.kind) {
       case Kind::kMamba:
         if ((int64_t)l == mem_layer_)
-          layers::mamba1_memory_forward(m1_, L.mamba, h, T, *st.recurrent(l), m1_scratch_, mem_.data(), h, pool);
+          layers::mamba1_forward(m1_, L.mamba, h, T, *st.recurrent(l), m1_scratch_, h, pool, mem_.data());
         else
           layers::mamba1_forward(m1_, L.mamba, h, T, *st.recurrent(l), m1_scratch_, h, pool);
         break;
