@@ -14,30 +14,12 @@
 
 #include "test_util.h"
 #include "tokenizer/chat_template.h"
+#include "chat_test_util.h"
 
 namespace chimera::tokenizer {
 namespace {
 
-const char* kSys = "You are a helpful assistant.";
-const std::vector<ChatMessage> kOneTurn = {{"system", kSys}, {"user", "Hello!"}};
-const std::vector<ChatMessage> kTwoTurn = {
-    {"system", kSys}, {"user", "Hello!"}, {"assistant", "Hi there. How can I help?"}, {"user", "What is 2+2?"}};
-const std::vector<ChatMessage> kOneTurnNoSys = {{"user", "Hello!"}};
-const std::vector<ChatMessage> kTwoTurnNoSys = {
-    {"user", "Hello!"}, {"assistant", "Hi there. How can I help?"}, {"user", "What is 2+2?"}};
-
-std::string render(const std::string& src, const std::vector<ChatMessage>& msgs, bool gen, const std::string& bos,
-                   const std::string& eos, ChatRenderOptions opt = {}) {
-  auto t = ChatTemplate::parse(src);
-  EXPECT_TRUE(t.is_ok()) << t.status().message();
-  if (!t.is_ok()) return "<parse error>";
-  opt.add_generation_prompt = gen;
-  opt.bos_token = bos;
-  opt.eos_token = eos;
-  auto r = t->render(msgs, opt);
-  EXPECT_TRUE(r.is_ok()) << r.status().message();
-  return r.is_ok() ? r.value() : "<render error: " + r.status().message() + ">";
-}
+using namespace ::chimera::tokenizer::chat_test;
 
 std::string render_error(const std::string& src, const std::vector<ChatMessage>& msgs) {
   auto t = ChatTemplate::parse(src);
