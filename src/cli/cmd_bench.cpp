@@ -3,6 +3,8 @@
 // tokens one per call), mean ± sd over repetitions, time to first token, peak
 // RSS, and decode bandwidth (weight bytes read per token × tok/s) against the
 // machine's measured read bandwidth. Output: md (default), json, csv.
+// Masked diffusion LMs are timed differently: whole generations per
+// acceleration mode (cmd_bench_diffusion.h).
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -10,7 +12,10 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/bench_stats.h"
+#include "cli/cmd_bench_diffusion.h"
 #include "cli/common.h"
+#include "cli/diffusion_options.h"
 #include "core/bandwidth.h"
 #include "core/cpu_features.h"
 #include "core/memory.h"
@@ -27,19 +32,32 @@ struct BenchOptions {
   int reps = 5;
   std::string isa;
   bool no_probe = false;
+  DiffusionCliOptions diffusion;  // diffusion LMs (cmd_bench_diffusion.h)
+  std::string diffusion_modes;
 };
 
-struct Stat {
-  double mean = 0, sd = 0;
-};
-Stat stats(const std::vector<double>& v) {
-  Stat s;
-  if (v.empty()) return s;
-  for (double x : v) s.mean += x;
-  s.mean /= v.size();
-  for (double x : v) s.sd += (x - s.mean) * (x - s.mean);
-  s.sd = v.size() > 1 ? std::sqrt(s.sd / (v.size() - 1)) : 0;
-  return s;
+// Diffusion LMs: whole generations per acceleration mode (cmd_bench_diffusion.h).
+int run_diffusion(const BenchOptions& o, models::Model& m, const std::vector<int32_t>& thread_list) {
+  auto base = o.diffusion.resolve();
+  if (!base) return report_error(base.status());
+  auto modes = parse_diffusion_modes(o.diffusion_modes, *base);
+  if (!modes) return report_error(modes.status());
+  if (o.n_prompt < 1 || o.n_gen < 1) return report_error("diffusion bench: -p and -n must be >= 1");
+  DiffusionBenchConfig cfg;
+  cfg.n_prompt = o.n_prompt;
+  cfg.n_gen = o.n_gen;
+  cfg.reps = o.reps;
+  cfg.modes = std::move(*modes);
+  nlohmann::json rows = nlohmann::json::array();
+  for (int32_t threads : thread_list) {
+    ThreadPool pool(threads);
+    if (Status s = bench_diffusion(m, cfg, pool, &rows); !s) return report_error(s);
+  }
+  if (o.output == "json")
+    std::printf("%s\n", (rows.size() == 1 ? rows[0] : rows).dump(2).c_str());
+  else
+    print_diffusion_rows(rows, o.output);
+  return 0;
 }
 
 int run(const BenchOptions& o) {
@@ -61,6 +79,7 @@ int run(const BenchOptions& o) {
   auto mr = load_model_verbose(o.model, o.output != "md");
   if (!mr) return report_error(mr.status());
   models::Model& m = **mr;
+  if (m.info().is_diffusion) return run_diffusion(o, m, thread_list);
   const int64_t nv = m.info().n_vocab;
   std::mt19937 rng(1234);
   std::vector<int32_t> prompt((size_t)std::max<int64_t>(o.n_prompt, 1));
@@ -160,6 +179,10 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("-o,--output", o->output, "md | json | csv")->capture_default_str();
   sub->add_option("--isa", o->isa, "Restrict kernels to an instruction set");
   sub->add_flag("--no-probe", o->no_probe, "Skip the memory-bandwidth probe");
+  o->diffusion.add_to(sub);
+  sub->add_option("--diffusion-modes", o->diffusion_modes,
+                  "Diffusion LMs: modes to time, e.g. exact,prefix,dual,dual+threshold (default: the flags given, "
+                  "else exact,prefix,dual+threshold)");
   add_bench_serve_command(sub, [o] { set_exit_code(run(*o)); });  // `bench serve` (cmd_bench_serve.cpp)
 }
 

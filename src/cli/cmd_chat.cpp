@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/diffusion_options.h"
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "tokenizer/chat_template.h"
@@ -46,12 +47,16 @@ struct ChatOptions {
   int64_t n_predict = -1;
   int64_t n_ctx = 0;
   bool verbose = false;
+  bool show_prompt = false;  // print each turn's fed text and token ids (stderr)
   ComputeOptions compute;
   SamplingOptions sampling;
+  DiffusionCliOptions diffusion;  // masked diffusion LMs (LLaDA, Dream)
 };
 
 int run(const ChatOptions& o) {
   if (Status s = o.compute.apply(); !s) return report_error(s);
+  auto diffusion = o.diffusion.resolve();
+  if (!diffusion) return report_error(diffusion.status());
   auto mr = load_model_verbose(o.model, false);
   if (!mr) return report_error(mr.status());
   models::Model& model = **mr;
@@ -77,6 +82,7 @@ int run(const ChatOptions& o) {
   runtime::GenerateOptions go;
   go.n_predict = o.n_predict;
   go.sampling = o.sampling.p;
+  go.diffusion = *diffusion;
 
   std::vector<tokenizer::ChatMessage> messages;
   if (!o.system.empty()) messages.push_back({"system", o.system});
@@ -108,6 +114,11 @@ int run(const ChatOptions& o) {
     const bool add_special = first_turn && !(bos.size() && delta.compare(0, bos.size(), bos) == 0);
     std::vector<int32_t> ids = tok.encode(delta, add_special, /*parse_special=*/true);
     if (o.verbose) std::fprintf(stderr, "[feeding %zu new tokens]\n", ids.size());
+    if (o.show_prompt) {
+      std::fprintf(stderr, "[prompt text]%s[/prompt text]\n[prompt ids]", delta.c_str());
+      for (int32_t id : ids) std::fprintf(stderr, " %d", id);
+      std::fprintf(stderr, "\n");
+    }
     std::string reply;
     tokenizer::StreamDecoder dec(tok, false);
     auto r = gen->generate(ids, go, [&](int32_t t) {
@@ -151,8 +162,10 @@ void add_chat_command(CLI::App& app) {
   sub->add_option("-n,--n-predict", o->n_predict, "Maximum reply tokens (-1 = until end of turn)")->capture_default_str();
   sub->add_option("-c,--ctx-size", o->n_ctx, "Context size (default 4096)");
   sub->add_flag("-v,--verbose", o->verbose, "Print per-turn token counts and speed");
+  sub->add_flag("--show-prompt", o->show_prompt, "Print each turn's templated text and its token ids to stderr");
   o->compute.add_to(sub);
   o->sampling.add_to(sub);
+  o->diffusion.add_to(sub);
   sub->callback([o] { set_exit_code(run(*o)); });
 }
 

@@ -4,7 +4,9 @@
 // tensor goes to stderr (index, name, shape, type before -> after, size before ->
 // after, "fallback" when the row length forced another type); the summary goes to
 // stdout. Unknown TYPE, unreadable input and unwritable output exit 1 with
-// "error: ...", and never leave a partial OUT behind.
+// "error: ...", and never leave a partial OUT behind. TQ1_0 / TQ2_0 ternarize every
+// weight matrix with absmean scaling (BitNet b1.58) and warn that quality needs
+// ternary-trained weights.
 #include <chrono>
 #include <cstdio>
 #include <memory>

@@ -6,7 +6,8 @@
 #include "cli/common.h"
 #include "core/memory.h"
 #include "core/thread_pool.h"
-#include "runtime/diffusion_options.h"
+#include "cli/diffusion_options.h"
+#include "runtime/expert_placement.h"
 #include "runtime/expert_stats.h"
 #include "tokenizer/tokenizer.h"
 
@@ -16,6 +17,7 @@ namespace {
 struct RunOptions {
   std::string model, prompt, prompt_file, ids;
   std::string expert_stats;  // --expert-stats FILE (MoE models)
+  std::string expert_placement;  // --expert-placement PLAN.json (MoE models)
   int64_t n_predict = 128;
   int64_t n_ctx = 0;
   bool print_ids = false;
@@ -23,12 +25,13 @@ struct RunOptions {
   bool quiet = false;
   ComputeOptions compute;
   SamplingOptions sampling;
-  runtime::DiffusionOptions diffusion;  // masked diffusion LMs (LLaDA, Dream)
-  std::string remasking = "low_confidence";
+  DiffusionCliOptions diffusion;  // masked diffusion LMs (LLaDA, Dream)
 };
 
 int run(const RunOptions& o) {
   if (Status s = o.compute.apply(); !s) return report_error(s);
+  auto diffusion = o.diffusion.resolve();
+  if (!diffusion) return report_error(diffusion.status());
   int given = !o.prompt.empty() + !o.prompt_file.empty() + !o.ids.empty();
   if (given != 1) return report_error("give exactly one of -p TEXT, -f FILE or -t IDS");
   auto mr = load_model_verbose(o.model, o.quiet);
@@ -62,6 +65,11 @@ int run(const RunOptions& o) {
     return report_error("the prompt has " + std::to_string(prompt.size()) + " tokens, more than the context size " +
                         std::to_string(n_ctx) + " (raise it with -c)");
 
+  if (!o.expert_placement.empty()) {
+    auto pr = runtime::apply_placement_file(model.gguf(), o.expert_placement);
+    if (!pr) return report_error(pr.status());
+    if (!o.quiet) std::fprintf(stderr, "%s\n", pr->summary().c_str());
+  }
   std::unique_ptr<runtime::ExpertStatsSession> stats;
   if (!o.expert_stats.empty()) {
     auto sr = runtime::ExpertStatsSession::attach(model);
@@ -73,9 +81,7 @@ int run(const RunOptions& o) {
   go.n_predict = o.n_predict;
   go.stop_at_eog = !o.ignore_eos;
   go.sampling = o.sampling.p;
-  go.diffusion = o.diffusion;
-  if (!runtime::parse_remasking(o.remasking, &go.diffusion.remasking))
-    return report_error("--remasking must be low_confidence, random, margin or entropy (got '" + o.remasking + "')");
+  go.diffusion = *diffusion;
 
   if (!o.print_ids && !prompt_text.empty()) {
     std::fwrite(prompt_text.data(), 1, prompt_text.size(), stdout);
@@ -132,20 +138,11 @@ void add_run_command(CLI::App& app) {
   sub->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at end-of-generation tokens");
   sub->add_flag("-q,--quiet", o->quiet, "No statistics on stderr");
   sub->add_option("--expert-stats", o->expert_stats, "MoE models: write expert routing statistics (JSON) to FILE");
+  sub->add_option("--expert-placement", o->expert_placement,
+                  "MoE models: keep the plan's resident experts in memory (`chimera experts --budget-gb` JSON)");
   o->compute.add_to(sub);
   o->sampling.add_to(sub);
-  // Masked diffusion LMs (see runtime/diffusion.h); ignored by autoregressive models.
-  runtime::DiffusionOptions& d = o->diffusion;
-  sub->add_option("--steps", d.steps, "Diffusion: denoising steps in total (default: one per token)");
-  sub->add_option("--block-length", d.block_length, "Diffusion: semi-autoregressive block length (default: -n)");
-  sub->add_option("--remasking", o->remasking, "Diffusion: low_confidence | random | margin | entropy")
-      ->capture_default_str();
-  sub->add_option("--cfg", d.cfg_scale, "Diffusion: classifier-free guidance scale (0 = off)");
-  sub->add_flag("--visual", d.visual, "Diffusion: redraw the canvas on stderr as it unmasks");
-  sub->add_flag("--prefix-cache", d.prefix_cache, "Diffusion: reuse committed blocks' K/V (Fast-dLLM, approximate)");
-  sub->add_flag("--dual-cache", d.dual_cache, "Diffusion: reuse prefix and suffix K/V (Fast-dLLM, approximate)");
-  sub->add_option("--cache-refresh", d.cache_refresh, "Diffusion: with a cache, full pass every N steps in a block");
-  sub->add_option("--threshold", d.threshold, "Diffusion: commit all tokens with confidence > T (0 = off)");
+  o->diffusion.add_to(sub);  // masked diffusion LMs (runtime/diffusion.h)
   sub->callback([o] { set_exit_code(run(*o)); });
 }
 

@@ -14,7 +14,9 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/diffusion_options.h"
 #include "core/thread_pool.h"
+#include "runtime/expert_placement.h"
 #include "server/engine.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
@@ -35,16 +37,35 @@ struct ServeOptions {
   int64_t checkpoint_interval = 256;
   int http_threads = 0;
   bool no_prefix_cache = false;
+  std::string expert_placement;  // --expert-placement PLAN.json (MoE models)
   ComputeOptions compute;
+  DiffusionCliOptions diffusion;  // diffusion LMs: server defaults (a request's JSON may override them)
 };
 
 int run(const ServeOptions& o) {
+  // Signals go to a watcher thread (blocked everywhere else, including the
+  // compute pool's workers started by compute.apply() and the engine and HTTP
+  // threads created below — a worker with SIGTERM unblocked would take the
+  // default action and kill the server); a dead client's socket must not kill us.
+  signal(SIGPIPE, SIG_IGN);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
   if (Status s = o.compute.apply(); !s) return report_error(s);
   if (o.parallel < 1 || o.parallel > 4096) return report_error("--parallel must be between 1 and 4096");
   if (o.mem_budget_mb < 0) return report_error("--mem-budget-mb must be >= 0");
+  auto diffusion = o.diffusion.resolve();
+  if (!diffusion) return report_error(diffusion.status());
   auto mr = load_model_verbose(o.model, false);
   if (!mr) return report_error(mr.status());
   models::Model& model = **mr;
+  if (!o.expert_placement.empty()) {
+    auto pr = runtime::apply_placement_file(model.gguf(), o.expert_placement);
+    if (!pr) return report_error(pr.status());
+    std::fprintf(stderr, "%s\n", pr->summary().c_str());
+  }
 
   tokenizer::ChatTemplate tmpl = tokenizer::ChatTemplate::fallback();
   if (auto src = model.gguf().get_string("tokenizer.chat_template")) {
@@ -70,17 +91,9 @@ int run(const ServeOptions& o) {
   so.host = o.host;
   so.port = o.port;
   so.api_key = o.api_key;
+  so.diffusion = *diffusion;
   so.model_id = !o.alias.empty() ? o.alias : std::filesystem::path(o.model).stem().string();
   so.http_threads = o.http_threads > 0 ? o.http_threads : 2 * o.parallel + 32;
-
-  // Signals go to a watcher thread (blocked everywhere else, including the
-  // engine and HTTP threads created below); a dead client's socket must not kill us.
-  signal(SIGPIPE, SIG_IGN);
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
 
   if (Status s = engine.start(); !s) return report_error(s);
   server::HttpServer http(engine, metrics, std::move(tmpl), so);
@@ -136,7 +149,10 @@ void add_serve_command(CLI::App& app) {
   sub->add_option("--http-threads", o->http_threads, "HTTP worker threads (default 2 x parallel + 32)")
       ->check(CLI::Range(1, 4096));
   sub->add_flag("--no-prefix-cache", o->no_prefix_cache, "Disable prefix caching");
+  sub->add_option("--expert-placement", o->expert_placement,
+                  "MoE models: keep the plan's resident experts in memory (`chimera experts --budget-gb` JSON)");
   o->compute.add_to(sub);
+  o->diffusion.add_to(sub);
   sub->callback([o] { set_exit_code(run(*o)); });
 }
 

@@ -8,6 +8,7 @@
 
 #include <cassert>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 
 #include "kernels/dispatch.h"
@@ -54,6 +55,14 @@ Status check_matmul_type(format::GgmlType type) {
   return unsupported("matmul: weight type " + format::ggml_type_name(type) + " is not supported");
 }
 
+Status check_matmul_shape(format::GgmlType type, int64_t cols) {
+  CHIMERA_RETURN_IF_ERROR(check_matmul_type(type));
+  const WeightTypeTraits* t = weight_type_traits(type);
+  if (cols % t->block_size == 0) return Status::ok();
+  return unsupported("matmul: " + format::ggml_type_name(type) + " weights need a row length that is a multiple of " +
+                     std::to_string(t->block_size) + " (got " + std::to_string(cols) + ")");
+}
+
 void matmul(const WeightView& w, const float* x, int64_t m, int64_t ldx, float* y, int64_t ldy, ThreadPool* pool) {
   if (m <= 0 || w.rows <= 0) return;
   const MatmulKernel* kern = matmul_kernel(w.type, active_isa());
@@ -66,6 +75,7 @@ void matmul(const WeightView& w, const float* x, int64_t m, int64_t ldx, float* 
   g.k = w.cols;
   g.y = y;
   g.ldy = ldy;
+  g.w_tail = g.w + (size_t)w.rows * w.row_bytes;
   if (kern->pack_act) {
     const size_t stride = (kern->act_bytes(w.cols) + kActAlign - 1) / kActAlign * kActAlign;
     uint8_t* buf = act_scratch(stride * (size_t)m);
@@ -97,6 +107,11 @@ void weight_row_to_f32(const WeightView& w, int64_t r, float* out) {
   assert(t && "weight_row_to_f32: unsupported weight type");
   if (!t) std::abort();
   t->row_to_f32(static_cast<const uint8_t*>(w.data) + (size_t)r * w.row_bytes, out, w.cols);
+  if (t->tail_f32_scale) {
+    float s;
+    std::memcpy(&s, static_cast<const uint8_t*>(w.data) + (size_t)w.rows * w.row_bytes, sizeof(s));
+    for (int64_t j = 0; j < w.cols; ++j) out[j] *= s;
+  }
 }
 
 }  // namespace chimera::kernels

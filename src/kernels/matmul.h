@@ -35,6 +35,9 @@ struct WeightView {
 // True when matmul/row_to_f32 support weights of this type.
 bool matmul_supports(format::GgmlType type);
 Status check_matmul_type(format::GgmlType type);
+// check_matmul_type plus the row length the kernels need (I2_S stores blocks
+// of 128 but its kernels take 256-element Q8_K activation blocks).
+Status check_matmul_shape(format::GgmlType type, int64_t cols);
 
 // y = x · Wᵀ for m activation rows. x rows have stride ldx floats, y rows ldy.
 // pool may be null (single-threaded).

@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "format/gguf/ggml_types.h"
 #include "kernels/type_traits.h"
@@ -67,6 +68,32 @@ inline ActView act_view(const uint8_t* a, int64_t k) {
 // The packer for weight type t (bias and sexp filled per the type), or null.
 PackActFn legacy_pack_fn(format::GgmlType t);
 
+// Kernel-table entries of one SIMD ISA. K provides
+//   static constexpr const char* kIsa;   // name suffix, e.g. "avx2"
+//   template <format::GgmlType T> static void gemm(const GemmArgs&, int64_t, int64_t, int64_t, int64_t);
+// and the entry of type T is named "gemm_<type>_<vec_dot_type>_<kIsa>".
+template <class K, format::GgmlType T>
+MatmulKernel legacy_entry(const char* stem) {
+  constexpr format::GgmlType vd = legacy_info(T).has_min ? format::GgmlType::Q8_1 : format::GgmlType::Q8_0;
+  static const std::string name = std::string("gemm_") + stem + "_" + K::kIsa;
+  return {legacy_pack_fn(T), act_bytes_legacy, &K::template gemm<T>, name.c_str(), vd};
+}
+
+// The entry for legacy type t (empty for other types).
+template <class K>
+MatmulKernel legacy_kernel_for(format::GgmlType t) {
+  using format::GgmlType;
+  switch (t) {
+    case GgmlType::Q8_0: return legacy_entry<K, GgmlType::Q8_0>("q8_0_q8_0");
+    case GgmlType::Q4_0: return legacy_entry<K, GgmlType::Q4_0>("q4_0_q8_0");
+    case GgmlType::Q4_1: return legacy_entry<K, GgmlType::Q4_1>("q4_1_q8_1");
+    case GgmlType::Q5_0: return legacy_entry<K, GgmlType::Q5_0>("q5_0_q8_0");
+    case GgmlType::Q5_1: return legacy_entry<K, GgmlType::Q5_1>("q5_1_q8_1");
+    case GgmlType::IQ4_NL: return legacy_entry<K, GgmlType::IQ4_NL>("iq4_nl_q8_0");
+    default: return {};
+  }
+}
+
 // Kernel providers (empty kernel for non-legacy types / other architectures).
 MatmulKernel legacy_quant_kernel_scalar(format::GgmlType t);
 MatmulKernel legacy_quant_kernel_avx2(format::GgmlType t);
@@ -78,6 +105,8 @@ MatmulKernel legacy_quant_kernel_avx512vnni(format::GgmlType t);
 #include <immintrin.h>
 
 #include <cstring>
+
+#include "kernels/matmul_tile.h"
 
 // 256-bit block decoders shared by the AVX2 and AVX-512 VNNI kernels (AVX2
 // target, always inlined into callers whose target is a superset). One block
@@ -140,6 +169,44 @@ CHIMERA_T_QL_AVX2 float hsum8(__m256 v) {
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
+}
+
+// The pieces of a tile (R weight rows x M activation rows, matmul_tile.h)
+// that the AVX2 and AVX-512 VNNI kernels share; only the int32 block dot
+// differs between them.
+
+// One weight block of row rr at block index b: its codes (decode<T>), d and
+// (for _1 types) m broadcast. For GEMV (M == 1) it also prefetches the next
+// row group's block at the same position (R rows ahead) into L2: the weights
+// stream from DRAM there.
+template <format::GgmlType T, int R, int M>
+CHIMERA_T_QL_AVX2 void load_block(const uint8_t* blk, size_t w_stride, int64_t b, __m256i iq4_tab, __m256i& codes,
+                                  __m256& dw, __m256& mw) {
+  constexpr LegacyInfo info = legacy_info(T);
+  if constexpr (M == 1) {
+    if ((b & 1) == 0) _mm_prefetch((const char*)(blk + (size_t)R * w_stride), _MM_HINT_T1);
+    if constexpr (info.bytes > 32) _mm_prefetch((const char*)(blk + (size_t)R * w_stride + 64), _MM_HINT_T1);
+  }
+  codes = decode<T>(blk, iq4_tab);
+  dw = f16_bcast(blk);
+  if constexpr (info.has_min) mw = f16_bcast(blk + info.off_m);
+  else mw = _mm256_setzero_ps();  // unused
+}
+
+// acc += f32(sumi) * (d_w * d_a) lane-wise, then + m_w * s_a for _1 types
+// (s_a in lane 0 of sexp; the other lanes are 0).
+template <bool kHasMin>
+CHIMERA_T_QL_AVX2 void accumulate(__m256i sumi, __m256 dw, __m256 da, __m256 mw, const float* sexp, __m256& acc) {
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_mul_ps(dw, da), acc);
+  if constexpr (kHasMin) acc = _mm256_fmadd_ps(mw, _mm256_load_ps(sexp), acc);
+}
+
+// Writes the tile's outputs (fixed-order horizontal sums).
+template <int R, int M>
+CHIMERA_T_QL_AVX2 void store_tile(const GemmArgs& g, int64_t r, int64_t i, const __m256 (&acc)[R][M]) {
+  CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
+    CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) g.y[(i + mm) * g.ldy + r + rr] = hsum8(acc[rr][mm]);
+  }
 }
 
 }  // namespace chimera::kernels::legacy::x86

@@ -53,17 +53,8 @@ struct KernelAvx2 {
       __m256i wv[R], wabs[R];
       __m256 dw[R], mw[R];
       CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
-        const uint8_t* blk = w + rr * ws + b * kInfo.bytes;
-        // GEMV streams the weights from DRAM: prefetch the next row group's
-        // block at the same position (R rows ahead) into L2.
-        if constexpr (M == 1) {
-          if ((b & 1) == 0) _mm_prefetch((const char*)(blk + (size_t)R * ws), _MM_HINT_T1);
-          if constexpr (kInfo.bytes > 32) _mm_prefetch((const char*)(blk + (size_t)R * ws + 64), _MM_HINT_T1);
-        }
-        wv[rr] = x86::decode<T>(blk, tab);
+        x86::load_block<T, R, M>(w + rr * ws + b * kInfo.bytes, ws, b, tab, wv[rr], dw[rr], mw[rr]);
         if constexpr (kSigned) wabs[rr] = _mm256_sign_epi8(wv[rr], wv[rr]);
-        dw[rr] = x86::f16_bcast(blk);
-        if constexpr (kInfo.has_min) mw[rr] = x86::f16_bcast(blk + kInfo.off_m);
       }
       CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
         const __m256i a = _mm256_load_si256(reinterpret_cast<const __m256i*>(av[mm].qs + 32 * b));
@@ -78,16 +69,11 @@ struct KernelAvx2 {
               q = _mm256_add_epi32(q, _mm256_load_si256(reinterpret_cast<const __m256i*>(av[mm].bias + 8 * b)));
             }
           }
-          acc[rr][mm] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), _mm256_mul_ps(dw[rr], da), acc[rr][mm]);
-          if constexpr (kInfo.has_min) {
-            acc[rr][mm] = _mm256_fmadd_ps(mw[rr], _mm256_load_ps(av[mm].sexp + 8 * b), acc[rr][mm]);
-          }
+          x86::accumulate<kInfo.has_min>(q, dw[rr], da, mw[rr], av[mm].sexp + 8 * b, acc[rr][mm]);
         }
       }
     }
-    CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
-      CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) g.y[(i + mm) * g.ldy + r + rr] = x86::hsum8(acc[rr][mm]);
-    }
+    x86::store_tile<R, M>(g, r, i, acc);
   }
 };
 
@@ -98,30 +84,17 @@ constexpr std::array<int, kActs + 1> kRowsFor = {0, 4, 3, 2, 2};
 template <GgmlType T>
 constexpr detail::TileSet<kRows, kActs> kTiles = detail::make_tile_set<KernelAvx2<T>, kRows, kActs>(kRowsFor);
 
-template <GgmlType T>
-void gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
-  detail::gemm_blocked(kTiles<T>, g, r0, r1, i0, i1);
-}
-
-template <GgmlType T>
-MatmulKernel make(const char* name) {
-  constexpr GgmlType vd = legacy_info(T).has_min ? GgmlType::Q8_1 : GgmlType::Q8_0;
-  return {legacy_pack_fn(T), act_bytes_legacy, gemm<T>, name, vd};
-}
+struct Entries {
+  static constexpr const char* kIsa = "avx2";
+  template <GgmlType T>
+  static void gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+    detail::gemm_blocked(kTiles<T>, g, r0, r1, i0, i1);
+  }
+};
 
 }  // namespace
 
-MatmulKernel legacy_quant_kernel_avx2(format::GgmlType t) {
-  switch (t) {
-    case GgmlType::Q8_0: return make<GgmlType::Q8_0>("gemm_q8_0_q8_0_avx2");
-    case GgmlType::Q4_0: return make<GgmlType::Q4_0>("gemm_q4_0_q8_0_avx2");
-    case GgmlType::Q4_1: return make<GgmlType::Q4_1>("gemm_q4_1_q8_1_avx2");
-    case GgmlType::Q5_0: return make<GgmlType::Q5_0>("gemm_q5_0_q8_0_avx2");
-    case GgmlType::Q5_1: return make<GgmlType::Q5_1>("gemm_q5_1_q8_1_avx2");
-    case GgmlType::IQ4_NL: return make<GgmlType::IQ4_NL>("gemm_iq4_nl_q8_0_avx2");
-    default: return {};
-  }
-}
+MatmulKernel legacy_quant_kernel_avx2(format::GgmlType t) { return legacy_kernel_for<Entries>(t); }
 
 }  // namespace chimera::kernels::legacy
 

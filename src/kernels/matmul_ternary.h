@@ -1,11 +1,6 @@
-// Internal to the ternary matmul kernels (TQ1_0, TQ2_0 weights x Q8_K
-// activations): the decoded block form every ISA shares and the row driver.
-//
-// Layout: each call decodes one weight row at a time (all super-blocks of k)
-// into TqDecoded blocks — 256 trits t in {0,1,2} in natural element order
-// plus the f32 block scale — in a thread-local panel, then dots that row with
-// every activation row of the call (Q8_K blocks, packed by kq_pack_act), so a
-// prefill decodes each weight once.
+// Internal to the ternary matmul kernels (TQ1_0, TQ2_0, I2_S weights x Q8_K
+// activations): the decoded block forms, the kernel-private activation
+// layouts, and the row drivers the ISAs share.
 //
 // Accumulation — exactly llama.cpp's AVX2 ggml_vec_dot_tq{1,2}_0_q8_K (the
 // build the golden references come from), identical bits on every ISA here:
@@ -16,12 +11,34 @@
 // acc_l = fma(dy * d, (float)S_l, acc_l) (llama.cpp writes mul + add, which
 // GCC contracts to an FMA in its -march=native build), and
 // y = ((acc0+acc4) + (acc2+acc6)) + ((acc1+acc5) + (acc3+acc7)).
+// Only the integer S_l are fixed, not how they are formed, so the SIMD kernels
+// use their own element orders (below) and stay bit-identical to the scalar
+// kernel. I2_S (quant/i2s.h) uses the same accumulation with d = the tensor's
+// f32 scale for every block (bitnet.cpp itself quantizes activations per row;
+// chimera uses Q8_K blocks for all ternary types).
 // Tolerance vs the f64 dot of dequantized operands (w = d (t-1), a = dy q):
 //   (k/256 + 8) * 2^-23 * sum_e |w_e| |a_e| + same with |w| -> |d|.
+//
+// Layouts:
+//   - scalar kernel and AVX2 TQ1_0: block_q8_K activations, each weight row
+//     decoded into TqDecoded (trits in natural element order) once per call.
+//   - TQ2_0 / I2_S (AVX2, AVX-512): TqAct8 activations in "plane order":
+//     chunk n (0..3) = bytes 64n..64n+63 = elements [32n..32n+31 |
+//     128+32n..128+32n+31], which is the order (x >> shift_n) & 3 yields from
+//     the 64 qs bytes of a TQ2_0 block (or two I2_S blocks) — so decode is one
+//     shift + and per 64 elements, straight from storage. Every 4-byte group
+//     holds one lane class: byte p of a chunk has class (p / 4) mod 8.
+//   - TQ1_0 (AVX-512): TqAct16, int16 activations in 9 chunks of 32 matching
+//     the base-3 decoder's u16 lanes (matmul_ternary_avx512.cpp); the int32
+//     lane j of a vpdpwssd / vpmaddwd has class j / 2.
+// TqAct*.corr[l] = bsums[2l] + bsums[2l+1] (subtracted from S_l).
+// GEMV (m == 1) decodes in registers with an L2 prefetch of the rows ahead;
+// GEMM decodes each weight row once into a plane-order panel.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "kernels/type_traits.h"
@@ -41,6 +58,28 @@ using TqDotFn = float (*)(const TqDecoded* w, const float* wd, const uint8_t* ac
 
 float tq1_0_decode(const uint8_t* blk, TqDecoded* out);
 float tq2_0_decode(const uint8_t* blk, TqDecoded* out);
+// 256 I2_S elements (64 bytes, two blocks) in natural order; returns 0 (the
+// scale is per tensor: GemmArgs::w_tail).
+float i2s_decode(const uint8_t* blk, TqDecoded* out);
+
+// Plane-order activations for TQ2_0 / I2_S SIMD kernels (one per 256 elements).
+struct alignas(64) TqAct8 {
+  int8_t qs[256];
+  int32_t corr[8];
+  float d;
+};
+// TQ1_0 AVX-512 activations (one per 256 elements; unused slots are 0).
+struct alignas(64) TqAct16 {
+  int16_t qs[288];
+  int32_t corr[8];
+  float d;
+};
+static_assert(sizeof(TqAct8) == 320 && sizeof(TqAct16) == 640);
+
+size_t tq_act8_bytes(int64_t k);
+void tq_pack_act8(const float* x, int64_t k, void* out);
+size_t tq_act16_bytes(int64_t k);
+void tq_pack_act16(const float* x, int64_t k, void* out);
 
 // Per-ISA providers (empty kernel for non-ternary types / other architectures).
 MatmulKernel ternary_kernel_scalar(format::GgmlType type);
@@ -68,6 +107,28 @@ void tq_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) 
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* w = g.w + (size_t)r * g.w_stride;
     for (int64_t sb = 0; sb < nsb; ++sb) dd[(size_t)sb] = Decode(w + (size_t)sb * kBlockBytes, &dec[(size_t)sb]);
+    for (int64_t i = i0; i < i1; ++i) g.y[i * g.ldy + r] = Dot(dec.data(), dd.data(), g.a + (size_t)i * g.a_stride, nsb);
+  }
+}
+
+// Scalar-layout driver for I2_S: 64-byte decode units, one tensor scale.
+template <TqDotFn Dot>
+void i2s_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+  const int64_t nsb = g.k / quant::kQK_K;
+  float scale;
+  std::memcpy(&scale, g.w_tail, sizeof(scale));
+  thread_local std::vector<TqDecoded> dec;
+  thread_local std::vector<float> dd;
+  if ((int64_t)dec.size() < nsb) {
+    dec.resize((size_t)nsb);
+    dd.resize((size_t)nsb);
+  }
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* w = g.w + (size_t)r * g.w_stride;
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      i2s_decode(w + (size_t)sb * 64, &dec[(size_t)sb]);
+      dd[(size_t)sb] = scale;
+    }
     for (int64_t i = i0; i < i1; ++i) g.y[i * g.ldy + r] = Dot(dec.data(), dd.data(), g.a + (size_t)i * g.a_stride, nsb);
   }
 }

@@ -1,18 +1,22 @@
-// AVX2 ternary matmul kernels (Isa::kAvx2): TQ1_0 / TQ2_0 weights x Q8_K
-// activations. Layout: each weight row is decoded once per call into trits
-// (matmul_ternary.h; TQ2_0 with a shift/mask SIMD decoder, TQ1_0 with the
-// shared scalar one) and dotted with every activation row. Per super-block:
-// 8 chunks of 32 elements, vpmaddubsw(trits u8 0..2, activations s8) -> int16
-// pairs (|.| <= 2*2*128, no saturation), vpmaddwd by 1 -> int32 lane l holding
-// elements with (e mod 32) / 4 == l, minus vpmaddwd(bsums, 1) (the trit offset,
-// llama.cpp's way). Precision: exact int32 lanes, then vfmadd into 8 f32 lanes
-// and the fixed reduction of matmul_ternary.h — bit-identical to Isa::kScalar.
+// AVX2 ternary matmul kernels (Isa::kAvx2): TQ1_0 / TQ2_0 / I2_S weights x
+// Q8_K activations, bit-identical to Isa::kScalar (matmul_ternary.h).
+//   TQ2_0 / I2_S: TqAct8 plane-order activations; per 256 elements two 32-byte
+//   loads, plane n of half h = (x_h >> shift_n) & 3 (TQ2_0 2n, I2_S 6 - 2n)
+//   against activation bytes 64n + 32h; vpmaddubsw (trits u8 0..2 x s8, no
+//   saturation) + vpmaddwd(1) -> int32 lane l of class l. GEMV (m == 1)
+//   decodes in registers with an L2 prefetch of the rows ahead; GEMM decodes
+//   each row once into a plane-order panel.
+//   TQ1_0: block_q8_K activations, each weight row decoded once per call into
+//   natural-order trits (shared scalar decoder), 8 chunks of 32 per block.
+// Then minus the lane-class corrections, vfmadd into 8 f32 lanes and the
+// fixed reduction of matmul_ternary.h.
 #include "kernels/matmul_ternary.h"
 
 #if defined(__x86_64__)
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/matmul_kquant.h"
@@ -25,20 +29,96 @@ namespace {
 using format::GgmlType;
 namespace q = chimera::quant;
 
-CHIMERA_T_AVX2 float tq2_0_decode_avx2(const uint8_t* blk, TqDecoded* out) {
-  const __m256i mask = _mm256_set1_epi8(3);
-  for (int h = 0; h < 2; ++h) {
-    const __m256i x = _mm256_loadu_si256((const __m256i*)(blk + 32 * h));
-    for (int n = 0; n < 4; ++n) {
-      const __m256i t = _mm256_and_si256(_mm256_srli_epi16(x, 2 * n), mask);
-      _mm256_store_si256((__m256i*)(out->t + 128 * h + 32 * n), t);
-    }
+// ---- TQ2_0 / I2_S on plane-order activations.
+template <bool kI2s>
+CHIMERA_T_AVX2 inline __m256i planes_dot(const uint8_t* blk, const TqAct8& a) {
+  const __m256i mask = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
+  const __m256i x0 = _mm256_loadu_si256((const __m256i*)blk);
+  const __m256i x1 = _mm256_loadu_si256((const __m256i*)(blk + 32));
+  __m256i s = _mm256_setzero_si256();
+  for (int n = 0; n < 4; ++n) {
+    const int sh = kI2s ? 6 - 2 * n : 2 * n;
+    const __m256i t0 = _mm256_and_si256(_mm256_srli_epi16(x0, sh), mask);
+    const __m256i t1 = _mm256_and_si256(_mm256_srli_epi16(x1, sh), mask);
+    const __m256i y0 = _mm256_load_si256((const __m256i*)(a.qs + 64 * n));
+    const __m256i y1 = _mm256_load_si256((const __m256i*)(a.qs + 64 * n + 32));
+    s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(t0, y0), ones));
+    s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(t1, y1), ones));
   }
-  uint16_t d;
-  std::memcpy(&d, blk + 64, 2);
-  return _cvtsh_ss(d);
+  return s;
 }
 
+CHIMERA_T_AVX2 inline __m256 plane_update(__m256i s, const TqAct8& a, float d, __m256 acc) {
+  s = _mm256_sub_epi32(s, _mm256_load_si256((const __m256i*)a.corr));
+  return _mm256_fmadd_ps(_mm256_set1_ps(a.d * d), _mm256_cvtepi32_ps(s), acc);
+}
+
+CHIMERA_T_AVX2 inline float lanes_finish(__m256 acc) {
+  alignas(32) float l[8];
+  _mm256_store_ps(l, acc);
+  return detail::tq_finish(l);
+}
+
+template <bool kI2s>
+CHIMERA_T_AVX2 void gemm_planes(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+  constexpr size_t kBytes = kI2s ? 64 : sizeof(q::block_tq2_0);
+  const int64_t nsb = g.k / q::kQK_K;
+  float ts = 0.f;
+  if (kI2s) std::memcpy(&ts, g.w_tail, sizeof(ts));
+  if (i1 - i0 == 1) {
+    const auto* act = reinterpret_cast<const TqAct8*>(g.a + (size_t)i0 * g.a_stride);
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* w = g.w + (size_t)r * g.w_stride;
+      const uint8_t* pf = w + std::max<size_t>(2, (4096 + g.w_stride - 1) / g.w_stride) * g.w_stride;  // >= 4 KiB ahead
+      __m256 acc = _mm256_setzero_ps();
+      for (int64_t sb = 0; sb < nsb; ++sb) {
+        const uint8_t* blk = w + (size_t)sb * kBytes;
+        _mm_prefetch((const char*)(pf + (size_t)sb * kBytes), _MM_HINT_T1);
+        float d = ts;
+        if (!kI2s) {
+          uint16_t h;
+          std::memcpy(&h, blk + 64, 2);
+          d = _cvtsh_ss(h);
+        }
+        acc = plane_update(planes_dot<kI2s>(blk, act[sb]), act[sb], d, acc);
+      }
+      _mm_prefetch((const char*)(pf + (size_t)nsb * kBytes - 1), _MM_HINT_T1);
+      g.y[i0 * g.ldy + r] = lanes_finish(acc);
+    }
+    return;
+  }
+  // Panel: the row's blocks repacked to 64 bytes (TQ2_0 qs / I2_S as is) so
+  // every activation row reuses one contiguous copy; the decode stays in
+  // registers (two shifts per 64 elements are cheaper than reloading planes).
+  thread_local std::vector<uint8_t> panel;
+  thread_local std::vector<float> dd;
+  if ((int64_t)dd.size() < nsb) {
+    panel.resize((size_t)nsb * 64);
+    dd.resize((size_t)nsb);
+  }
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* w = g.w + (size_t)r * g.w_stride;
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      std::memcpy(&panel[(size_t)sb * 64], w + (size_t)sb * kBytes, 64);
+      if (kI2s) {
+        dd[(size_t)sb] = ts;
+      } else {
+        uint16_t h;
+        std::memcpy(&h, w + (size_t)sb * kBytes + 64, 2);
+        dd[(size_t)sb] = _cvtsh_ss(h);
+      }
+    }
+    for (int64_t i = i0; i < i1; ++i) {
+      const auto* act = reinterpret_cast<const TqAct8*>(g.a + (size_t)i * g.a_stride);
+      __m256 acc = _mm256_setzero_ps();
+      for (int64_t sb = 0; sb < nsb; ++sb)
+        acc = plane_update(planes_dot<kI2s>(&panel[(size_t)sb * 64], act[sb]), act[sb], dd[(size_t)sb], acc);
+      g.y[i * g.ldy + r] = lanes_finish(acc);
+    }
+  }
+}
+
+// ---- TQ1_0 on block_q8_K activations.
 CHIMERA_T_AVX2 float dot_avx2(const TqDecoded* w, const float* wd, const uint8_t* act, int64_t nsb) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc = _mm256_setzero_ps();
@@ -70,8 +150,9 @@ MatmulKernel ternary_kernel_avx2(format::GgmlType type) {
       return {kq_pack_act, kq_act_bytes, detail::tq_gemm<tq1_0_decode, sizeof(q::block_tq1_0), dot_avx2>,
               "gemm_tq1_0_q8_K_avx2", GgmlType::Q8_K};
     case GgmlType::TQ2_0:
-      return {kq_pack_act, kq_act_bytes, detail::tq_gemm<tq2_0_decode_avx2, sizeof(q::block_tq2_0), dot_avx2>,
-              "gemm_tq2_0_q8_K_avx2", GgmlType::Q8_K};
+      return {tq_pack_act8, tq_act8_bytes, gemm_planes<false>, "gemm_tq2_0_q8_K_avx2", GgmlType::Q8_K};
+    case GgmlType::I2_S:
+      return {tq_pack_act8, tq_act8_bytes, gemm_planes<true>, "gemm_i2_s_q8_K_avx2", GgmlType::Q8_K};
     default: return {};
   }
 }

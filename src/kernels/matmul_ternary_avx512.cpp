@@ -1,12 +1,31 @@
-// AVX-512 ternary matmul kernels (Isa::kAvx512, Isa::kAvx512Vnni): TQ1_0 /
-// TQ2_0 weights x Q8_K activations. Layout: rows decoded to trits once per
-// call (matmul_ternary.h), then per super-block 4 chunks of 64 elements:
-// vpmaddubsw + vpmaddwd(1) (plain AVX-512BW) or vpdpbusd (VNNI) into 16 int32
-// lanes; lane L holds elements with (e mod 64) / 4 == L, so folding the upper
-// 8 lanes onto the lower 8 gives exactly llama.cpp's 8 AVX2 lanes
-// ((e mod 32) / 4 == l). Minus the pairwise bsums, then vfmadd into 8 f32 lanes
-// and the fixed reduction of matmul_ternary.h. Precision: exact int32 lanes,
-// bit-identical to Isa::kScalar and Isa::kAvx2.
+// AVX-512 ternary matmul kernels (Isa::kAvx512, Isa::kAvx512Vnni): TQ2_0 /
+// TQ1_0 / I2_S weights x Q8_K activations, bit-identical to Isa::kScalar (the
+// integer lane sums S_l of matmul_ternary.h are exact; the f32 updates are the
+// same operations in the same order).
+//
+// TQ2_0 / I2_S: TqAct8 plane-order activations. A block's 64 qs bytes x give
+// plane n = (x >> shift_n) & 3 (TQ2_0 shift 2n, I2_S shift 6 - 2n), whose
+// bytes are exactly activation chunk n; vpdpbusd (VNNI) or vpmaddubsw +
+// vpmaddwd(1) into 16 int32 lanes, lane L of class L mod 8, then the upper
+// 256 bits fold onto the lower. Per 256 elements: 1 load, 4 shift/and, 4 dots.
+//
+// TQ1_0: TqAct16 int16 activations. The base-3 bytes are widened to u16 and
+// trit n of byte b is computed as mulhi_u16(mullo_u16(b, 3^n << 8), 3)
+// = (((b * 3^n) mod 256) * 3) >> 8 (ggml's decoder); 9 vectors of 32 trits:
+//   0..4: qs[0..31] trit n          = elements 32n + i
+//   5..7: qs[32..47] trits 2c | 2c+1 in the two 256-bit halves
+//         = elements 160 + 32c + i (c = 2: upper half zero)
+//   8:    qh[0..3] trits 0..3 in lanes 16 + 4n + j = elements 240 + 4n + j
+//         (lower half zero)
+// vpdpwssd (VNNI) or vpmaddwd into 16 int32 lanes, lane j of class j / 2,
+// then pairs are added and compacted to 8 lanes.
+//
+// GEMV (m == 1) decodes in registers straight from the weights, with an L2
+// prefetch of the same block two rows ahead (measured on a loaded 2-vCPU
+// Zen 4 VM: 2 rows ~ none in a cold microbenchmark, slightly ahead end to
+// end; 4-16 KiB ahead was 5-25% slower — re-measure on a quiet machine).
+// GEMM decodes each weight row once into a plane-order panel and runs up to 4
+// activation rows per panel pass.
 #include "kernels/matmul_ternary.h"
 
 #if defined(__x86_64__)
@@ -18,11 +37,11 @@
 
 #include <cstring>
 
-#include "kernels/matmul_kquant.h"
+#include "kernels/matmul_tile.h"
 
-#define CHIMERA_T_TQ512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")))
-#define CHIMERA_T_TQ512VNNI \
+#define CHIMERA_T_TQ512 \
   __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
+#define CHIMERA_T_TQ512_INLINE inline __attribute__((always_inline)) CHIMERA_T_TQ512
 
 namespace chimera::kernels {
 namespace {
@@ -30,74 +49,216 @@ namespace {
 using format::GgmlType;
 namespace q = chimera::quant;
 
-CHIMERA_T_TQ512 float tq2_0_decode_512(const uint8_t* blk, TqDecoded* out) {
-  const __m512i mask = _mm512_set1_epi8(3);
-  // 64 bytes qs: byte 32h+m holds elements 128h + 32n + m.
-  const __m512i x = _mm512_loadu_si512((const void*)blk);
-  for (int n = 0; n < 4; ++n) {
-    const __m512i t = _mm512_and_si512(_mm512_srli_epi16(x, 2 * n), mask);
-    _mm256_store_si256((__m256i*)(out->t + 32 * n), _mm512_castsi512_si256(t));
-    _mm256_store_si256((__m256i*)(out->t + 128 + 32 * n), _mm512_extracti64x4_epi64(t, 1));
-  }
-  uint16_t d;
-  std::memcpy(&d, blk + 64, 2);
-  return _cvtsh_ss(d);
-}
+enum class Kind { kTq2, kI2s, kTq1 };
 
-template <bool kVnni>
-inline __m512i lanes_512(const TqDecoded& w, const int8_t* qs);
-
+template <Kind K>
+struct Geo;
 template <>
-CHIMERA_T_TQ512 inline __m512i lanes_512<false>(const TqDecoded& w, const int8_t* qs) {
-  const __m512i ones = _mm512_set1_epi16(1);
-  __m512i s = _mm512_setzero_si512();
-  for (int c = 0; c < 4; ++c) {
-    const __m512i t = _mm512_load_si512((const void*)(w.t + 64 * c));
-    const __m512i a = _mm512_loadu_si512((const void*)(qs + 64 * c));
-    s = _mm512_add_epi32(s, _mm512_madd_epi16(_mm512_maddubs_epi16(t, a), ones));
-  }
-  return s;
-}
-
+struct Geo<Kind::kTq2> {
+  static constexpr size_t kBytes = sizeof(q::block_tq2_0);  // per 256 elements
+  static constexpr int kVecs = 4;
+  using Act = TqAct8;
+};
 template <>
-CHIMERA_T_TQ512VNNI inline __m512i lanes_512<true>(const TqDecoded& w, const int8_t* qs) {
-  __m512i s = _mm512_setzero_si512();
-  for (int c = 0; c < 4; ++c) {
-    const __m512i t = _mm512_load_si512((const void*)(w.t + 64 * c));
-    const __m512i a = _mm512_loadu_si512((const void*)(qs + 64 * c));
-    s = _mm512_dpbusd_epi32(s, t, a);
-  }
-  return s;
+struct Geo<Kind::kI2s> {
+  static constexpr size_t kBytes = 64;
+  static constexpr int kVecs = 4;
+  using Act = TqAct8;
+};
+template <>
+struct Geo<Kind::kTq1> {
+  static constexpr size_t kBytes = sizeof(q::block_tq1_0);
+  static constexpr int kVecs = 9;
+  using Act = TqAct16;
+};
+
+struct alignas(64) Vec64 {
+  uint8_t b[64];
+};
+
+CHIMERA_T_TQ512_INLINE float f16_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
 }
 
-template <bool kVnni>
-CHIMERA_T_TQ512VNNI float dot_512(const TqDecoded* w, const float* wd, const uint8_t* act, int64_t nsb) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* y = act + (size_t)sb * sizeof(q::block_q8_K);
-    const __m512i s16 = lanes_512<kVnni>(w[sb], (const int8_t*)(y + 4));
-    __m256i s = _mm256_add_epi32(_mm512_castsi512_si256(s16), _mm512_extracti64x4_epi64(s16, 1));
-    const __m256i bs = _mm256_loadu_si256((const __m256i*)(y + 260));
-    s = _mm256_sub_epi32(s, _mm256_madd_epi16(bs, ones));
-    float dy;
-    std::memcpy(&dy, y, 4);
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(dy * wd[sb]), _mm256_cvtepi32_ps(s), acc);
+// Decodes 256 elements into Geo<K>::kVecs vectors; returns the block scale
+// (I2_S: 0, the tensor scale is applied by the caller).
+template <Kind K>
+CHIMERA_T_TQ512_INLINE float decode(const uint8_t* blk, __m512i* t) {
+  if constexpr (K == Kind::kTq1) {
+    const __m512i three = _mm512_set1_epi16(3);
+    const __m512i a = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i*)blk));
+    constexpr int16_t p3[5] = {1 << 8, 3 << 8, 9 << 8, 27 << 8, 81 << 8};
+    CHIMERA_UNROLL for (int n = 0; n < 5; ++n) t[n] = _mm512_mulhi_epu16(_mm512_mullo_epi16(a, _mm512_set1_epi16(p3[n])), three);
+    const __m512i b = _mm512_broadcast_i64x4(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i*)(blk + 32))));
+    const __m512i m0 = _mm512_inserti64x4(_mm512_set1_epi16(p3[0]), _mm256_set1_epi16(p3[1]), 1);
+    const __m512i m1 = _mm512_inserti64x4(_mm512_set1_epi16(p3[2]), _mm256_set1_epi16(p3[3]), 1);
+    const __m512i m2 = _mm512_inserti64x4(_mm512_set1_epi16(p3[4]), _mm256_setzero_si256(), 1);
+    t[5] = _mm512_mulhi_epu16(_mm512_mullo_epi16(b, m0), three);
+    t[6] = _mm512_mulhi_epu16(_mm512_mullo_epi16(b, m1), three);
+    t[7] = _mm512_mulhi_epu16(_mm512_mullo_epi16(b, m2), three);
+    uint32_t qh;
+    std::memcpy(&qh, blk + 48, 4);
+    const __m512i h = _mm512_broadcastq_epi64(_mm_cvtepu8_epi16(_mm_cvtsi32_si128((int)qh)));
+    const __m512i mh = _mm512_inserti64x4(_mm512_setzero_si512(),
+                                          _mm256_setr_epi16(p3[0], p3[0], p3[0], p3[0], p3[1], p3[1], p3[1], p3[1],
+                                                            p3[2], p3[2], p3[2], p3[2], p3[3], p3[3], p3[3], p3[3]),
+                                          1);
+    t[8] = _mm512_mulhi_epu16(_mm512_mullo_epi16(h, mh), three);
+    return f16_at(blk + 52);
+  } else {
+    const __m512i mask = _mm512_set1_epi8(3);
+    // Two 256-bit loads: TQ2_0 blocks (66 bytes) are rarely 64-byte aligned,
+    // and a line-splitting 512-bit load measured ~25% slower on cold weights.
+    const __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i*)blk)),
+                                         _mm256_loadu_si256((const __m256i*)(blk + 32)), 1);
+    CHIMERA_UNROLL for (int n = 0; n < 4; ++n) {
+      const int sh = K == Kind::kTq2 ? 2 * n : 6 - 2 * n;
+      t[n] = _mm512_and_si512(_mm512_srli_epi16(x, sh), mask);
+    }
+    if constexpr (K == Kind::kTq2) return f16_at(blk + 64);
+    return 0.f;
   }
+}
+
+// Integer lane sums S_l (before the correction) of one block.
+template <Kind K, bool kVnni>
+CHIMERA_T_TQ512_INLINE __m256i lanes(const __m512i* t, const typename Geo<K>::Act& a) {
+  __m512i s = _mm512_setzero_si512();
+  if constexpr (K == Kind::kTq1) {
+    CHIMERA_UNROLL for (int c = 0; c < 9; ++c) {
+      const __m512i y = _mm512_load_si512((const void*)(a.qs + 32 * c));
+      if constexpr (kVnni) {
+        s = _mm512_dpwssd_epi32(s, t[c], y);
+      } else {
+        s = _mm512_add_epi32(s, _mm512_madd_epi16(t[c], y));
+      }
+    }
+    // Lane j has class j / 2: add pairs, keep the even lanes.
+    s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_CDAB));
+    s = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 0, 0, 0, 0, 0, 0, 0), s);
+    return _mm512_castsi512_si256(s);
+  } else {
+    const __m512i ones = _mm512_set1_epi16(1);
+    CHIMERA_UNROLL for (int n = 0; n < 4; ++n) {
+      const __m512i y = _mm512_load_si512((const void*)(a.qs + 64 * n));
+      if constexpr (kVnni) {
+        s = _mm512_dpbusd_epi32(s, t[n], y);
+      } else {
+        s = _mm512_add_epi32(s, _mm512_madd_epi16(_mm512_maddubs_epi16(t[n], y), ones));
+      }
+    }
+    return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+  }
+}
+
+template <Kind K>
+CHIMERA_T_TQ512_INLINE __m256 update(__m256i s, const typename Geo<K>::Act& a, float d, __m256 acc) {
+  s = _mm256_sub_epi32(s, _mm256_load_si256((const __m256i*)a.corr));
+  return _mm256_fmadd_ps(_mm256_set1_ps(a.d * d), _mm256_cvtepi32_ps(s), acc);
+}
+
+CHIMERA_T_TQ512_INLINE float finish(__m256 acc) {
   alignas(32) float l[8];
   _mm256_store_ps(l, acc);
   return detail::tq_finish(l);
+}
+
+template <Kind K>
+CHIMERA_T_TQ512_INLINE float tensor_scale(const GemmArgs& g) {
+  float s = 0.f;
+  if constexpr (K == Kind::kI2s) std::memcpy(&s, g.w_tail, sizeof(s));
+  return s;
+}
+
+template <Kind K, bool kVnni>
+CHIMERA_T_TQ512 void gemv(const GemmArgs& g, int64_t r0, int64_t r1) {
+  using G = Geo<K>;
+  const int64_t nsb = g.k / q::kQK_K;
+  const auto* act = reinterpret_cast<const typename G::Act*>(g.a);
+  const float ts = tensor_scale<K>(g);
+  const size_t pf_off = 2 * g.w_stride;  // two rows ahead (see the file comment)
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* w = g.w + (size_t)r * g.w_stride;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      const uint8_t* blk = w + (size_t)sb * G::kBytes;
+      _mm_prefetch((const char*)(blk + pf_off), _MM_HINT_T1);
+      __m512i t[G::kVecs];
+      float d = decode<K>(blk, t);
+      if constexpr (K == Kind::kI2s) d = ts;
+      acc = update<K>(lanes<K, kVnni>(t, act[sb]), act[sb], d, acc);
+    }
+    g.y[r] = finish(acc);
+  }
+}
+
+// Panel: per row, kVecs decoded vectors per block + the block scales.
+template <Kind K, bool kVnni, int M>
+CHIMERA_T_TQ512_INLINE void panel_dot(const __m512i* p, const float* dd, const GemmArgs& g, int64_t nsb, int64_t i,
+                                      int64_t r) {
+  using G = Geo<K>;
+  const typename G::Act* act[M];
+  __m256 acc[M];
+  CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
+    act[mm] = reinterpret_cast<const typename G::Act*>(g.a + (size_t)(i + mm) * g.a_stride);
+    acc[mm] = _mm256_setzero_ps();
+  }
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const __m512i* t = p + sb * G::kVecs;
+    CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
+      acc[mm] = update<K>(lanes<K, kVnni>(t, act[mm][sb]), act[mm][sb], dd[sb], acc[mm]);
+    }
+  }
+  CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) g.y[(i + mm) * g.ldy + r] = finish(acc[mm]);
+}
+
+template <Kind K, bool kVnni>
+CHIMERA_T_TQ512 void gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+  if (i1 - i0 == 1) {
+    GemmArgs g1 = g;
+    g1.a = g.a + (size_t)i0 * g.a_stride;
+    g1.y = g.y + i0 * g.ldy;
+    gemv<K, kVnni>(g1, r0, r1);
+    return;
+  }
+  using G = Geo<K>;
+  const int64_t nsb = g.k / q::kQK_K;
+  thread_local std::vector<Vec64> panel;
+  thread_local std::vector<float> dd;
+  if ((int64_t)dd.size() < nsb) {
+    panel.resize((size_t)(nsb * G::kVecs));
+    dd.resize((size_t)nsb);
+  }
+  const float ts = tensor_scale<K>(g);
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* w = g.w + (size_t)r * g.w_stride;
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      __m512i t[G::kVecs];
+      const float d = decode<K>(w + (size_t)sb * G::kBytes, t);
+      dd[(size_t)sb] = K == Kind::kI2s ? ts : d;
+      CHIMERA_UNROLL for (int v = 0; v < G::kVecs; ++v) _mm512_store_si512((void*)panel[(size_t)(sb * G::kVecs + v)].b, t[v]);
+    }
+    int64_t i = i0;
+    const auto* p = reinterpret_cast<const __m512i*>(panel.data());
+    for (; i + 4 <= i1; i += 4) panel_dot<K, kVnni, 4>(p, dd.data(), g, nsb, i, r);
+    for (; i < i1; ++i) panel_dot<K, kVnni, 1>(p, dd.data(), g, nsb, i, r);
+  }
 }
 
 template <bool kVnni>
 MatmulKernel make_kernel(format::GgmlType type) {
   switch (type) {
     case GgmlType::TQ1_0:
-      return {kq_pack_act, kq_act_bytes, detail::tq_gemm<tq1_0_decode, sizeof(q::block_tq1_0), dot_512<kVnni>>,
+      return {tq_pack_act16, tq_act16_bytes, gemm<Kind::kTq1, kVnni>,
               kVnni ? "gemm_tq1_0_q8_K_avx512vnni" : "gemm_tq1_0_q8_K_avx512", GgmlType::Q8_K};
     case GgmlType::TQ2_0:
-      return {kq_pack_act, kq_act_bytes, detail::tq_gemm<tq2_0_decode_512, sizeof(q::block_tq2_0), dot_512<kVnni>>,
+      return {tq_pack_act8, tq_act8_bytes, gemm<Kind::kTq2, kVnni>,
               kVnni ? "gemm_tq2_0_q8_K_avx512vnni" : "gemm_tq2_0_q8_K_avx512", GgmlType::Q8_K};
+    case GgmlType::I2_S:
+      return {tq_pack_act8, tq_act8_bytes, gemm<Kind::kI2s, kVnni>,
+              kVnni ? "gemm_i2_s_q8_K_avx512vnni" : "gemm_i2_s_q8_K_avx512", GgmlType::Q8_K};
     default: return {};
   }
 }

@@ -1,4 +1,4 @@
-// Portable ternary matmul kernels (Isa::kScalar) for TQ1_0 / TQ2_0 weights x
+// Portable ternary matmul kernels (Isa::kScalar) for TQ1_0 / TQ2_0 / I2_S weights x
 // Q8_K activations, plus the block decoders every ISA shares. The scalar dot
 // follows the accumulation documented in matmul_ternary.h (llama.cpp's AVX2
 // vec_dot: exact int32 lane sums per super-block with the Q8_K block sums
@@ -11,6 +11,7 @@
 #include "core/fp16.h"
 #include "kernels/matmul_kquant.h"
 #include "kernels/matmul_ternary.h"
+#include "quant/i2s.h"
 
 namespace chimera::kernels {
 
@@ -29,6 +30,11 @@ float tq2_0_decode(const uint8_t* blk, TqDecoded* out) {
   std::memcpy(&b, blk, sizeof(b));
   q::tq2_0_trits(b, out->t);
   return f16_to_f32(b.d);
+}
+
+float i2s_decode(const uint8_t* blk, TqDecoded* out) {
+  for (int j = 0; j < 256; ++j) out->t[j] = (uint8_t)q::i2s_code(blk, j);
+  return 0.f;
 }
 
 namespace {
@@ -57,6 +63,8 @@ MatmulKernel ternary_kernel_scalar(format::GgmlType type) {
     case GgmlType::TQ2_0:
       return {kq_pack_act, kq_act_bytes, detail::tq_gemm<tq2_0_decode, sizeof(q::block_tq2_0), dot_scalar>,
               "gemm_tq2_0_q8_K_scalar", GgmlType::Q8_K};
+    case GgmlType::I2_S:
+      return {kq_pack_act, kq_act_bytes, detail::i2s_gemm<dot_scalar>, "gemm_i2_s_q8_K_scalar", GgmlType::Q8_K};
     default: return {};
   }
 }

@@ -14,7 +14,9 @@
 //   y_l  = Σ_{s<=l} (C_l·B_s) e^{Λ_l-Λ_s} Δ_s x_s  +  e^{Λ_l} (H·C_l)  +  D x_l
 //   H   <- e^{Λ_{L-1}} H + Σ_s e^{Λ_{L-1}-Λ_s} Δ_s x_s ⊗ B_s
 // The decay exponents are differences of double cumulative sums rounded once to
-// float, so no exp of a large positive number is ever taken.
+// float, so no exp of a large positive number is ever taken. Every term is a
+// GEMM on a register-tiled 4-row x 2-vector micro-kernel (see SsdImpl); C·Bᵀ is
+// computed once per chunk and group and shared by the group's heads.
 // Scratch: thread_local vectors that grow once per thread (no per-call allocation
 // after warm-up).
 #include "kernels/ssm.h"
@@ -56,18 +58,6 @@ HWY_INLINE void StoreN(DF d, hn::Vec<DF> v, float* p, size_t count) {
 HWY_INLINE hn::Vec<DF> Silu(DF d, hn::Vec<DF> x) {
   const auto e = hn::Exp(d, hn::Min(hn::Neg(x), hn::Set(d, 100.0f)));
   return hn::Div(x, hn::Add(hn::Set(d, 1.0f), e));
-}
-
-// Σ a[i]·b[i] over n floats: one vector accumulator, lanes reduced at the end.
-HWY_INLINE float Dot(const float* a, const float* b, size_t n) {
-  const DF d;
-  const size_t NL = hn::Lanes(d);
-  auto acc = hn::Zero(d);
-  for (size_t i = 0; i < n; i += NL) {
-    const size_t c = std::min(NL, n - i);
-    acc = hn::MulAdd(LoadN(d, a + i, c), LoadN(d, b + i, c), acc);
-  }
-  return hn::GetLane(hn::SumOfLanes(d, acc));
 }
 
 void Conv1dImpl(const float* x, int64_t ldx, int64_t T, const float* w, const float* b, int64_t C, int64_t K,
@@ -166,24 +156,150 @@ void Scan2Impl(const Scan2Args& a, int64_t h0, int64_t h1) {
   }
 }
 
+// ---- SSD: register-tiled GEMM building block --------------------------------
+//
+// Out[i][j] (+)= Σ_k A[i][k]·B[k][j] over row tiles of kMr rows × 2 vectors of
+// columns. The k loop is an FMA chain per output element in ascending k, so an
+// element's value does not depend on where its tile sits. Rows past M read a
+// zero row and are not stored; columns past the tile width use masked loads.
+constexpr size_t kMr = 4;
+
+enum class Tri {
+  kNone,       // full M x ncols x K
+  kLimitK,     // row tile starting at i0 uses k < min(K, i0 + kMr) (A is zero past the diagonal)
+  kLimitCols,  // row tile starting at i0 computes columns j < min(ncols, i0 + kMr) (lower triangle)
+};
+
+HWY_INLINE hn::Vec<DF> LoadCols(DF d, const float* p, size_t n, size_t NL) {
+  if (n >= NL) return hn::LoadU(d, p);
+  return hn::MaskedLoad(hn::FirstN(d, n), d, p);
+}
+
+HWY_INLINE void StoreCols(DF d, hn::Vec<DF> v, float* p, size_t n, size_t NL) {
+  if (n >= NL) return hn::StoreU(v, d, p);
+  hn::BlendedStore(v, hn::FirstN(d, n), d, p);
+}
+
+// One kMr x (2 vectors) tile: rows a[r] (k-contiguous), B rows at B + k*ldb,
+// output rows c[r] (null: not stored), nc <= 2*NL columns.
+HWY_INLINE void GemmTile(DF d, size_t K, const float* const* a, const float* B, size_t ldb, float* const* c, size_t nc,
+                         bool accumulate) {
+  const size_t NL = hn::Lanes(d);
+  const size_t n0 = std::min(nc, NL), n1 = nc > NL ? nc - NL : 0;
+  auto v00 = hn::Zero(d), v01 = hn::Zero(d), v10 = hn::Zero(d), v11 = hn::Zero(d);
+  auto v20 = hn::Zero(d), v21 = hn::Zero(d), v30 = hn::Zero(d), v31 = hn::Zero(d);
+  if (accumulate) {
+    if (c[0]) v00 = LoadCols(d, c[0], n0, NL), v01 = n1 ? LoadCols(d, c[0] + NL, n1, NL) : v01;
+    if (c[1]) v10 = LoadCols(d, c[1], n0, NL), v11 = n1 ? LoadCols(d, c[1] + NL, n1, NL) : v11;
+    if (c[2]) v20 = LoadCols(d, c[2], n0, NL), v21 = n1 ? LoadCols(d, c[2] + NL, n1, NL) : v21;
+    if (c[3]) v30 = LoadCols(d, c[3], n0, NL), v31 = n1 ? LoadCols(d, c[3] + NL, n1, NL) : v31;
+  }
+  const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
+  if (n1 == NL) {
+    for (size_t k = 0; k < K; ++k) {
+      const float* bk = B + k * ldb;
+      const auto b0 = hn::LoadU(d, bk), b1 = hn::LoadU(d, bk + NL);
+      const auto x0 = hn::Set(d, a0[k]), x1 = hn::Set(d, a1[k]);
+      v00 = hn::MulAdd(x0, b0, v00), v01 = hn::MulAdd(x0, b1, v01);
+      v10 = hn::MulAdd(x1, b0, v10), v11 = hn::MulAdd(x1, b1, v11);
+      const auto x2 = hn::Set(d, a2[k]), x3 = hn::Set(d, a3[k]);
+      v20 = hn::MulAdd(x2, b0, v20), v21 = hn::MulAdd(x2, b1, v21);
+      v30 = hn::MulAdd(x3, b0, v30), v31 = hn::MulAdd(x3, b1, v31);
+    }
+  } else {
+    const auto m0 = hn::FirstN(d, n0), m1 = hn::FirstN(d, n1);
+    for (size_t k = 0; k < K; ++k) {
+      const float* bk = B + k * ldb;
+      const auto b0 = hn::MaskedLoad(m0, d, bk);
+      const auto b1 = n1 ? hn::MaskedLoad(m1, d, bk + NL) : hn::Zero(d);
+      const auto x0 = hn::Set(d, a0[k]), x1 = hn::Set(d, a1[k]);
+      v00 = hn::MulAdd(x0, b0, v00), v01 = hn::MulAdd(x0, b1, v01);
+      v10 = hn::MulAdd(x1, b0, v10), v11 = hn::MulAdd(x1, b1, v11);
+      const auto x2 = hn::Set(d, a2[k]), x3 = hn::Set(d, a3[k]);
+      v20 = hn::MulAdd(x2, b0, v20), v21 = hn::MulAdd(x2, b1, v21);
+      v30 = hn::MulAdd(x3, b0, v30), v31 = hn::MulAdd(x3, b1, v31);
+    }
+  }
+  if (c[0]) StoreCols(d, v00, c[0], n0, NL), n1 ? StoreCols(d, v01, c[0] + NL, n1, NL) : void();
+  if (c[1]) StoreCols(d, v10, c[1], n0, NL), n1 ? StoreCols(d, v11, c[1] + NL, n1, NL) : void();
+  if (c[2]) StoreCols(d, v20, c[2], n0, NL), n1 ? StoreCols(d, v21, c[2] + NL, n1, NL) : void();
+  if (c[3]) StoreCols(d, v30, c[3], n0, NL), n1 ? StoreCols(d, v31, c[3] + NL, n1, NL) : void();
+}
+
+// Out (M x ncols, ldc) (+)= A (M x K, lda) · B (K x ncols, ldb); `zeros` holds
+// at least K zeros (the A row of a missing tail row).
+static void Gemm(size_t M, size_t ncols, size_t K, const float* A, size_t lda, const float* B, size_t ldb, float* out,
+          size_t ldc, bool accumulate, Tri tri, const float* zeros) {
+  const DF d;
+  const size_t W = 2 * hn::Lanes(d);
+  for (size_t i0 = 0; i0 < M; i0 += kMr) {
+    const float* a[kMr];
+    float* c[kMr];
+    for (size_t r = 0; r < kMr; ++r) {
+      const bool in = i0 + r < M;
+      a[r] = in ? A + (i0 + r) * lda : zeros;
+      c[r] = in ? out + (i0 + r) * ldc : nullptr;
+    }
+    const size_t lim = i0 + kMr;
+    const size_t kk = tri == Tri::kLimitK ? std::min(K, lim) : K;
+    const size_t nn = tri == Tri::kLimitCols ? std::min(ncols, lim) : ncols;
+    for (size_t j = 0; j < nn; j += W) {
+      float* cj[kMr] = {c[0] ? c[0] + j : nullptr, c[1] ? c[1] + j : nullptr, c[2] ? c[2] + j : nullptr,
+                        c[3] ? c[3] + j : nullptr};
+      GemmTile(d, kk, a, B + j, ldb, cj, std::min(W, nn - j), accumulate);
+    }
+  }
+}
+
+// SSD in matrix form. Loop order: chunk, then heads; the group's C·Bᵀ (and Bᵀ)
+// is built once per chunk and shared by the heads of the group. The carried
+// state of every head in [h0, h1) is kept transposed (Hᵀ: [N][P]) in scratch
+// for the whole call, so all four products are plain row-major GEMMs:
+//   CB   (L x L, lower)  = C  (L x N) · Bᵀ (N x L)              per group
+//   Y    (L x P)         = diag(e^Λ) · C (L x N) · Hᵀ (N x P) + D·X
+//   Y   += M (L x L, lower) · X (L x P),  M[l][s] = CB[l][s]·e^{Λ_l-Λ_s}·Δ_s
+//   Hᵀ   = e^{Λ_{L-1}} Hᵀ + Bᵀ (N x L) · Xw (L x P),  Xw[s] = e^{Λ_{L-1}-Λ_s}·Δ_s·X[s]
 void SsdImpl(const Scan2Args& a, int64_t chunk, int64_t h0, int64_t h1) {
   const DF d;
   const size_t NL = hn::Lanes(d), N = (size_t)a.N, P = (size_t)a.P;
   const int64_t hpg = a.H / a.G;
   if (chunk < 1) chunk = 1;
-  const size_t Q = (size_t)chunk;
+  const size_t Q = (size_t)chunk, nh = (size_t)(h1 - h0), PN = P * N;
   thread_local std::vector<double> lam;
-  thread_local std::vector<float> dts, m, yrow;
-  if (lam.size() < Q) lam.resize(Q);
-  if (dts.size() < Q) dts.resize(Q);
-  if (m.size() < Q + NL) m.resize(Q + NL);
-  if (yrow.size() < P + NL) yrow.resize(P + NL);
-  for (int64_t h = h0; h < h1; ++h) {
-    const int64_t g = h / hpg;
-    float* Hs = a.state + h * a.P * a.N;
-    const float dsk = a.d_skip ? a.d_skip[h] : 0.0f;
-    for (int64_t t0 = 0; t0 < a.T; t0 += chunk) {
-      const size_t L = (size_t)std::min(chunk, a.T - t0);
+  thread_local std::vector<float> dts, ev, cb, bt, m, xw, ht, zeros, tmp;
+  auto grow = [](auto& v, size_t n) {
+    if (v.size() < n) v.resize(n);
+  };
+  grow(lam, Q), grow(dts, Q + NL), grow(ev, Q), grow(cb, Q * Q), grow(bt, N * Q), grow(m, Q * Q + NL);
+  grow(xw, Q * P), grow(ht, nh * PN), grow(tmp, Q + NL);
+  if (zeros.size() < std::max(Q, N)) zeros.assign(std::max(Q, N), 0.0f);
+
+  // State in: H [P][N] -> Hᵀ [N][P].
+  for (size_t i = 0; i < nh; ++i) {
+    const float* H = a.state + (h0 + (int64_t)i) * a.P * a.N;
+    float* T = ht.data() + i * PN;
+    for (size_t p = 0; p < P; ++p)
+      for (size_t n = 0; n < N; ++n) T[n * P + p] = H[p * N + n];
+  }
+
+  for (int64_t t0 = 0; t0 < a.T; t0 += chunk) {
+    const size_t L = (size_t)std::min(chunk, a.T - t0);
+    const float* Xc = a.x + t0 * a.ldx;
+    const float* Bc = a.B + t0 * a.ldbc;
+    const float* Cc = a.C + t0 * a.ldbc;
+    float* Yc = a.y + t0 * a.ldy;
+    int64_t g_cur = -1;
+    for (int64_t h = h0; h < h1; ++h) {
+      const int64_t g = h / hpg;
+      const float* Bg = Bc + g * a.N;
+      const float* Cg = Cc + g * a.N;
+      if (g != g_cur) {
+        g_cur = g;
+        for (size_t s = 0; s < L; ++s)
+          for (size_t n = 0; n < N; ++n) bt[n * Q + s] = Bg[s * (size_t)a.ldbc + n];
+        Gemm(L, L, N, Cg, (size_t)a.ldbc, bt.data(), Q, cb.data(), Q, false, Tri::kLimitCols, zeros.data());
+      }
+      // Per-head decays.
       double cum = 0.0;
       for (size_t l = 0; l < L; ++l) {
         float dtv = a.dt[(t0 + (int64_t)l) * a.lddt + h];
@@ -192,55 +308,67 @@ void SsdImpl(const Scan2Args& a, int64_t chunk, int64_t h0, int64_t h1) {
         cum += (double)(dts[l] * a.A[h]);
         lam[l] = cum;
       }
-      auto xrow = [&](size_t l) { return a.x + (t0 + (int64_t)l) * a.ldx + h * a.P; };
-      auto brow = [&](size_t l) { return a.B + (t0 + (int64_t)l) * a.ldbc + g * a.N; };
-      auto crow = [&](size_t l) { return a.C + (t0 + (int64_t)l) * a.ldbc + g * a.N; };
+      for (size_t l = 0; l < L; ++l) tmp[l] = (float)lam[l];
+      for (size_t l = 0; l < L; l += NL) {
+        const size_t c = std::min(NL, L - l);
+        StoreN(d, hn::Exp(d, LoadN(d, tmp.data() + l, c)), ev.data() + l, c);
+      }
+      // M (lower triangle; zero up to the row tile's diagonal block edge).
       for (size_t l = 0; l < L; ++l) {
-        const float* Cl = crow(l);
-        // m[s] = (C_l·B_s) · exp(Λ_l − Λ_s) · Δ_s for s <= l.
-        for (size_t s = 0; s <= l; ++s) m[s] = (float)(lam[l] - lam[s]);
+        float* ml = m.data() + l * Q;
+        for (size_t s = 0; s <= l; ++s) ml[s] = (float)(lam[l] - lam[s]);
         for (size_t s = 0; s <= l; s += NL) {
           const size_t c = std::min(NL, l + 1 - s);
-          StoreN(d, hn::Mul(hn::Exp(d, LoadN(d, m.data() + s, c)), LoadN(d, dts.data() + s, c)), m.data() + s, c);
+          const auto e = hn::Exp(d, LoadN(d, ml + s, c));
+          StoreN(d, hn::Mul(hn::Mul(LoadN(d, cb.data() + l * Q + s, c), e), LoadN(d, dts.data() + s, c)), ml + s, c);
         }
-        for (size_t s = 0; s <= l; ++s) m[s] = Dot(Cl, brow(s), N) * m[s];
-        // Diagonal block: y = Σ_s m[s] x_s.
+        const size_t edge = std::min(L, (l / kMr + 1) * kMr);
+        for (size_t s = l + 1; s < edge; ++s) ml[s] = 0.0f;
+      }
+      const size_t hi = (size_t)(h - h0);
+      float* Ht = ht.data() + hi * PN;
+      const float* Xh = Xc + h * a.P;
+      float* Yh = Yc + h * a.P;
+      // Inter-chunk: Y = e^Λ ⊙ (C · Hᵀ) + D·x.
+      Gemm(L, P, N, Cg, (size_t)a.ldbc, Ht, P, Yh, (size_t)a.ldy, false, Tri::kNone, zeros.data());
+      const auto vD = hn::Set(d, a.d_skip ? a.d_skip[h] : 0.0f);
+      for (size_t l = 0; l < L; ++l) {
+        const auto vE = hn::Set(d, ev[l]);
+        float* yl = Yh + l * (size_t)a.ldy;
+        const float* xl = Xh + l * (size_t)a.ldx;
         for (size_t p = 0; p < P; p += NL) {
           const size_t c = std::min(NL, P - p);
-          auto acc = hn::Zero(d);
-          for (size_t s = 0; s <= l; ++s) acc = hn::MulAdd(hn::Set(d, m[s]), LoadN(d, xrow(s) + p, c), acc);
-          StoreN(d, acc, yrow.data() + p, c);
-        }
-        // Carried state and D skip.
-        const float eo = std::exp((float)lam[l]);
-        const float* xl = xrow(l);
-        float* yo = a.y + (t0 + (int64_t)l) * a.ldy + h * a.P;
-        for (size_t p = 0; p < P; ++p) {
-          float v = yrow[p] + eo * Dot(Hs + p * N, Cl, N);
-          if (a.d_skip) v = v + xl[p] * dsk;
-          yo[p] = v;
+          StoreN(d, hn::MulAdd(vD, LoadN(d, xl + p, c), hn::Mul(vE, LoadN(d, yl + p, c))), yl + p, c);
         }
       }
-      // Chunk state folded into the carried state.
-      const auto dend = hn::Set(d, std::exp((float)lam[L - 1]));
-      for (size_t i = 0; i < P * N; i += NL) {
-        const size_t c = std::min(NL, P * N - i);
-        StoreN(d, hn::Mul(LoadN(d, Hs + i, c), dend), Hs + i, c);
-      }
+      // Intra-chunk: Y += M · X.
+      Gemm(L, P, L, m.data(), Q, Xh, (size_t)a.ldx, Yh, (size_t)a.ldy, true, Tri::kLimitK, zeros.data());
+      // State: Hᵀ = e^{Λ_end} Hᵀ + Bᵀ · Xw.
+      const double lend = lam[L - 1];
       for (size_t s = 0; s < L; ++s) {
-        const float w = std::exp((float)(lam[L - 1] - lam[s])) * dts[s];
-        const float* xs = xrow(s);
-        const float* Bs = brow(s);
-        for (size_t p = 0; p < P; ++p) {
-          const auto u = hn::Set(d, w * xs[p]);
-          float* hp = Hs + p * N;
-          for (size_t n = 0; n < N; n += NL) {
-            const size_t c = std::min(NL, N - n);
-            StoreN(d, hn::MulAdd(u, LoadN(d, Bs + n, c), LoadN(d, hp + n, c)), hp + n, c);
-          }
+        const auto w = hn::Set(d, std::exp((float)(lend - lam[s])) * dts[s]);
+        const float* xs = Xh + s * (size_t)a.ldx;
+        float* o = xw.data() + s * P;
+        for (size_t p = 0; p < P; p += NL) {
+          const size_t c = std::min(NL, P - p);
+          StoreN(d, hn::Mul(w, LoadN(d, xs + p, c)), o + p, c);
         }
       }
+      const auto dend = hn::Set(d, ev[L - 1]);
+      for (size_t i = 0; i < PN; i += NL) {
+        const size_t c = std::min(NL, PN - i);
+        StoreN(d, hn::Mul(LoadN(d, Ht + i, c), dend), Ht + i, c);
+      }
+      Gemm(N, P, L, bt.data(), Q, xw.data(), P, Ht, P, true, Tri::kNone, zeros.data());
     }
+  }
+
+  // State out: Hᵀ -> H.
+  for (size_t i = 0; i < nh; ++i) {
+    float* H = a.state + (h0 + (int64_t)i) * a.P * a.N;
+    const float* T = ht.data() + i * PN;
+    for (size_t p = 0; p < P; ++p)
+      for (size_t n = 0; n < N; ++n) H[p * N + n] = T[n * P + p];
   }
 }
 

@@ -90,8 +90,11 @@ void ssm_scan2(const Scan2Args& a, int64_t h0, int64_t h1);
 
 // Mamba-2 scan in the chunked SSD matrix form (chunks of `chunk` tokens:
 // intra-chunk masked decay "attention", chunk state, inter-chunk recurrence,
-// state -> output), heads [h0, h1). Same inputs/outputs as ssm_scan2.
-// Uses a per-thread scratch that grows once to O(chunk² + chunk·P) floats.
+// state -> output), heads [h0, h1). Same inputs/outputs as ssm_scan2. All four
+// products are register-tiled GEMMs; C·Bᵀ is computed once per chunk and group
+// and shared by the group's heads in [h0, h1), so give each thread a contiguous
+// head range. Uses a per-thread scratch that grows once to
+// O(chunk² + chunk·(N + P) + (h1-h0)·P·N) floats (the range's states, transposed).
 void ssd_chunked(const Scan2Args& a, int64_t chunk, int64_t h0, int64_t h1);
 
 // y = RMSNorm_per_group(y ⊙ silu(z)) ⊙ w over n = n_group·group_size values:

@@ -9,6 +9,7 @@
 
 #include "core/fp16.h"
 #include "quant/kquant_blocks.h"
+#include "quant/i2s.h"
 #include "quant/legacy_blocks.h"
 #include "quant/ternary_blocks.h"
 
@@ -52,6 +53,11 @@ WeightTypeTraits make_entry(GgmlType type, GgmlType vec_dot, int64_t block, size
   t.kernels[(int)Isa::kAvx512] = matmul_kernel_avx512(type);
   t.kernels[(int)Isa::kAvx512Vnni] = matmul_kernel_avx512vnni(type);
   return t;
+}
+
+// I2_S codes -> (c - 1); the tensor scale is applied by weight_row_to_f32.
+void i2s_codes_to_f32(const void* row, float* out, int64_t n) {
+  quant::dequantize_row_i2s(static_cast<const uint8_t*>(row), 1.0f, out, n);
 }
 
 // Legacy block types (quant/legacy_blocks.h): typed conversions adapted to the
@@ -109,6 +115,11 @@ struct Table {
                                  quant_to_f32<block_tq1_0, dequantize_row_tq1_0>));
     entries.push_back(make_entry(GgmlType::TQ2_0, GgmlType::Q8_K, 256, sizeof(block_tq2_0), q8_K,
                                  quant_to_f32<block_tq2_0, dequantize_row_tq2_0>));
+    // I2_S (quant/i2s.h): 256 elements per 64 bytes as the kernels see it
+    // (rows must be a multiple of 256 for the Q8_K activations); per-tensor scale.
+    WeightTypeTraits i2s = make_entry(GgmlType::I2_S, GgmlType::Q8_K, 256, 64, q8_K, i2s_codes_to_f32);
+    i2s.tail_f32_scale = true;
+    entries.push_back(i2s);
   }
 };
 

@@ -47,6 +47,9 @@ struct GemmArgs {
   int64_t k = 0;               // dot length (weight cols)
   float* y = nullptr;          // y[i * ldy + r]
   int64_t ldy = 0;
+  // First byte after the last weight row of the tensor (per-tensor data some
+  // types store there: I2_S's f32 scale). Set by matmul for every call.
+  const uint8_t* w_tail = nullptr;
 };
 
 // Writes y[i][r] = dot(weight row r, activation row i) for r in [r0, r1) and
@@ -79,6 +82,9 @@ struct WeightTypeTraits {
   size_t type_size = 4;    // bytes per storage block
   RowFromF32Fn act_from_f32 = nullptr;  // f32 -> vec_dot_type (ggml layout, RNE)
   RowToF32Fn row_to_f32 = nullptr;      // weight storage -> f32 (exact for F16/BF16)
+  // I2_S: row_to_f32 yields the codes' values (c - 1); the per-tensor f32
+  // scale after the last row multiplies them (weight_row_to_f32 does this).
+  bool tail_f32_scale = false;
   // Indexed by (int)Isa. An empty slot falls back to the next lower level
   // that has one (ending at kScalar, which every entry must fill).
   MatmulKernel kernels[kIsaCount];

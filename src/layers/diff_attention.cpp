@@ -1,6 +1,7 @@
 // Differential attention forward (see diff_attention.h). Work is split over
-// (query row, query pair) items; each item keeps its scores in a per-thread
-// buffer and sums keys in ascending order.
+// (query row, query pair) items; each item hands its keys (position order, as
+// ring / chunk runs) to kernels::diff_attention_pair with a per-thread score
+// buffer.
 #include "layers/diff_attention.h"
 
 #include <algorithm>
@@ -8,8 +9,9 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/diff_attention.h"
 #include "kernels/ops.h"
-#include "layers/mamba.h"
+#include "layers/mamba.h"  // parallel_range
 
 namespace chimera::layers {
 
@@ -43,10 +45,39 @@ void DiffAttentionScratch::reserve(const DiffAttentionConfig& c, int64_t T) {
   o.resize((size_t)(T * c.n_head * c.head_dim));
 }
 
+namespace {
+
+// Runs the kernel for every (query row, query pair); runs_of(t, g, runs) fills
+// the key runs (position order) of row t and KV pair g, returns their count.
+template <class RunsOf>
+void attend(const DiffAttentionConfig& c, const DiffAttentionWeights& w, const float* q, int64_t ldq, int64_t T,
+            float* o, ThreadPool* pool, int64_t max_keys, const RunsOf& runs_of) {
+  const int64_t hd = c.head_dim, H = c.n_head, nq = H * hd;
+  const int64_t pairs = H / 2, rep = H / c.n_head_kv;
+  kernels::DiffAttentionParams kp;
+  kp.head_dim = hd;
+  kp.scale = 1.0f / std::sqrt((float)hd);
+  kp.lambda = w.lambda;
+  kp.eps = c.eps;
+  kp.out_scale = 1.0f - c.lambda_init;
+  kp.sub_norm = w.sub_norm.ptr();
+  parallel_range(pool, T * pairs, 1, [&](int64_t i0, int64_t i1) {
+    thread_local std::vector<float> scores;
+    if (scores.size() < (size_t)(2 * max_keys)) scores.resize((size_t)(2 * max_keys));
+    kernels::KvRun runs[4];
+    for (int64_t it = i0; it < i1; ++it) {
+      const int64_t t = it / pairs, p = it % pairs;
+      const int n_runs = runs_of(t, p / rep, runs);
+      kernels::diff_attention_pair(kp, q + t * ldq + 2 * p * hd, runs, n_runs, scores.data(), o + t * nq + 2 * p * hd);
+    }
+  });
+}
+
+}  // namespace
+
 void diff_attention_forward(const DiffAttentionConfig& c, const DiffAttentionWeights& w, const float* h, int64_t T,
                             int64_t pos0, KvCache& kv, DiffAttentionScratch& s, float* out, ThreadPool* pool) {
-  const int64_t hd = c.head_dim, H = c.n_head, KVH = c.n_head_kv;
-  const int64_t nq = H * hd, nkv = KVH * hd;
+  const int64_t hd = c.head_dim, nq = c.n_head * hd, nkv = c.n_head_kv * hd;
   const int64_t ld = c.cross ? nq : nq + 2 * nkv;
   float* qkv = s.qkv.data();
   w.qkv.apply(h, T, c.n_embd, qkv, ld, pool);
@@ -56,42 +87,50 @@ void diff_attention_forward(const DiffAttentionConfig& c, const DiffAttentionWei
       std::memcpy(kv.v_row(pos0 + t), qkv + t * ld + nq + nkv, sizeof(float) * (size_t)nkv);
     }
   }
-  const int64_t pairs = H / 2, rep = H / KVH;
-  const float scale = 1.0f / std::sqrt((float)hd);
-  const float lam = w.lambda, post = 1.0f - c.lambda_init;
   const float* K = kv.k();
   const float* V = kv.v();
-  float* o = s.o.data();
-  parallel_range(pool, T * pairs, 1, [&](int64_t i0, int64_t i1) {
-    thread_local std::vector<float> s1, s2, acc;
-    acc.resize((size_t)(2 * hd));
-    for (int64_t it = i0; it < i1; ++it) {
-      const int64_t t = it / pairs, p = it % pairs, g = p / rep;
-      const int64_t pos = pos0 + t;
-      const int64_t k0 = c.window > 0 ? std::max<int64_t>(0, pos - c.window + 1) : 0;
-      const int64_t nk = pos - k0 + 1;
-      s1.resize((size_t)nk);
-      s2.resize((size_t)nk);
-      const float* q1 = qkv + t * ld + 2 * p * hd;
-      const float* q2 = q1 + hd;
-      for (int64_t j = 0; j < nk; ++j) {
-        const float* kr = K + (k0 + j) * nkv + 2 * g * hd;
-        s1[(size_t)j] = scale * kernels::dot(q1, kr, hd);
-        s2[(size_t)j] = scale * kernels::dot(q2, kr + hd, hd);
-      }
-      kernels::softmax(s1.data(), nk);
-      kernels::softmax(s2.data(), nk);
-      std::fill(acc.begin(), acc.end(), 0.f);
-      for (int64_t j = 0; j < nk; ++j) {
-        const float* vr = V + (k0 + j) * nkv + 2 * g * hd;
-        kernels::axpy(s1[(size_t)j] - lam * s2[(size_t)j], vr, acc.data(), 2 * hd);
-      }
-      float* orow = o + t * nq + 2 * p * hd;
-      kernels::rms_norm(acc.data(), w.sub_norm.ptr(), orow, 2 * hd, c.eps);
-      kernels::scale(orow, post, 2 * hd);
+  const int64_t W = c.window;
+  attend(c, w, qkv, ld, T, s.o.data(), pool, W > 0 ? std::min(W, pos0 + T) : pos0 + T,
+         [&](int64_t t, int64_t g, kernels::KvRun* runs) {
+           const int64_t pos = pos0 + t;
+           const int64_t k0 = W > 0 ? std::max<int64_t>(0, pos - W + 1) : 0;
+           runs[0] = {K + k0 * nkv + 2 * g * hd, V + k0 * nkv + 2 * g * hd, nkv, nkv, pos - k0 + 1};
+           return 1;
+         });
+  w.out.apply(s.o.data(), T, nq, out, c.n_embd, pool);
+}
+
+void diff_attention_forward(const DiffAttentionConfig& c, const DiffAttentionWeights& w, const float* h, int64_t T,
+                            int64_t pos0, RingKvCache& ring, DiffAttentionScratch& s, float* out, ThreadPool* pool) {
+  const int64_t hd = c.head_dim, nq = c.n_head * hd, nkv = c.n_head_kv * hd;
+  const int64_t ld = nq + 2 * nkv;
+  const int64_t W = c.window, R = ring.rows();
+  float* qkv = s.qkv.data();
+  w.qkv.apply(h, T, c.n_embd, qkv, ld, pool);
+  const float* K = ring.k();
+  const float* V = ring.v();
+  attend(c, w, qkv, ld, T, s.o.data(), pool, std::min(W, pos0 + T), [&](int64_t t, int64_t g, kernels::KvRun* runs) {
+    const int64_t pos = pos0 + t, off = 2 * g * hd;
+    const int64_t lo = std::max<int64_t>(0, pos - W + 1);
+    int n = 0;
+    // Earlier positions lo … pos0−1 from the ring: rows (lo % R) … wrapping at most once.
+    if (lo < pos0) {
+      const int64_t r0 = ring.row_of(lo), cnt = pos0 - lo;
+      const int64_t first = std::min(cnt, R - r0);
+      runs[n++] = {K + r0 * nkv + off, V + r0 * nkv + off, nkv, nkv, first};
+      if (cnt > first) runs[n++] = {K + off, V + off, nkv, nkv, cnt - first};
     }
+    // Positions max(lo, pos0) … pos from this chunk's projection.
+    const int64_t t0 = std::max(lo, pos0) - pos0;
+    runs[n++] = {qkv + t0 * ld + nq + off, qkv + t0 * ld + nq + nkv + off, ld, ld, t - t0 + 1};
+    return n;
   });
-  w.out.apply(o, T, nq, out, c.n_embd, pool);
+  // The ring keeps the last min(T, R) rows of this chunk.
+  for (int64_t t = std::max<int64_t>(0, T - R); t < T; ++t) {
+    std::memcpy(ring.k_row(pos0 + t), qkv + t * ld + nq, sizeof(float) * (size_t)nkv);
+    std::memcpy(ring.v_row(pos0 + t), qkv + t * ld + nq + nkv, sizeof(float) * (size_t)nkv);
+  }
+  w.out.apply(s.o.data(), T, nq, out, c.n_embd, pool);
 }
 
 }  // namespace chimera::layers

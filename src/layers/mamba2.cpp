@@ -63,8 +63,10 @@ void mamba2_forward(const Mamba2Config& c, const Mamba2Weights& w, const float* 
     else
       kernels::ssm_scan2(a, h0, h1);
   });
-  for (int64_t t = 0; t < T; ++t)
-    kernels::gated_group_rms_norm(y + t * DI, zx + t * LD, w.norm.ptr(), DI, DI / G, c.eps);
+  parallel_range(pool, T, 4, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      kernels::gated_group_rms_norm(y + t * DI, zx + t * LD, w.norm.ptr(), DI, DI / G, c.eps);
+  });
   w.out.apply(y, T, DI, out, c.n_embd, pool);
 }
 

@@ -5,11 +5,13 @@
 // thread count agree bit for bit.
 #include "layers/moe.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "kernels/ops.h"
+#include "layers/moe_grouped.h"
 
 namespace chimera::layers {
 namespace {
@@ -165,7 +167,48 @@ void MoeScratch::reserve(const MoeConfig& c, int64_t T) {
     ys.resize((size_t)(T * c.n_embd));
     shexp.reserve(c.n_ff_shexp, T);
   }
+  // Packed activations are at most 4 bytes per value plus 64 bytes of row
+  // padding; gate/up may pack every gathered row twice (different kernels).
+  const int64_t fr = std::min(fused_max_rows, T * k);
+  const size_t gate_up = 2 * (size_t)fr * ((size_t)c.n_embd * 4 + 64), down = (size_t)fr * ((size_t)c.n_ff * 4 + 64);
+  packed.resize(fr > 0 ? std::max(gate_up, down) : 0);
 }
+
+namespace {
+
+// Gate+up of every used expert as one grouped job, SiLU·mul, then every down
+// projection as a second grouped job. Returns false (nothing done) when the
+// call does not fit the fused path's limits; the caller then runs per expert.
+bool run_experts_fused(const MoeConfig& c, const MoeWeights& w, const int32_t* ex, const int32_t* rows, int64_t R,
+                       MoeScratch& s, ThreadPool* pool) {
+  const int64_t d = c.n_embd, ff = c.n_ff;
+  if (R > s.fused_max_rows) return false;
+  GroupedMatmulTask gu[kGroupedMatmulMaxTasks], dn[kGroupedMatmulMaxTasks / 2];
+  int64_t n_gu = 0, n_dn = 0;
+  const float* xg = s.xg.data();
+  float* g = s.g.data();
+  float* u = s.u.data();
+  float* y = s.y.data();
+  for (int64_t i = 0; i < R;) {
+    const int64_t e = ex[rows[i]];
+    int64_t j = i;
+    while (j < R && ex[rows[j]] == e) ++j;
+    if (n_dn == kGroupedMatmulMaxTasks / 2) return false;
+    const int64_t m = j - i;
+    gu[n_gu++] = {w.gate.expert(e), xg + i * d, m, d, g + i * ff, ff};
+    gu[n_gu++] = {w.up.expert(e), xg + i * d, m, d, u + i * ff, ff};
+    dn[n_dn++] = {w.down.expert(e), g + i * ff, m, ff, y + i * d, d};
+    i = j;
+  }
+  const size_t cap = s.packed.size();
+  if (grouped_matmul_scratch_bytes(gu, n_gu) > cap || grouped_matmul_scratch_bytes(dn, n_dn) > cap) return false;
+  grouped_matmul(gu, n_gu, s.packed.data(), pool);
+  kernels::silu_mul(g, u, g, R * ff);
+  grouped_matmul(dn, n_dn, s.packed.data(), pool);
+  return true;
+}
+
+}  // namespace
 
 void moe_forward(const MoeConfig& c, const MoeWeights& w, const float* h, int64_t T, MoeScratch& s, float* out,
                  ThreadPool* pool, int64_t layer, MoeObserver* observer) {
@@ -193,11 +236,13 @@ void moe_forward(const MoeConfig& c, const MoeWeights& w, const float* h, int64_
   float* xg = s.xg.data();
   for (int64_t i = 0; i < R; ++i) std::memcpy(xg + i * d, h + (rows[i] / k) * d, (size_t)d * sizeof(float));
 
-  // 3. One GEMM per used expert (a GEMV when it holds one row).
+  // 3. One GEMM per used expert (a GEMV when it holds one row), or for small
+  //    calls all experts' GEMVs fused into two grouped jobs.
   float* g = s.g.data();
   float* u = s.u.data();
   float* y = s.y.data();
-  for (int64_t i = 0; i < R;) {
+  const bool fused = run_experts_fused(c, w, ex, rows, R, s, pool);
+  for (int64_t i = 0; i < R && !fused;) {
     const int64_t e = ex[rows[i]];
     int64_t j = i;
     while (j < R && ex[rows[j]] == e) ++j;

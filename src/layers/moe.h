@@ -11,7 +11,11 @@
 // Execution: all T tokens are routed first; then, for every expert that was
 // chosen at least once, the rows that chose it are gathered and run as one
 // GEMM per projection (kernels::matmul on a WeightView slice of the 3-D
-// tensor). With one token (decode) that is one GEMV per selected expert.
+// tensor). Small calls (decode: T*k <= MoeScratch::fused_max_rows routed rows)
+// instead run the gate and up projections of all selected experts as ONE
+// parallel job over their rows, then all down projections as a second one
+// (layers/moe_grouped.h): 2 pool jobs per block instead of 3 per expert, and
+// every thread busy across expert boundaries. Both paths give identical bits.
 // Each (token, slot) result lands in its own row; the per-token combination
 // runs afterwards in slot order j = 0..k-1 (then the shared expert), so the
 // output does not depend on thread count, batch size or how tokens were
@@ -144,7 +148,11 @@ struct MoeScratch {
   AlignedBuffer<float> y;        // expert outputs in gathered order [T*k][n_embd]
   AlignedBuffer<float> ys;       // shared-expert output [T][n_embd]
   MlpScratch shexp;
+  AlignedBuffer<uint8_t> packed;  // activation packing of the fused small-call path
   int64_t max_tokens = 0;
+  // Routed rows (T*k) up to which the fused path runs; 0 disables it (tests
+  // compare the two paths). Set before reserve().
+  int64_t fused_max_rows = 16;
   void reserve(const MoeConfig& c, int64_t max_tokens);
 };
 

@@ -2,7 +2,9 @@
 // reset, rollback rules, fork / snapshot copies.
 #include "layers/state.h"
 
+#include <algorithm>
 #include <cstring>
+#include <string>
 
 namespace chimera::layers {
 
@@ -27,6 +29,24 @@ void RecurrentState::copy_from(const RecurrentState& o) {
   if (ssm_.size()) std::memcpy(ssm_.data(), o.ssm_.data(), ssm_.size() * sizeof(float));
 }
 
+RingKvCache::RingKvCache(const RingKvSpec& spec, int64_t n_ctx)
+    : spec_(spec),
+      rows_(std::max<int64_t>(1, std::min(spec.window, n_ctx))),
+      k_((size_t)(spec.n_embd_k * rows_)),
+      v_((size_t)(spec.n_embd_v * rows_)) {}
+
+bool RingKvCache::can_truncate(int64_t n_past, int64_t n) const {
+  const int64_t oldest_held = std::max<int64_t>(0, n_past - rows_);
+  const int64_t oldest_needed = std::max<int64_t>(0, n - spec_.window + 1);
+  return n == n_past || oldest_needed >= oldest_held;
+}
+
+void RingKvCache::copy_from(const RingKvCache& o, int64_t n_past) {
+  const int64_t n = std::min(n_past, rows_);  // rows 0..n-1 are the ones written
+  std::memcpy(k_.data(), o.k_.data(), (size_t)(n * spec_.n_embd_k) * sizeof(float));
+  std::memcpy(v_.data(), o.v_.data(), (size_t)(n * spec_.n_embd_v) * sizeof(float));
+}
+
 SequenceState::SequenceState(const std::vector<LayerStateSpec>& specs, int64_t n_ctx) : specs_(specs), n_ctx_(n_ctx) {
   layers_.reserve(specs.size());
   for (const auto& s : specs) {
@@ -34,6 +54,8 @@ SequenceState::SequenceState(const std::vector<LayerStateSpec>& specs, int64_t n
       layers_.emplace_back(std::make_unique<KvCache>(*kv, n_ctx));
     } else if (const auto* r = std::get_if<RecurrentSpec>(&s)) {
       layers_.emplace_back(std::make_unique<RecurrentState>(*r));  // zero-initialised
+    } else if (const auto* rk = std::get_if<RingKvSpec>(&s)) {
+      layers_.emplace_back(std::make_unique<RingKvCache>(*rk, n_ctx));
     } else {
       layers_.emplace_back(std::monostate{});
     }
@@ -42,7 +64,9 @@ SequenceState::SequenceState(const std::vector<LayerStateSpec>& specs, int64_t n
 
 bool SequenceState::has_recurrent() const {
   for (const auto& l : layers_)
-    if (std::holds_alternative<std::unique_ptr<RecurrentState>>(l)) return true;
+    if (std::holds_alternative<std::unique_ptr<RecurrentState>>(l) ||
+        std::holds_alternative<std::unique_ptr<RingKvCache>>(l))
+      return true;
   return false;
 }
 
@@ -54,7 +78,18 @@ void SequenceState::reset() {
 
 Status SequenceState::truncate(int64_t n) {
   if (n < 0 || n > n_past_) return invalid_argument("cannot truncate state to " + std::to_string(n) + " tokens");
-  if (n != n_past_ && has_recurrent())
+  if (n == n_past_) return Status::ok();
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const auto* r = std::get_if<std::unique_ptr<RingKvCache>>(&layers_[i]);
+    if (r && !(*r)->can_truncate(n_past_, n))
+      return invalid_argument("cannot truncate the sliding-window KV ring of layer " + std::to_string(i) + " from " +
+                              std::to_string(n_past_) + " to " + std::to_string(n) + " tokens: it keeps only the last " +
+                              std::to_string((*r)->rows()) + " positions (window " +
+                              std::to_string((*r)->spec().window) + "); restore a snapshot or reset() instead");
+  }
+  bool recurrent = false;
+  for (const auto& l : layers_) recurrent |= std::holds_alternative<std::unique_ptr<RecurrentState>>(l);
+  if (recurrent)
     return invalid_argument("cannot truncate a recurrent (SSM) state from " + std::to_string(n_past_) + " to " +
                             std::to_string(n) +
                             " tokens: it keeps no per-position history; restore a snapshot or reset() instead");
@@ -77,6 +112,12 @@ Status SequenceState::copy_from(const SequenceState& other) {
       const KvSpec& b = this->kv(i)->spec();
       if (a.n_embd_k != b.n_embd_k || a.n_embd_v != b.n_embd_v)
         return invalid_argument("KV shapes differ at layer " + std::to_string(i));
+    } else if (const auto* rk = std::get_if<std::unique_ptr<RingKvCache>>(&other.layers_[i])) {
+      const RingKvCache& a = **rk;
+      const RingKvCache& b = *ring(i);
+      if (a.spec().n_embd_k != b.spec().n_embd_k || a.spec().n_embd_v != b.spec().n_embd_v ||
+          a.spec().window != b.spec().window || a.rows() != b.rows())
+        return invalid_argument("sliding-window KV ring shapes differ at layer " + std::to_string(i));
     }
   }
   for (size_t i = 0; i < layers_.size(); ++i) {
@@ -84,6 +125,8 @@ Status SequenceState::copy_from(const SequenceState& other) {
       recurrent(i)->copy_from(**src);
     else if (const auto* kv = std::get_if<std::unique_ptr<KvCache>>(&other.layers_[i]))
       this->kv(i)->copy_from(**kv, other.n_past_);
+    else if (const auto* rk = std::get_if<std::unique_ptr<RingKvCache>>(&other.layers_[i]))
+      ring(i)->copy_from(**rk, other.n_past_);
   }
   n_past_ = other.n_past_;
   return Status::ok();
@@ -100,6 +143,7 @@ size_t SequenceState::bytes() const {
   for (const auto& l : layers_) {
     if (const auto* p = std::get_if<std::unique_ptr<KvCache>>(&l)) b += (*p)->bytes();
     if (const auto* r = std::get_if<std::unique_ptr<RecurrentState>>(&l)) b += (*r)->bytes();
+    if (const auto* rk = std::get_if<std::unique_ptr<RingKvCache>>(&l)) b += (*rk)->bytes();
   }
   return b;
 }

@@ -5,13 +5,21 @@
 //   RecurrentState: conv state ([K-1][C], the last K-1 raw conv inputs, oldest
 //                   row first) + SSM state (Mamba-1 [D][N], Mamba-2 [H][P][N]),
 //                   both float32 (layers/mamba*.h own their interpretation).
-// Hybrid models mix both kinds (and stateless layers) in one SequenceState.
+//   RingKvCache:    sliding-window K/V of a layer whose queries see at most W
+//                   keys (itself included): R = min(W, n_ctx) float32 rows,
+//                   the token at position j in row j % R, so the bytes do not
+//                   grow with the context. After n_past tokens it holds
+//                   positions max(0, n_past − R) … n_past − 1.
+// Hybrid models mix all kinds (and stateless layers) in one SequenceState.
 // Invariants: a fresh state — and one after reset() — is all zeros with
 // n_past() == 0, so a new sequence never sees a previous one's recurrent state.
 // copy_from() gives fork / snapshot-restore semantics for every kind
 // (snapshot() returns a copy). truncate() rolls a KV-only state back to any
 // prefix; a state with recurrent layers cannot be rolled back (it holds no
-// per-position history), so truncate(n) is an error unless n == n_past().
+// per-position history), so truncate(n) is an error unless n == n_past(); a
+// ring layer can roll back only while the W − 1 keys the next token needs are
+// still held (n ≥ n_past − (R − W + 1), i.e. by one token once the ring has
+// wrapped), anything further is an error.
 #pragma once
 
 #include <cstdint>
@@ -36,9 +44,16 @@ struct RecurrentSpec {
   int64_t ssm_floats = 0;     // SSM state size (Mamba-1 d_inner·N, Mamba-2 H·P·N)
 };
 
+// K/V ring of a sliding-window attention layer (see RingKvCache).
+struct RingKvSpec {
+  int64_t n_embd_k = 0;  // floats per key row
+  int64_t n_embd_v = 0;  // floats per value row
+  int64_t window = 0;    // W >= 1: keys per query, the query itself included
+};
+
 struct NoStateSpec {};
 
-using LayerStateSpec = std::variant<NoStateSpec, KvSpec, RecurrentSpec>;
+using LayerStateSpec = std::variant<NoStateSpec, KvSpec, RecurrentSpec, RingKvSpec>;
 
 class KvCache {
  public:
@@ -75,7 +90,31 @@ class RecurrentState {
   AlignedBuffer<float> conv_, ssm_;
 };
 
-using LayerState = std::variant<std::monostate, std::unique_ptr<KvCache>, std::unique_ptr<RecurrentState>>;
+class RingKvCache {
+ public:
+  RingKvCache(const RingKvSpec& spec, int64_t n_ctx);
+  int64_t rows() const { return rows_; }  // R = min(window, n_ctx)
+  int64_t row_of(int64_t pos) const { return pos % rows_; }
+  float* k_row(int64_t pos) { return k_.data() + row_of(pos) * spec_.n_embd_k; }
+  float* v_row(int64_t pos) { return v_.data() + row_of(pos) * spec_.n_embd_v; }
+  const float* k() const { return k_.data(); }  // row r; see row_of()
+  const float* v() const { return v_.data(); }
+  const RingKvSpec& spec() const { return spec_; }
+  size_t bytes() const { return (k_.size() + v_.size()) * sizeof(float); }
+  // True if a sequence rolled back from n_past to n tokens still finds every
+  // key its next query needs (positions max(0, n − W + 1) … n − 1).
+  bool can_truncate(int64_t n_past, int64_t n) const;
+  // Copies the rows that hold positions of a state of n_past tokens.
+  void copy_from(const RingKvCache& o, int64_t n_past);
+
+ private:
+  RingKvSpec spec_;
+  int64_t rows_;
+  AlignedBuffer<float> k_, v_;
+};
+
+using LayerState = std::variant<std::monostate, std::unique_ptr<KvCache>, std::unique_ptr<RecurrentState>,
+                                std::unique_ptr<RingKvCache>>;
 
 class SequenceState {
  public:
@@ -92,12 +131,20 @@ class SequenceState {
     auto* p = std::get_if<std::unique_ptr<RecurrentState>>(&layers_[layer]);
     return p ? p->get() : nullptr;
   }
+  RingKvCache* ring(size_t layer) {
+    auto* p = std::get_if<std::unique_ptr<RingKvCache>>(&layers_[layer]);
+    return p ? p->get() : nullptr;
+  }
   size_t n_layers() const { return layers_.size(); }
+  // True if some layer keeps no full per-position history (recurrent or ring
+  // layers): such a state cannot be rolled back to any prefix, so the server
+  // prefix cache uses its snapshots only whole.
   bool has_recurrent() const;
   // Starts a new sequence: n_past = 0 and every recurrent state zeroed.
   void reset();
   // Rolls back to n tokens (n <= n_past). Always valid for KV-only states;
-  // with recurrent layers only n == n_past is accepted.
+  // with recurrent layers only n == n_past is accepted; ring layers accept it
+  // only while they still hold the keys position n needs (see RingKvCache).
   Status truncate(int64_t n);
   // Copies another state of the same shape (fork / snapshot restore).
   Status copy_from(const SequenceState& other);

@@ -15,7 +15,7 @@ Result<kernels::WeightView> WeightBinder::matrix(const std::string& name, int64_
   if (t->dim(0) != cols || t->dim(1) != rows)
     return invalid_argument("tensor '" + name + "' has shape " + t->shape_string() + ", expected [" +
                             std::to_string(cols) + ", " + std::to_string(rows) + "]");
-  CHIMERA_RETURN_IF_ERROR(kernels::check_matmul_type(t->type).with_context("tensor '" + name + "'"));
+  CHIMERA_RETURN_IF_ERROR(kernels::check_matmul_shape(t->type, cols).with_context("tensor '" + name + "'"));
   kernels::WeightView w;
   w.type = t->type;
   w.data = t->data;

@@ -21,8 +21,11 @@
 // LLM_FFN_PAR; the architecture has no activation key). The published GGUF
 // conversions of BitNet b1.58 2B-4T (microsoft/bitnet-b1.58-2B-4T-gguf, made by
 // Microsoft's bitnet.cpp fork of llama.cpp) mark the model by its architecture
-// name: "bitnet-b1.58" (current) or "bitnet-25" (the first April-2025 upload);
-// their graph uses LLM_FFN_RELU_SQR, act(z) = max(z, 0)^2. Both names load here
+// name: "bitnet-b1.58" (LLM_ARCH_BITNET_B158; general.architecture of the
+// published ggml-model-i2_s.gguf) or "bitnet-25" (LLM_ARCH_BITNET_25, the same
+// fork's other name); both dispatch to build_bitnet_158, which passes
+// LLM_FFN_RELU_SQR + LLM_FFN_PAR to its FFN builder: relu(gate)^2 * up, no
+// activation key in the file. Both names load here
 // with hyper-parameter keys under their own prefix; those files store weights
 // as I2_S (ggml type 36), which the type table does not know, so they load only
 // after re-quantizing to TQ1_0/TQ2_0.
@@ -223,9 +226,9 @@ Result<std::unique_ptr<Model>> load_bitnet(const format::GgufFile& gguf) {
   const auto act = gguf.get_string("bitnet.ffn_activation");
   return load_as(gguf, "bitnet", act && *act == "relu2" ? FfnAct::kReluSqr : FfnAct::kSilu);
 }
-// Microsoft's BitNet b1.58 2B-4T conversions (not in the registry: one line
-// each, {"bitnet-b1.58", load_bitnet_b158} / {"bitnet-25", load_bitnet_25},
-// once a golden fixture exists for them).
+// Microsoft's BitNet b1.58 2B-4T conversions (registry entries "bitnet-b1.58"
+// and "bitnet-25"; fixture: tests/models/bitnet_arch_test.cpp rewrites
+// tiny-bitnet under these names).
 Result<std::unique_ptr<Model>> load_bitnet_b158(const format::GgufFile& gguf) {
   return load_as(gguf, "bitnet-b1.58", FfnAct::kReluSqr);
 }

@@ -12,10 +12,17 @@
 // Layout: at load every ternary matrix (TQ2_0, unit block scales; flattened
 // when its rows are not a multiple of 256) is decoded once into int8 codes
 // [out][in] (4x the TQ2_0 bytes; these checkpoints are a few MB). Precision:
-// the ternary x int8 dot is an exact int32; everything else is f32 in
-// llama2.c run.c's sequential order (sums left to right, no FMA, expf/cosf/
-// sinf/powf, one token at a time, so batch and decode agree bit for bit) —
-// the order matters because the int8 rounding amplifies 1-ulp differences.
+// the ternary x int8 dot is an exact int32; everything else is f32 in the
+// order of the reference implementation that produced the reference
+// sequences (BNRV runbit.c, a llama2.c fork; its timing lines end the
+// reference text): sums left to right, no FMA, expf/cosf/sinf/powf, one token
+// at a time (batch and decode agree bit for bit), and in particular
+//   bitnorm: r = 1/sqrtf(ss/n); r /= n; out = v * r      (not v / (sqrt*n))
+//   quant:   a = (float)(max/127.0); q = round(v * (float)(1.0/a))
+//   dequant: y = (float)acc * (scale * a)               (not (acc*scale)*a)
+// The order matters because the int8 rounding amplifies 1-ulp differences:
+// with v / (sqrt*n) and (acc*scale)*a, bitnet-3M left the reference at
+// sequence index 108 (logit gap 0.002).
 // Tolerance: the reference greedy sequences must match token for token
 // (tests/models/bitnet_llama2c_test.cpp).
 #include <cmath>
@@ -70,11 +77,12 @@ Result<CodeMatrix> bind_codes(const format::GgufFile& g, const std::string& base
 
 // y[m.out] = BitLinear(v) with v already quantized: q (int8), a.
 void bitlinear(const CodeMatrix& m, const int8_t* q, float a, float* y) {
+  const float sa = m.scale * a;
   for (int64_t i = 0; i < m.out; ++i) {
     const int8_t* c = m.codes.data() + i * m.in;
     int32_t s = 0;
     for (int64_t j = 0; j < m.in; ++j) s += (int32_t)c[j] * (int32_t)q[j];
-    y[i] = (float)s * m.scale * a;
+    y[i] = (float)s * sa;  // reference: one combined scale per call, not (s*scale)*a
   }
 }
 
@@ -82,15 +90,22 @@ void bitlinear(const CodeMatrix& m, const int8_t* q, float a, float* y) {
 float bitnorm_quant(const float* v, int64_t n, float* tmp, int8_t* q) {
   float ss = 0.f;
   for (int64_t j = 0; j < n; ++j) ss += v[j] * v[j];
-  const float denom = std::sqrt(ss / (float)n) * (float)n;
+  ss /= (float)n;
+  float scale = 1.0f / std::sqrt(ss);  // reciprocal first, then / n, then one multiply per element
+  scale /= (float)n;
   float amax = 0.f;
   for (int64_t j = 0; j < n; ++j) {
-    tmp[j] = v[j] / denom;
+    tmp[j] = v[j] * scale;
     amax = std::fmax(amax, std::fabs(tmp[j]));
   }
-  const float a = amax / 127.f;
-  for (int64_t j = 0; j < n; ++j) q[j] = a > 0.f ? (int8_t)std::round(tmp[j] / a) : (int8_t)0;
-  return a > 0.f ? a : 0.f;
+  const float a = (float)((double)amax / 127.0);
+  if (!(a > 0.f)) {
+    for (int64_t j = 0; j < n; ++j) q[j] = 0;
+    return 0.f;
+  }
+  const float inv = (float)(1.0 / (double)a);  // reference: multiply by the f32 reciprocal of a
+  for (int64_t j = 0; j < n; ++j) q[j] = (int8_t)std::round(tmp[j] * inv);
+  return a;
 }
 
 struct L2cLayer {

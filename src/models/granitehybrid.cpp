@@ -156,6 +156,8 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
     info_.weight_bytes = g.tensor_bytes();
     ws_.n_embd = n_embd_;
     if (max_head > 0) attn_scratch_.reserve(attn_max_cfg_, kMaxUbatch);
+    for (const GraniteLayer& L : layers_)
+      if (L.plan.mixer == Mixer::kAttention) seg_attn_scratch_.reserve(L.attn_cfg, kMaxUbatch);
     if (any_ssm) ssm_scratch_.reserve(m2_, kMaxUbatch);
     if (n_expert > 0)
       moe_scratch_.reserve(moe_cfg_, kMaxUbatch);
@@ -199,6 +201,40 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
     }
   }
 
+  // Several sequences at once: norms, attention projections and the FFN/MoE on
+  // all rows; attention (RoPE, KV writes) and the Mamba-2 mixer per segment on
+  // that sequence's own state and positions.
+  void ubatch_segments(std::span<const Segment> segs, int64_t rows, ThreadPool* pool) override {
+    ws_.reserve(rows);
+    float* x = ws_.x.data();
+    float* h = ws_.h.data();
+    const int64_t d = n_embd_;
+    embed_segments(embd_.tok, segs, x);
+    if (embedding_scale_ != 0.f) kernels::scale(x, embedding_scale_, rows * d);
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      const GraniteLayer& L = layers_[l];
+      for (int64_t t = 0; t < rows; ++t) kernels::rms_norm(x + t * d, L.attn_norm.ptr(), h + t * d, d, eps_);
+      if (L.plan.mixer == Mixer::kAttention) {
+        attention_segments(L.attn_cfg, L.attn, h, segs, rows, l, seg_attn_scratch_, h, pool);
+      } else {
+        for (const Segment& sg : segs) {
+          float* hs = h + sg.row * d;
+          layers::mamba2_forward(m2_, L.ssm, hs, sg.T, *sg.state().recurrent(l), ssm_scratch_, hs, pool);
+        }
+      }
+      residual_add(x, h, rows * d);
+      for (int64_t t = 0; t < rows; ++t) kernels::rms_norm(x + t * d, L.ffn_norm.ptr(), h + t * d, d, eps_);
+      if (L.plan.ffn == Ffn::kMoe)
+        layers::moe_forward(moe_cfg_, L.moe, h, rows, moe_scratch_, h, pool, (int64_t)l, observer_);
+      else
+        layers::gated_mlp_forward(L.mlp, h, rows, d, mlp_scratch_, h, pool);
+      residual_add(x, h, rows * d);
+    }
+    advance_segments(segs);
+    write_logits_segments(embd_, x, segs, d, eps_, ws_, logits_scratch_, pool, FinalNorm::kRms,
+                          logit_scale_ != 0.f ? 1.0f / logit_scale_ : 0.f);
+  }
+
   // x += residual_scale · y (llama.cpp scales the branch, then adds).
   void residual_add(float* x, float* y, int64_t n) const {
     if (residual_scale_ != 0.f) kernels::scale(y, residual_scale_, n);
@@ -219,6 +255,8 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
   layers::MoeScratch moe_scratch_;
   layers::MlpScratch mlp_scratch_;
   layers::MoeObserver* observer_ = nullptr;
+  SegmentAttentionScratch seg_attn_scratch_;
+  AlignedBuffer<float> logits_scratch_;
 };
 
 }  // namespace

@@ -12,6 +12,8 @@
 // of positions against the K/V other calls left in the cache, which is what
 // the Fast-dLLM prefix / dual caches need. Scratch grows to the largest slice.
 #include <cmath>
+#include <cstring>
+#include <span>
 
 #include "layers/attention_block.h"
 #include "layers/mlp.h"
@@ -97,6 +99,39 @@ class DiffusionLm final : public Model {
   // See runtime/diffusion_model.h. Arguments already validated.
   void run_slice(layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T, int64_t n_kv,
                  int64_t out_row0, int64_t n_out, float* logits, ThreadPool* pool) {
+    float* x = run_layers(st, tokens, pos0, T, n_kv, pool);
+    if (n_out > 0 && logits)
+      write_logits(embd_, x + out_row0 * n_embd_, n_out, n_embd_, eps_, Logits::kAll, logits, 0, true, ws_, pool);
+  }
+
+  // Logits for the listed rows only (strictly increasing), packed.
+  void run_slice_rows(layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T, int64_t n_kv,
+                      std::span<const int64_t> rows, float* logits, ThreadPool* pool) {
+    float* x = run_layers(st, tokens, pos0, T, n_kv, pool);
+    if (rows.empty() || !logits) return;
+    // Move the wanted rows to the front: rows[i] >= i, so row i's destination
+    // never overlaps a source still to be read.
+    for (size_t i = 0; i < rows.size(); ++i)
+      if (rows[i] != (int64_t)i)
+        std::memcpy(x + (int64_t)i * n_embd_, x + rows[i] * n_embd_, sizeof(float) * (size_t)n_embd_);
+    write_logits(embd_, x, (int64_t)rows.size(), n_embd_, eps_, Logits::kAll, logits, 0, true, ws_, pool);
+  }
+
+ protected:
+  void forward_impl(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
+                    ThreadPool* pool) override {
+    const int64_t pos0 = st.n_past();
+    const int64_t row0 = which == Logits::kAll ? 0 : n - 1;
+    const int64_t n_out = which == Logits::kNone ? 0 : which == Logits::kAll ? n : 1;
+    run_slice(st, tokens, pos0, n, pos0 + n, row0, n_out, logits, pool);
+    st.advance(n);
+  }
+
+ private:
+  // Embeds the slice and runs every layer over its T rows (K/V written in
+  // place, keys [0, n_kv) attended); returns the final hidden rows.
+  float* run_layers(layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T, int64_t n_kv,
+                    ThreadPool* pool) {
     reserve(T);
     float* x = ws_.x.data();
     float* h = ws_.h.data();
@@ -112,21 +147,9 @@ class DiffusionLm final : public Model {
       layers::gated_mlp_forward(L.mlp, h, T, n_embd_, mlp_scratch_, h, pool);
       kernels::add(x, h, T * n_embd_);
     }
-    if (n_out > 0 && logits)
-      write_logits(embd_, x + out_row0 * n_embd_, n_out, n_embd_, eps_, Logits::kAll, logits, 0, true, ws_, pool);
+    return x;
   }
 
- protected:
-  void forward_impl(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
-                    ThreadPool* pool) override {
-    const int64_t pos0 = st.n_past();
-    const int64_t row0 = which == Logits::kAll ? 0 : n - 1;
-    const int64_t n_out = which == Logits::kNone ? 0 : which == Logits::kAll ? n : 1;
-    run_slice(st, tokens, pos0, n, pos0 + n, row0, n_out, logits, pool);
-    st.advance(n);
-  }
-
- private:
   void reserve(int64_t T) {
     if (T <= capacity_) return;
     capacity_ = T;
@@ -163,22 +186,41 @@ Result<DiffusionSpec> diffusion_spec(const Model& m) {
   return d->spec();
 }
 
-Status diffusion_forward(Model& m, layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T,
-                         int64_t n_kv, int64_t out_row0, int64_t n_out, float* logits, ThreadPool* pool) {
+namespace {
+// The checks shared by both entry points; the model as the family class.
+Result<DiffusionLm*> check_slice(Model& m, layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T,
+                                 int64_t n_kv) {
   auto* d = dynamic_cast<DiffusionLm*>(&m);
   if (!d) return invalid_argument("model '" + m.info().arch + "' is not a masked diffusion LM");
   if (T <= 0 || pos0 < 0) return invalid_argument("diffusion_forward: empty slice or negative position");
   if (n_kv < pos0 + T || n_kv > st.n_ctx())
     return out_of_range("diffusion_forward: key range " + std::to_string(n_kv) + " must cover the slice end " +
                         std::to_string(pos0 + T) + " and fit the context " + std::to_string(st.n_ctx()));
-  if (out_row0 < 0 || n_out < 0 || out_row0 + n_out > T)
-    return invalid_argument("diffusion_forward: logits rows outside the slice");
   if (st.n_layers() != (size_t)m.info().n_layer) return invalid_argument("diffusion_forward: state of another model");
   for (int64_t i = 0; i < T; ++i)
     if (tokens[i] < 0 || tokens[i] >= m.info().n_vocab)
       return invalid_argument("token id " + std::to_string(tokens[i]) + " is out of range [0, " +
                               std::to_string(m.info().n_vocab) + ")");
+  return d;
+}
+}  // namespace
+
+Status diffusion_forward(Model& m, layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T,
+                         int64_t n_kv, int64_t out_row0, int64_t n_out, float* logits, ThreadPool* pool) {
+  CHIMERA_ASSIGN_OR_RETURN(DiffusionLm* d, check_slice(m, st, tokens, pos0, T, n_kv));
+  if (out_row0 < 0 || n_out < 0 || out_row0 + n_out > T)
+    return invalid_argument("diffusion_forward: logits rows outside the slice");
   d->run_slice(st, tokens, pos0, T, n_kv, out_row0, n_out, logits, pool);
+  return Status::ok();
+}
+
+Status diffusion_forward_rows(Model& m, layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T,
+                              int64_t n_kv, std::span<const int64_t> out_rows, float* logits, ThreadPool* pool) {
+  CHIMERA_ASSIGN_OR_RETURN(DiffusionLm* d, check_slice(m, st, tokens, pos0, T, n_kv));
+  for (size_t i = 0; i < out_rows.size(); ++i)
+    if (out_rows[i] < 0 || out_rows[i] >= T || (i > 0 && out_rows[i] <= out_rows[i - 1]))
+      return invalid_argument("diffusion_forward_rows: logits rows must be increasing and inside the slice");
+  d->run_slice_rows(st, tokens, pos0, T, n_kv, out_rows, logits, pool);
   return Status::ok();
 }
 

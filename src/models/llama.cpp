@@ -66,6 +66,7 @@ class LlamaModel final : public MicroBatchedModel {
     info_.weight_bytes = g.tensor_bytes();
     ws_.n_embd = n_embd_;
     attn_scratch_.reserve(attn_cfg_, kMaxUbatch);
+    seg_attn_scratch_.reserve(attn_cfg_, kMaxUbatch);
     mlp_scratch_.reserve(n_ff, kMaxUbatch);
     return Status::ok();
   }
@@ -94,6 +95,28 @@ class LlamaModel final : public MicroBatchedModel {
     write_logits(embd_, x, T, n_embd_, eps_, which, logits, row0, last_chunk, ws_, pool);
   }
 
+  // Several sequences at once: norms, projections and the MLP on all rows;
+  // attention (RoPE, KV writes) per segment at its own state and positions.
+  void ubatch_segments(std::span<const Segment> segs, int64_t rows, ThreadPool* pool) override {
+    ws_.reserve(rows);
+    float* x = ws_.x.data();
+    float* h = ws_.h.data();
+    embed_segments(embd_.tok, segs, x);
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      const LlamaLayer& L = layers_[l];
+      for (int64_t t = 0; t < rows; ++t)
+        kernels::rms_norm(x + t * n_embd_, L.attn_norm.ptr(), h + t * n_embd_, n_embd_, eps_);
+      attention_segments(attn_cfg_, L.attn, h, segs, rows, l, seg_attn_scratch_, h, pool);
+      kernels::add(x, h, rows * n_embd_);
+      for (int64_t t = 0; t < rows; ++t)
+        kernels::rms_norm(x + t * n_embd_, L.ffn_norm.ptr(), h + t * n_embd_, n_embd_, eps_);
+      layers::gated_mlp_forward(L.mlp, h, rows, n_embd_, mlp_scratch_, h, pool);
+      kernels::add(x, h, rows * n_embd_);
+    }
+    advance_segments(segs);
+    write_logits_segments(embd_, x, segs, n_embd_, eps_, ws_, logits_scratch_, pool);
+  }
+
   int64_t n_embd_ = 0;
   float eps_ = 1e-5f;
   layers::AttentionConfig attn_cfg_;
@@ -103,6 +126,8 @@ class LlamaModel final : public MicroBatchedModel {
   Workspace ws_;
   layers::AttentionScratch attn_scratch_;
   layers::MlpScratch mlp_scratch_;
+  SegmentAttentionScratch seg_attn_scratch_;
+  AlignedBuffer<float> logits_scratch_;
 };
 
 }  // namespace

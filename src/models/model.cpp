@@ -1,6 +1,8 @@
 // Model::forward validation and the GGUF -> model loader.
 #include "models/model.h"
 
+#include <algorithm>
+
 namespace chimera::models {
 
 Status Model::forward(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
@@ -16,6 +18,69 @@ Status Model::forward(layers::SequenceState& st, const int32_t* tokens, int64_t 
                               std::to_string(info_.n_vocab) + ")");
   forward_impl(st, tokens, n, which, logits, pool);
   return Status::ok();
+}
+
+Status Model::forward_batch(std::span<BatchItem> items, ThreadPool* pool) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    const BatchItem& it = items[i];
+    const std::string where = "forward_batch item " + std::to_string(i) + ": ";
+    if (!it.state) return invalid_argument(where + "no state");
+    if (it.n <= 0) return invalid_argument(where + "no tokens");
+    if (it.which != Logits::kNone && !it.logits) return invalid_argument(where + "logits requested without a buffer");
+    for (size_t j = 0; j < i; ++j)
+      if (items[j].state == it.state) return invalid_argument(where + "the same state appears twice");
+    const layers::SequenceState& st = *it.state;
+    if (st.n_past() + it.n > st.n_ctx())
+      return out_of_range(where + "context overflow: " + std::to_string(st.n_past()) + " tokens in context + " +
+                          std::to_string(it.n) + " new exceed the context size " + std::to_string(st.n_ctx()));
+    for (int64_t k = 0; k < it.n; ++k)
+      if (it.tokens[k] < 0 || it.tokens[k] >= info_.n_vocab)
+        return invalid_argument(where + "token id " + std::to_string(it.tokens[k]) + " is out of range [0, " +
+                                std::to_string(info_.n_vocab) + ")");
+  }
+  if (!items.empty()) forward_batch_impl(items, pool);
+  return Status::ok();
+}
+
+void Model::forward_batch_impl(std::span<BatchItem> items, ThreadPool* pool) {
+  for (BatchItem& it : items) forward_impl(*it.state, it.tokens, it.n, it.which, it.logits, pool);
+}
+
+std::vector<std::vector<Segment>> pack_segments(std::span<BatchItem> items, int64_t max_rows) {
+  std::vector<std::vector<Segment>> out;
+  std::vector<int64_t> next(items.size(), 0);
+  for (bool pending = true; pending;) {
+    pending = false;
+    std::vector<Segment> mb;
+    int64_t rows = 0;
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (next[i] >= items[i].n) continue;
+      const int64_t T = std::min(max_rows, items[i].n - next[i]);
+      if (rows + T > max_rows) {
+        pending = true;
+        continue;
+      }
+      mb.push_back({&items[i], next[i], T, rows});
+      rows += T;
+      next[i] += T;
+      pending = pending || next[i] < items[i].n;
+    }
+    if (!mb.empty()) out.push_back(std::move(mb));
+  }
+  return out;
+}
+
+void MicroBatchedModel::forward_batch_impl(std::span<BatchItem> items, ThreadPool* pool) {
+  for (const auto& mb : pack_segments(items, kMaxUbatch)) {
+    int64_t rows = 0;
+    for (const Segment& s : mb) rows += s.T;
+    ubatch_segments(mb, rows, pool);
+  }
+}
+
+void MicroBatchedModel::ubatch_segments(std::span<const Segment> segs, int64_t, ThreadPool* pool) {
+  for (const Segment& s : segs)
+    ubatch(s.state(), s.tokens(), s.T, s.item->which, s.item->logits, s.offset, s.last(), pool);
 }
 
 Result<std::unique_ptr<Model>> load_model(const std::string& path) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,16 @@ enum class Logits {
   kAll,   // one row per token
 };
 
+// One sequence's share of a multi-sequence forward: exactly the arguments of
+// Model::forward for that sequence.
+struct BatchItem {
+  layers::SequenceState* state = nullptr;
+  const int32_t* tokens = nullptr;
+  int64_t n = 0;
+  Logits which = Logits::kNone;
+  float* logits = nullptr;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -58,10 +69,20 @@ class Model {
   Status forward(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
                  ThreadPool* pool);
 
+  // Runs several sequences in one call: each item's results (logits, state)
+  // are bit-identical to forward() on that item alone. Families that batch
+  // (MicroBatchedModel) push the rows of all items through each weight
+  // together; attention, KV writes and recurrent updates stay per sequence.
+  // Every item is validated first (as forward(), plus distinct states); on an
+  // error nothing runs and no state changes.
+  Status forward_batch(std::span<BatchItem> items, ThreadPool* pool);
+
  protected:
   // Family implementation: tokens already validated, n >= 1, fits in context.
   virtual void forward_impl(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which,
                             float* logits, ThreadPool* pool) = 0;
+  // Items already validated. Default: forward_impl per item.
+  virtual void forward_batch_impl(std::span<BatchItem> items, ThreadPool* pool);
 
   ModelInfo info_;
   std::unique_ptr<format::GgufFile> gguf_;
@@ -73,11 +94,40 @@ class Model {
 // splits a call into micro-batches of at most kMaxUbatch rows (bounding the
 // scratch a family preallocates) and hands each to ubatch(). row0 is the
 // micro-batch's first row within the call; last is true for the final one.
+//
+// Multi-sequence calls are packed into fused micro-batches of segments
+// (pack_segments below): every item is cut at exactly the row offsets a
+// lone forward() would use, so each sequence sees the same per-call row
+// counts (recurrent kernels pick their algorithm by row count). A family that
+// overrides ubatch_segments() runs the segments' rows through its weights
+// together; the default runs ubatch() per segment.
+struct Segment {
+  BatchItem* item = nullptr;
+  int64_t offset = 0;  // first token within the item (row0 of the lone call)
+  int64_t T = 0;       // rows
+  int64_t row = 0;     // first row within the fused micro-batch
+  const int32_t* tokens() const { return item->tokens + offset; }
+  layers::SequenceState& state() const { return *item->state; }
+  bool last() const { return offset + T == item->n; }
+};
+
+// Cuts every item into pieces of max_rows rows (the last shorter), as a lone
+// forward() does, and packs them in order into micro-batches of at most
+// max_rows rows holding at most one piece per item; an item's pieces land in
+// later and later micro-batches, in order, so running the micro-batches in
+// order advances each sequence exactly as forward() would.
+std::vector<std::vector<Segment>> pack_segments(std::span<BatchItem> items, int64_t max_rows);
+
 class MicroBatchedModel : public Model {
  public:
   static constexpr int64_t kMaxUbatch = 256;
 
  protected:
+  void forward_batch_impl(std::span<BatchItem> items, ThreadPool* pool) final;
+  // segs: at most one segment per sequence, rows [seg.row, seg.row + seg.T) of
+  // the fused micro-batch, rows in total (<= kMaxUbatch).
+  virtual void ubatch_segments(std::span<const Segment> segs, int64_t rows, ThreadPool* pool);
+
   void forward_impl(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
                     ThreadPool* pool) final {
     for (int64_t done = 0; done < n; done += kMaxUbatch) {

@@ -10,11 +10,14 @@
 // then LayerNorm(output_norm) and the tied lm-head. No positional encoding.
 // Output-row pruning: the cross decoder (layers >= L/2+2) keeps no state, so
 // it runs only on the rows whose logits are wanted (ARCHITECTURES.md §1.7).
-// State: conv+SSM per Mamba layer, a KvCache per self-attention layer (the
-// sliding-window layers keep full rows too and mask to the window; a ring of W
-// rows would save memory), nothing for GMU / cross layers.
+// CHIMERA_PHI4FLASH_NO_YOCO=1 (read at load; for measuring the saving with
+// `chimera bench`) runs it on every row instead and discards the extra rows.
+// State: conv+SSM per Mamba layer, a RingKvCache of W rows per sliding-window
+// layer (its bytes do not grow with the context), one full KvCache (layer
+// L/2+1, shared by the cross layers), nothing for GMU / cross layers.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "kernels/ops.h"
@@ -47,6 +50,8 @@ class Phi4FlashModel final : public MicroBatchedModel {
     for (const P4Layer& L : layers_) {
       if (L.kind == Kind::kMamba)
         v.emplace_back(m1_.state_spec());
+      else if (L.kind == Kind::kSelfAttn && L.attn_cfg.window > 0)
+        v.emplace_back(L.attn_cfg.ring_spec());
       else if (L.kind == Kind::kSelfAttn)
         v.emplace_back(L.attn_cfg.kv_spec());
       else
@@ -120,6 +125,8 @@ class Phi4FlashModel final : public MicroBatchedModel {
         }
       }
     }
+    const char* no_yoco = std::getenv("CHIMERA_PHI4FLASH_NO_YOCO");
+    all_rows_ = no_yoco && *no_yoco && std::string(no_yoco) != "0";
     info_.weight_bytes = g.tensor_bytes();
     info_.decode_bytes_per_token = info_.weight_bytes;
     ws_.n_embd = n_embd_;
@@ -144,7 +151,10 @@ class Phi4FlashModel final : public MicroBatchedModel {
           layers::mamba1_forward(m1_, L.mamba, h, T, *st.recurrent(l), m1_scratch_, h, pool);
         break;
       case Kind::kSelfAttn:
-        layers::diff_attention_forward(L.attn_cfg, L.attn, h, T, pos0, *st.kv(l), attn_scratch_, h, pool);
+        if (L.attn_cfg.window > 0)
+          layers::diff_attention_forward(L.attn_cfg, L.attn, h, T, pos0, *st.ring(l), attn_scratch_, h, pool);
+        else
+          layers::diff_attention_forward(L.attn_cfg, L.attn, h, T, pos0, *st.kv(l), attn_scratch_, h, pool);
         break;
       case Kind::kCrossAttn:
         layers::diff_attention_forward(L.attn_cfg, L.attn, h, T, pos0, *st.kv((size_t)kv_layer_), attn_scratch_, h,
@@ -174,7 +184,13 @@ class Phi4FlashModel final : public MicroBatchedModel {
     st.advance(T);
     // Cross decoder only on the rows that need logits.
     int64_t first = 0, rows = T;
-    if (which == Logits::kNone || logits == nullptr || (which == Logits::kLast && !last_chunk)) return;
+    const bool want = !(which == Logits::kNone || logits == nullptr || (which == Logits::kLast && !last_chunk));
+    if (all_rows_) {  // measurement mode: every row through the cross decoder
+      for (size_t l = (size_t)half_ + 2; l < layers_.size(); ++l) block(l, st, x, h, T, pos0, pool);
+      if (want) write_logits(embd_, x, T, d, eps_, which, logits, row0, last_chunk, ws_, pool, FinalNorm::kLayer);
+      return;
+    }
+    if (!want) return;
     if (which == Logits::kLast) {
       first = T - 1;
       rows = 1;
@@ -187,6 +203,7 @@ class Phi4FlashModel final : public MicroBatchedModel {
 
   int64_t n_embd_ = 0, n_ff_ = 0, half_ = 0, mem_layer_ = 0, kv_layer_ = 0;
   float eps_ = 1e-5f;
+  bool all_rows_ = false;  // CHIMERA_PHI4FLASH_NO_YOCO
   layers::Mamba1Config m1_;
   layers::DiffAttentionConfig attn_cfg_;
   Embeddings embd_;

@@ -12,6 +12,8 @@ Result<std::unique_ptr<Model>> load_mamba(const format::GgufFile& gguf);
 Result<std::unique_ptr<Model>> load_mamba2(const format::GgufFile& gguf);
 Result<std::unique_ptr<Model>> load_granitehybrid(const format::GgufFile& gguf);
 Result<std::unique_ptr<Model>> load_bitnet(const format::GgufFile& gguf);  // models/bitnet.cpp
+Result<std::unique_ptr<Model>> load_bitnet_b158(const format::GgufFile& gguf);  // models/bitnet.cpp (relu²)
+Result<std::unique_ptr<Model>> load_bitnet_25(const format::GgufFile& gguf);    // models/bitnet.cpp (relu²)
 Result<std::unique_ptr<Model>> load_phi4flash(const format::GgufFile& gguf);
 
 const std::vector<RegistryEntry>& model_registry() {
@@ -24,6 +26,8 @@ const std::vector<RegistryEntry>& model_registry() {
       {"mamba2", load_mamba2},
       {"granitehybrid", load_granitehybrid},
       {"bitnet", load_bitnet},
+      {"bitnet-b1.58", load_bitnet_b158},  // Microsoft's BitNet b1.58 2B-4T GGUFs (bitnet.cpp)
+      {"bitnet-25", load_bitnet_25},       // their first (April 2025) arch name, same graph
       {"phi4flash", load_phi4flash},
   };
   return kRegistry;

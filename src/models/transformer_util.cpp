@@ -1,6 +1,9 @@
 // Shared decoder pieces.
 #include "models/transformer_util.h"
 
+#include <cmath>
+#include <cstring>
+
 #include "kernels/ops.h"
 
 namespace chimera::models {
@@ -49,6 +52,105 @@ void write_logits(const Embeddings& e, const float* x, int64_t T, int64_t n_embd
   kernels::matmul(e.output, h, n_rows, n_embd, out, e.output.rows, pool);
   if (e.output_b.present())
     for (int64_t r = 0; r < n_rows; ++r) kernels::add(out + r * e.output.rows, e.output_b.ptr(), e.output.rows);
+}
+
+void embed_segments(const kernels::WeightView& tok, std::span<const Segment> segs, float* x) {
+  for (const Segment& s : segs) embed_tokens(tok, s.tokens(), s.T, x + s.row * tok.cols);
+}
+
+void write_logits_segments(const Embeddings& e, const float* x, std::span<const Segment> segs, int64_t n_embd,
+                           float eps, Workspace& ws, AlignedBuffer<float>& scratch, ThreadPool* pool,
+                           FinalNorm norm, float out_scale) {
+  // Wanted rows: (source row in x, destination row).
+  struct Pick {
+    int64_t src;
+    float* dst;
+  };
+  const int64_t nv = e.output.rows;
+  std::vector<Pick> picks;
+  for (const Segment& s : segs) {
+    const BatchItem& it = *s.item;
+    if (it.which == Logits::kNone || !it.logits) continue;
+    if (it.which == Logits::kAll) {
+      for (int64_t t = 0; t < s.T; ++t) picks.push_back({s.row + t, it.logits + (s.offset + t) * nv});
+    } else if (s.last()) {
+      picks.push_back({s.row + s.T - 1, it.logits});
+    }
+  }
+  if (picks.empty()) return;
+  const int64_t n_rows = (int64_t)picks.size();
+  float* h = ws.h.data();  // the caller reserved >= the micro-batch's rows >= n_rows
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float* xr = x + picks[(size_t)r].src * n_embd;
+    if (norm == FinalNorm::kRms)
+      kernels::rms_norm(xr, e.output_norm.ptr(), h + r * n_embd, n_embd, eps);
+    else
+      kernels::layer_norm(xr, e.output_norm.ptr(), e.output_norm_b.ptr(), h + r * n_embd, n_embd, eps);
+  }
+  if ((int64_t)scratch.size() < n_rows * nv) scratch.resize((size_t)(n_rows * nv));
+  float* out = scratch.data();
+  kernels::matmul(e.output, h, n_rows, n_embd, out, nv, pool);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    float* o = out + r * nv;
+    if (e.output_b.present()) kernels::add(o, e.output_b.ptr(), nv);
+    if (out_scale != 0.f) kernels::scale(o, out_scale, nv);
+    std::memcpy(picks[(size_t)r].dst, o, (size_t)nv * sizeof(float));
+  }
+}
+
+void SegmentAttentionScratch::reserve(const layers::AttentionConfig& c, int64_t max_rows) {
+  // Grows only, so one scratch serves layers of different shapes.
+  auto grow = [](AlignedBuffer<float>& b, int64_t n) {
+    if ((int64_t)b.size() < n) b.resize((size_t)n);
+  };
+  grow(base.q, max_rows * c.n_head * c.head_dim);
+  grow(base.attn, max_rows * c.n_head * c.head_dim_v);
+  grow(k, max_rows * c.n_head_kv * c.head_dim);
+  grow(v, max_rows * c.n_head_kv * c.head_dim_v);
+}
+
+void attention_segments(const layers::AttentionConfig& c, const layers::AttentionWeights& w, const float* h,
+                        std::span<const Segment> segs, int64_t rows, size_t layer, SegmentAttentionScratch& s,
+                        float* out, ThreadPool* pool) {
+  const int64_t nq = c.n_head * c.head_dim;
+  const int64_t nk = c.n_head_kv * c.head_dim;
+  const int64_t nv = c.n_head_kv * c.head_dim_v;
+  const int64_t no = c.n_head * c.head_dim_v;
+  float* q = s.base.q.data();
+  float* k = s.k.data();
+  float* v = s.v.data();
+  float* attn = s.base.attn.data();
+  w.wq.apply(h, rows, c.n_embd, q, nq, pool);
+  w.wk.apply(h, rows, c.n_embd, k, nk, pool);
+  w.wv.apply(h, rows, c.n_embd, v, nv, pool);
+  kernels::AttentionParams ap;
+  ap.n_head = c.n_head;
+  ap.n_head_kv = c.n_head_kv;
+  ap.head_dim = c.head_dim;
+  ap.scale = c.scale != 0.f ? c.scale : 1.0f / std::sqrt((float)c.head_dim);
+  ap.causal = c.causal;
+  ap.window = c.window;
+  for (const Segment& sg : segs) {
+    layers::KvCache& cache = *sg.state().kv(layer);
+    const int64_t pos0 = sg.state().n_past();
+    float* qs = q + sg.row * nq;
+    float* ks = k + sg.row * nk;
+    if (c.use_rope) {
+      for (int64_t t = 0; t < sg.T; ++t) {
+        kernels::rope(qs + t * nq, c.n_head, c.head_dim, pos0 + t, c.rope);
+        kernels::rope(ks + t * nk, c.n_head_kv, c.head_dim, pos0 + t, c.rope);
+      }
+    }
+    std::memcpy(cache.k_row(pos0), ks, (size_t)(sg.T * nk) * sizeof(float));
+    std::memcpy(cache.v_row(pos0), v + sg.row * nv, (size_t)(sg.T * nv) * sizeof(float));
+    kernels::attention(ap, qs, sg.T, nq, pos0, cache.k(), nk, cache.v(), nv, pos0 + sg.T, attn + sg.row * no, no,
+                       pool);
+  }
+  w.wo.apply(attn, rows, no, out, c.n_embd, pool);
+}
+
+void advance_segments(std::span<const Segment> segs) {
+  for (const Segment& s : segs) s.state().advance(s.T);
 }
 
 }  // namespace chimera::models

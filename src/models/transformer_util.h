@@ -6,6 +6,7 @@
 #include "core/memory.h"
 #include "core/thread_pool.h"
 #include "format/gguf/gguf.h"
+#include "layers/attention_block.h"
 #include "layers/weights.h"
 #include "models/model.h"
 
@@ -44,5 +45,34 @@ enum class FinalNorm { kRms, kLayer };
 void write_logits(const Embeddings& e, const float* x, int64_t T, int64_t n_embd, float eps, Logits which,
                   float* logits, int64_t row0, bool last_chunk, Workspace& ws, ThreadPool* pool,
                   FinalNorm norm = FinalNorm::kRms);
+
+// Fused multi-sequence micro-batches (MicroBatchedModel::ubatch_segments):
+// x row seg.row + t = embedding of segment token t, for every segment.
+void embed_segments(const kernels::WeightView& tok, std::span<const Segment> segs, float* x);
+
+// Final norm + lm-head for the rows of every segment whose item wants them
+// (as write_logits per segment would, one lm-head GEMM for all), each row
+// scattered to its item's logits buffer; out_scale != 0 multiplies the logits
+// (Granite's 1 / logit_scale).
+void write_logits_segments(const Embeddings& e, const float* x, std::span<const Segment> segs, int64_t n_embd,
+                           float eps, Workspace& ws, AlignedBuffer<float>& scratch, ThreadPool* pool,
+                           FinalNorm norm = FinalNorm::kRms, float out_scale = 0.f);
+
+// layers::attention_forward for every segment of a fused micro-batch, with the
+// q/k/v/o projections run once over all rows: K/V rows go to each segment's
+// cache (layer `layer`) at its positions, RoPE and the attention kernel run per
+// segment. Bit-identical to attention_forward per segment (matmul rows are
+// independent). h[rows][n_embd] -> out (may alias h).
+struct SegmentAttentionScratch {
+  layers::AttentionScratch base;  // q, attn
+  AlignedBuffer<float> k, v;
+  void reserve(const layers::AttentionConfig& c, int64_t max_rows);  // grows only
+};
+void attention_segments(const layers::AttentionConfig& c, const layers::AttentionWeights& w, const float* h,
+                        std::span<const Segment> segs, int64_t rows, size_t layer, SegmentAttentionScratch& s,
+                        float* out, ThreadPool* pool);
+
+// Advances every segment's state by its row count (end of a micro-batch).
+void advance_segments(std::span<const Segment> segs);
 
 }  // namespace chimera::models

@@ -18,6 +18,8 @@
 #include "format/gguf/gguf.h"
 #include "quant/kquant_blocks.h"
 #include "quant/legacy_blocks.h"
+#include "quant/ternarize.h"
+#include "quant/ternary_blocks.h"
 
 namespace chimera::quant {
 
@@ -63,11 +65,22 @@ bool is_kquant(GgmlType t) {
 
 bool is_float(GgmlType t) { return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16; }
 
+bool is_ternary(GgmlType t) { return t == GgmlType::TQ1_0 || t == GgmlType::TQ2_0; }
+
 // The llama_tensor_get_type decision before the row-length fallback.
 GgmlType mix_rule(const QuantMix& mix, const MixContext& ctx, const TensorShape& t) {
   const std::string_view n = t.name;
   const std::string_view m = mix.name;
   GgmlType type = mix.base;
+  if (is_ternary(mix.base)) {
+    // llama.cpp's LLAMA_FTYPE_MOSTLY_TQ1_0 / TQ2_0: the output head (or a tied token_embd)
+    // gets Q6_K (Q8_0 for rows that are not whole 256-blocks), an untied token_embd Q4_K,
+    // every other matrix the ternary type.
+    if (n == "output.weight" || (!ctx.has_output && n == "token_embd.weight"))
+      return (t.ne.empty() ? 0 : t.ne[0]) % kQK_K != 0 ? GgmlType::Q8_0 : GgmlType::Q6_K;
+    if (n == "token_embd.weight") return GgmlType::Q4_K;
+    return type;
+  }
   if (!is_kquant(mix.base) && mix.base != GgmlType::Q4_0 && mix.base != GgmlType::Q4_1 &&
       mix.base != GgmlType::Q5_0 && mix.base != GgmlType::Q5_1 && mix.base != GgmlType::Q8_0)
     return type;  // float "mixes" convert every quantizable tensor to the base type
@@ -106,6 +119,7 @@ const std::vector<QuantMix>& quant_mixes() {
       {"Q3_K_M", 12, GgmlType::Q3_K}, {"Q4_K_S", 14, GgmlType::Q4_K}, {"Q4_K_M", 15, GgmlType::Q4_K},
       {"Q5_K_S", 16, GgmlType::Q5_K}, {"Q5_K_M", 17, GgmlType::Q5_K}, {"Q6_K", 18, GgmlType::Q6_K},
       {"F16", 1, GgmlType::F16},      {"BF16", 32, GgmlType::BF16},   {"F32", 0, GgmlType::F32},
+      {"TQ1_0", 36, GgmlType::TQ1_0}, {"TQ2_0", 37, GgmlType::TQ2_0},
   };
   return kMixes;
 }
@@ -153,7 +167,9 @@ GgmlType choose_tensor_type(const QuantMix& mix, const MixContext& ctx, const Te
   if (fallback) *fallback = true;
   switch (type) {
     case GgmlType::Q2_K:
-    case GgmlType::Q3_K: type = GgmlType::Q4_0; break;
+    case GgmlType::Q3_K:
+    case GgmlType::TQ1_0:
+    case GgmlType::TQ2_0: type = GgmlType::Q4_0; break;
     case GgmlType::Q4_K: type = GgmlType::Q5_0; break;
     case GgmlType::Q5_K: type = GgmlType::Q5_1; break;
     case GgmlType::Q6_K: type = GgmlType::Q8_0; break;
@@ -192,6 +208,10 @@ void encode_one(GgmlType type, const float* x, int64_t n, uint8_t* y) {
     case GgmlType::Q4_K: quantize_row_q4_K_ref(x, (block_q4_K*)y, n); break;
     case GgmlType::Q5_K: quantize_row_q5_K_ref(x, (block_q5_K*)y, n); break;
     case GgmlType::Q6_K: quantize_row_q6_K_ref(x, (block_q6_K*)y, n); break;
+    // Row-wise TQ encoding is llama.cpp's (per-block absmax, as llama-quantize and synth do);
+    // quantize_model ternarizes whole matrices with absmean instead (ternarize_matrices).
+    case GgmlType::TQ1_0: quantize_row_tq1_0(x, (block_tq1_0*)y, n); break;
+    case GgmlType::TQ2_0: quantize_row_tq2_0(x, (block_tq2_0*)y, n); break;
     default: break;  // rejected by encode_rows
   }
 }
@@ -200,7 +220,8 @@ bool can_encode(GgmlType t) {
   switch (t) {
     case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: case GgmlType::Q8_0: case GgmlType::Q4_0:
     case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::IQ4_NL: case GgmlType::Q2_K:
-    case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+    case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: case GgmlType::TQ1_0:
+    case GgmlType::TQ2_0:
       return true;
     default:
       return false;
@@ -208,6 +229,26 @@ bool can_encode(GgmlType t) {
 }
 
 }  // namespace
+
+Status ternarize_matrices(GgmlType type, const float* src, const std::vector<int64_t>& ne, uint8_t* dst,
+                          size_t dst_bytes, std::vector<float>* scales) {
+  if (!is_ternary(type)) return invalid_argument("ternarize_matrices: " + format::ggml_type_name(type) + " is not TQ1_0/TQ2_0");
+  if (ne.size() < 2) return invalid_argument("ternarize_matrices: tensor is not a matrix");
+  const int64_t nx = ne[0], ny = ne[1];
+  int64_t n_mat = 1;
+  for (size_t i = 2; i < ne.size(); ++i) n_mat *= ne[i];
+  const size_t mat_bytes = format::ggml_row_size(type, nx) * (size_t)ny;
+  if (mat_bytes == 0 && nx * ny != 0)
+    return invalid_argument("ternarize_matrices: rows of " + std::to_string(nx) + " are not whole 256-blocks");
+  if (dst_bytes < mat_bytes * (size_t)n_mat) return invalid_argument("ternarize_matrices: output buffer too small");
+  if (scales) scales->clear();
+  for (int64_t m = 0; m < n_mat; ++m) {
+    float s = 0.f;
+    CHIMERA_RETURN_IF_ERROR(ternarize_tensor(type, src + m * nx * ny, ny, nx, dst + (size_t)m * mat_bytes, mat_bytes, &s));
+    if (scales) scales->push_back(s);
+  }
+  return Status::ok();
+}
 
 Status encode_rows(GgmlType type, const float* src, int64_t n_rows, int64_t n_cols, uint8_t* dst, ThreadPool* pool) {
   if (!can_encode(type)) return unsupported("cannot quantize to " + format::ggml_type_name(type));
@@ -256,6 +297,8 @@ Status decode_row(GgmlType type, const uint8_t* x, int64_t n, float* y) {
     case GgmlType::Q5_K: dequantize_row_q5_K((const block_q5_K*)x, y, n); break;
     case GgmlType::Q6_K: dequantize_row_q6_K((const block_q6_K*)x, y, n); break;
     case GgmlType::Q8_K: dequantize_row_q8_K((const block_q8_K*)x, y, n); break;
+    case GgmlType::TQ1_0: dequantize_row_tq1_0((const block_tq1_0*)x, y, n); break;
+    case GgmlType::TQ2_0: dequantize_row_tq2_0((const block_tq2_0*)x, y, n); break;
     default: return unsupported("cannot read " + format::ggml_type_name(type) + " tensors");
   }
   return Status::ok();
@@ -295,6 +338,11 @@ Result<QuantizeStats> quantize_model(const std::string& in_path, const std::stri
 
   QuantizeStats stats;
   bool warned = false;
+  if (is_ternary(mix.base) && opts.warn)
+    opts.warn(std::string(mix.name) +
+              " ternarizes every weight matrix to {-1, 0, +1} x one absmean scale per matrix (BitNet b1.58): "
+              "only ternary-trained (BitNet-style) weights keep their quality; weights trained in full precision "
+              "lose most of it");
   std::vector<float> f32;
   const size_t count = in.tensors().size();
   for (size_t idx = 0; idx < count; ++idx) {
@@ -321,7 +369,8 @@ Result<QuantizeStats> quantize_model(const std::string& in_path, const std::stri
         if (!s) return s.with_context("tensor '" + t.name + "'");
       }
       bytes.resize(format::ggml_row_size(to, nx) * (size_t)rows);
-      Status s = encode_rows(to, f32.data(), rows, nx, bytes.data(), opts.pool);
+      Status s = is_ternary(to) ? ternarize_matrices(to, f32.data(), t.ne, bytes.data(), bytes.size())
+                                : encode_rows(to, f32.data(), rows, nx, bytes.data(), opts.pool);
       if (!s) return s.with_context("tensor '" + t.name + "'");
       ++stats.n_quantized;
     }

@@ -11,6 +11,17 @@
 // attn_qkv and attn_kv_b follow the attn_v rules (llama.cpp's category_is_attn_v);
 // a tensor whose row length is not a multiple of the chosen type's block falls
 // back (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K/Q3_K -> Q4_0, then F16).
+// TQ1_0 / TQ2_0 (llama.cpp's LLAMA_FTYPE_MOSTLY_TQ*): the output head (or tied
+// token_embd) gets Q6_K (Q8_0 if its rows are not whole 256-blocks), an untied
+// token_embd Q4_K, 1-D tensors and norms stay as they are, every other matrix is
+// ternarized with absmean scaling (quant/ternarize.h): ONE scale per 2-D matrix
+// (per expert slice of a 3-D tensor), as BitNet b1.58 trains — not llama.cpp's
+// per-256-block absmax. TQ blocks carry an f16 d per 256 values; every block of
+// a matrix stores the same d = f16(scale) (0 for an all-zero block), so the file
+// is a plain TQ file any TQ reader decodes to code x scale. Matrices whose rows
+// are not whole 256-blocks fall back to Q4_0 (then F16), as llama.cpp does.
+// encode_rows() on TQ types is llama.cpp's per-block absmax quantizer (used by
+// synth, which writes chunk by chunk and never sees a whole matrix).
 // Invariants: choose_tensor_type depends only on (mix, context, name, shape), so
 // quantize and synth agree; encode_rows is deterministic and gives the same bytes
 // for any thread count (rows are independent).
@@ -68,9 +79,14 @@ format::GgmlType choose_tensor_type(const QuantMix& mix, const MixContext& ctx, 
 
 // Encodes n_rows rows of n_cols floats into `type` (ggml_row_size(type, n_cols)
 // bytes per row). Supports F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL,
-// Q2_K..Q6_K. With a pool, rows are split across its threads.
+// Q2_K..Q6_K, TQ1_0, TQ2_0 (per-block absmax, llama.cpp's quantizer). With a pool, rows are split across its threads.
 Status encode_rows(format::GgmlType type, const float* src, int64_t n_rows, int64_t n_cols, uint8_t* dst,
                    ThreadPool* pool = nullptr);
+// Absmean ternarization (quant/ternarize.h) of a tensor with ggml shape `ne`
+// (ne[0] a multiple of 256): one scale per 2-D matrix ne[0] x ne[1], each 3-D
+// slice separately; scales (optional) gets them in slice order.
+Status ternarize_matrices(format::GgmlType type, const float* src, const std::vector<int64_t>& ne, uint8_t* dst,
+                          size_t dst_bytes, std::vector<float>* scales = nullptr);
 // Decodes n elements (whole blocks) of `type` to f32; same type list plus Q8_K.
 Status decode_row(format::GgmlType type, const uint8_t* src, int64_t n, float* dst);
 

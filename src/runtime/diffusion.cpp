@@ -20,21 +20,26 @@ DiffusionGenerator::DiffusionGenerator(models::Model& model, int64_t n_ctx, Thre
 }
 
 Status DiffusionGenerator::evaluate(Branch& br, int64_t bs, int64_t be, bool full, const DiffusionOptions& o,
-                                    float* out) {
+                                    const std::vector<int64_t>& masked, float* out) {
   const int64_t L = (int64_t)br.tokens.size();
-  const int64_t r0 = bs - (spec_.shift_logits ? 1 : 0);  // model row predicting position bs (bs >= 1)
-  const int64_t n = be - bs;
+  const int64_t shift = spec_.shift_logits ? 1 : 0;
+  const int64_t r0 = bs - shift;  // model row predicting position bs (bs >= 1)
   const int32_t* tok = br.tokens.data();
-  if (full || !(o.prefix_cache || o.dual_cache)) {
+  // Logits only for the rows predicting a masked position, packed in `masked` order.
+  const bool cached = !full && (o.prefix_cache || o.dual_cache);
+  const int64_t slice0 = cached ? r0 : 0;
+  rows_.clear();
+  for (int64_t p : masked) rows_.push_back(p - shift - slice0);
+  if (!cached) {
     ++run_.full_passes;
     run_.rows += L;
-    return models::diffusion_forward(model_, *br.state, tok, 0, L, L, r0, n, out, pool_);
+    return models::diffusion_forward_rows(model_, *br.state, tok, 0, L, L, rows_, out, pool_);
   }
   // Cached step: recompute [r0, end) against the K/V left by the last full pass.
   const int64_t end = o.dual_cache ? be : L;
   ++run_.partial_passes;
   run_.rows += end - r0;
-  return models::diffusion_forward(model_, *br.state, tok + r0, r0, end - r0, L, 0, n, out, pool_);
+  return models::diffusion_forward_rows(model_, *br.state, tok + r0, r0, end - r0, L, rows_, out, pool_);
 }
 
 void DiffusionGenerator::draw(int64_t gen0, int64_t step, int64_t n_steps) const {
@@ -64,17 +69,11 @@ Result<GenerateStats> DiffusionGenerator::generate(const std::vector<int32_t>& p
                               ")");
   const int64_t P = (int64_t)(history_.size() + prompt.size());
   if (P == 0) return invalid_argument("empty prompt (a diffusion LM needs at least one token before the canvas)");
-  if (d.steps < 0) return invalid_argument("--steps must be positive (got " + std::to_string(d.steps) + ")");
-  if (d.block_length < 0)
-    return invalid_argument("--block-length must be positive (got " + std::to_string(d.block_length) + ")");
-  if (d.cfg_scale < 0) return invalid_argument("--cfg must be >= 0");
-  if (d.threshold < 0 || d.threshold >= 1) return invalid_argument("--threshold must be in [0, 1)");
-  if (d.cache_refresh < 0) return invalid_argument("--cache-refresh must be >= 0");
+  CHIMERA_RETURN_IF_ERROR(check_diffusion_options(d));
 
   int64_t gen = opts.n_predict;
   if (gen < 0) {  // "until end of text": a default-length canvas that fits the context
-    gen = std::min<int64_t>(d.default_gen_length, n_ctx_ - P);
-    if (d.block_length > 0) gen -= gen % d.block_length;
+    gen = diffusion_default_length(d, n_ctx_ - P);
     if (gen <= 0) return out_of_range("no room left in the context (" + std::to_string(n_ctx_) + ") for a canvas");
   }
   st.n_prompt = (int64_t)prompt.size();
@@ -82,17 +81,9 @@ Result<GenerateStats> DiffusionGenerator::generate(const std::vector<int32_t>& p
     history_.insert(history_.end(), prompt.begin(), prompt.end());
     return st;
   }
-  const int64_t block = d.block_length > 0 ? d.block_length : gen;
-  if (gen % block != 0)
-    return invalid_argument("--block-length " + std::to_string(block) + " must divide the generation length -n " +
-                            std::to_string(gen));
-  const int64_t n_blocks = gen / block;
-  const int64_t steps = d.steps > 0 ? d.steps : gen;
-  if (steps % n_blocks != 0)
-    return invalid_argument("--steps " + std::to_string(steps) + " must be a multiple of the number of blocks " +
-                            std::to_string(n_blocks) + " (-n " + std::to_string(gen) + " / --block-length " +
-                            std::to_string(block) + ")");
-  const int64_t steps_b = steps / n_blocks;
+  CHIMERA_ASSIGN_OR_RETURN(const DiffusionSchedule sched, diffusion_schedule(d, gen));
+  const int64_t block = sched.block, n_blocks = sched.n_blocks, steps = sched.steps;
+  const int64_t steps_b = sched.steps_per_block;
   const int64_t L = P + gen;
   if (L > n_ctx_)
     return out_of_range("the canvas (" + std::to_string(P) + " context + " + std::to_string(gen) +
@@ -119,7 +110,7 @@ Result<GenerateStats> DiffusionGenerator::generate(const std::vector<int32_t>& p
   const double temperature = opts.sampling.temperature;
   const float w = (float)d.cfg_scale;
 
-  bool stop = false;
+  bool stop = false, aborted = false;
   std::vector<int64_t> masked;
   std::vector<RowChoice> choice;
   std::vector<double> conf;
@@ -135,21 +126,26 @@ Result<GenerateStats> DiffusionGenerator::generate(const std::vector<int32_t>& p
       if (masked.empty()) break;
       if (d.threshold <= 0 && s >= steps_b) break;  // unreachable: the quotas sum to nb
       if (d.threshold <= 0 && quota[(size_t)s] == 0) continue;  // a step that commits nothing changes nothing
+      if (opts.on_step && !opts.on_step()) {
+        aborted = true;
+        break;
+      }
       const bool full = s == 0 || (d.cache_refresh > 0 && s % d.cache_refresh == 0);
-      CHIMERA_RETURN_IF_ERROR(evaluate(cond_, bs, be, full, d, logits_.data()));
+      CHIMERA_RETURN_IF_ERROR(evaluate(cond_, bs, be, full, d, masked, logits_.data()));
       if (cfg) {
-        CHIMERA_RETURN_IF_ERROR(evaluate(uncond_, bs, be, full, d, logits_u_.data()));
-        for (size_t i = 0; i < logits_.size(); ++i)
+        CHIMERA_RETURN_IF_ERROR(evaluate(uncond_, bs, be, full, d, masked, logits_u_.data()));
+        for (size_t i = 0; i < masked.size() * (size_t)n_vocab; ++i)
           logits_[i] = logits_u_[i] + (w + 1.f) * (logits_[i] - logits_u_[i]);
       }
       choice.clear();
       conf.clear();
-      for (int64_t p : masked) {
-        choice.push_back(choose_token(logits_.data() + (p - bs) * n_vocab, (int32_t)n_vocab, d.remasking,
+      for (size_t k = 0; k < masked.size(); ++k) {
+        choice.push_back(choose_token(logits_.data() + (int64_t)k * n_vocab, (int32_t)n_vocab, d.remasking,
                                       temperature, rng));
         conf.push_back(choice.back().confidence);
       }
-      const int64_t q = d.threshold > 0 ? 1 : quota[(size_t)s];
+      // With a threshold the schedule's quota is a floor: never more steps than without.
+      const int64_t q = s < steps_b ? quota[(size_t)s] : 1;
       for (size_t k : select_commits(conf, q, d.threshold)) {
         const int64_t p = masked[k];
         cond_.tokens[(size_t)p] = choice[k].token;
@@ -159,6 +155,7 @@ Result<GenerateStats> DiffusionGenerator::generate(const std::vector<int32_t>& p
       ++run_.steps;
       if (d.visual) draw(P, run_.steps, steps);
     }
+    if (aborted) break;
     // The block is complete: emit it in canvas order.
     for (int64_t p = bs; p < be && !stop; ++p) {
       const int32_t t = cond_.tokens[(size_t)p];

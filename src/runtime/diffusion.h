@@ -74,9 +74,11 @@ class DiffusionGenerator final : public Generator {
     std::vector<int32_t> tokens;
     std::unique_ptr<layers::SequenceState> state;
   };
-  // Logits (prediction rows) of positions [bs, be) into out; the mode decides
-  // between a full pass and a cached slice.
-  Status evaluate(Branch& br, int64_t bs, int64_t be, bool full, const DiffusionOptions& o, float* out);
+  // Logits (prediction rows) of the masked positions of block [bs, be) into
+  // out, packed in `masked` order; the mode decides between a full pass and a
+  // cached slice.
+  Status evaluate(Branch& br, int64_t bs, int64_t be, bool full, const DiffusionOptions& o,
+                  const std::vector<int64_t>& masked, float* out);
   void draw(int64_t gen0, int64_t step, int64_t n_steps) const;
 
   models::Model& model_;
@@ -88,6 +90,7 @@ class DiffusionGenerator final : public Generator {
   std::vector<int32_t> canvas_;
   Branch cond_, uncond_;
   std::vector<float> logits_, logits_u_;
+  std::vector<int64_t> rows_;  // evaluate(): logits rows of the masked positions
   DiffusionRunStats run_;
   std::vector<DiffusionCommit> commits_;
 };

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "core/status.h"
 #include "core/thread_pool.h"
@@ -39,5 +40,13 @@ Result<DiffusionSpec> diffusion_spec(const Model& m);
 
 Status diffusion_forward(Model& m, layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T,
                          int64_t n_kv, int64_t out_row0, int64_t n_out, float* logits, ThreadPool* pool);
+
+// The same pass with logits only for the slice rows listed in `out_rows`
+// (strictly increasing, each in [0, T)), written packed: logits row i belongs
+// to slice row out_rows[i]. The generator asks only for the rows predicting a
+// still-masked position — committed ones need no logits, and the lm-head over
+// a 126k vocabulary is a large share of a cached step.
+Status diffusion_forward_rows(Model& m, layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T,
+                              int64_t n_kv, std::span<const int64_t> out_rows, float* logits, ThreadPool* pool);
 
 }  // namespace chimera::models

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/status.h"
+
 namespace chimera::runtime {
 
 enum class Remasking {
@@ -35,5 +37,23 @@ struct DiffusionOptions {
   double threshold = 0;       // > 0: commit every masked token with confidence > τ (at least one per step)
   int64_t default_gen_length = 128;  // generation length when n_predict < 0 (chat)
 };
+
+// The value ranges alone (steps, block length, cache refresh >= 0; cfg >= 0;
+// threshold in [0, 1)); the error names the CLI flag.
+Status check_diffusion_options(const DiffusionOptions& d);
+
+// How `gen` generated tokens are decoded: blocks of `block` tokens, `steps`
+// in total, `steps_per_block` each (defaults resolved: block = gen, steps =
+// gen). An error when the block length does not divide gen or steps are not
+// a multiple of the number of blocks. gen must be > 0.
+struct DiffusionSchedule {
+  int64_t gen = 0, block = 0, n_blocks = 0, steps = 0, steps_per_block = 0;
+};
+Result<DiffusionSchedule> diffusion_schedule(const DiffusionOptions& d, int64_t gen);
+
+// Generation length for "until end of text" (n_predict < 0): the default
+// canvas length clipped to `room` free context positions and rounded down to
+// a multiple of the block length; 0 when no block fits.
+int64_t diffusion_default_length(const DiffusionOptions& d, int64_t room);
 
 }  // namespace chimera::runtime

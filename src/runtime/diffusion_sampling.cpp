@@ -107,9 +107,10 @@ std::vector<size_t> select_commits(const std::vector<double>& confidence, int64_
   auto key = [&](size_t i) { return std::isnan(confidence[i]) ? -INFINITY : confidence[i]; };
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) > key(b); });
   std::vector<size_t> out;
-  if (threshold > 0) {
+  if (threshold > 0) {  // everything above τ, and at least the quota (at least one)
+    const size_t at_least = (size_t)std::max<int64_t>(quota, 1);
     for (size_t k = 0; k < order.size(); ++k)
-      if (k == 0 || key(order[k]) > threshold) out.push_back(order[k]);
+      if (k < at_least || key(order[k]) > threshold) out.push_back(order[k]);
   } else {
     const size_t n = (size_t)std::clamp<int64_t>(quota, 0, (int64_t)order.size());
     out.assign(order.begin(), order.begin() + (std::ptrdiff_t)n);

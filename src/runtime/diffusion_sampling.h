@@ -9,7 +9,9 @@
 //     n mod steps steps);
 //   * select_commits: the top-q candidates by confidence (ties → lowest
 //     position), or with a threshold τ > 0 every candidate above τ and at least
-//     the best one (Fast-dLLM's parallel decoding);
+//     the top max(q, 1) (Fast-dLLM's parallel decoding; with the schedule's
+//     quota as the floor it never takes more steps than the schedule, and with
+//     one token per step it is exactly Fast-dLLM's rule);
 //   * shifted rows: with diffusion.shift_logits the prediction for canvas
 //     position p is model output row p − 1 (Dream), row p otherwise (LLaDA).
 // The RNG is std::mt19937_64 (fully specified), uniforms are (k + 0.5)·2⁻⁵³,
@@ -40,7 +42,7 @@ RowChoice choose_token(const float* logits, int32_t n_vocab, Remasking remasking
 std::vector<int64_t> transfer_schedule(int64_t n_masked, int64_t steps);
 
 // Indices into `confidence` to commit: the `quota` highest (threshold <= 0), or
-// all above `threshold` and at least the highest one. Ties → lower index.
+// all above `threshold` and at least the max(quota, 1) highest. Ties → lower index.
 // Returned in increasing index order.
 std::vector<size_t> select_commits(const std::vector<double>& confidence, int64_t quota, double threshold);
 

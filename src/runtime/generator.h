@@ -23,6 +23,10 @@ struct GenerateOptions {
   bool stop_at_eog = true;
   SamplingParams sampling;
   DiffusionOptions diffusion;  // masked diffusion LMs only (runtime/diffusion.h)
+  // Called before each bounded unit of model work (diffusion: every denoising
+  // step); false stops the call without emitting the unfinished block. Lets a
+  // scheduler (the server engine) interleave long generations.
+  std::function<bool()> on_step;
 };
 
 struct GenerateStats {

@@ -15,6 +15,7 @@
 #include "core/timer.h"
 #include "runtime/generator.h"
 #include "server/prefix_cache.h"
+#include "server/stepped_generation.h"
 #include "tokenizer/tokenizer.h"
 
 namespace chimera::server {
@@ -112,6 +113,7 @@ struct Engine::Sequence {
   double t_submit = 0, t_last = 0;
   bool stop_hit = false;
   bool done = false;
+  std::unique_ptr<SteppedGeneration> gen_task;  // diffusion: the request's generation, one step per iteration
   int64_t n_fed() const { return state->n_past(); }
   bool prefilling() const { return n_fed() < n_prompt; }
 };
@@ -223,7 +225,10 @@ void Engine::loop() {
     admit();
     if (!running_.empty()) {
       if (model_.info().is_diffusion) {
-        run_generator(*running_.front());
+        // One denoising step per running request per iteration: requests
+        // interleave and the loop stays responsive.
+        for (auto& s : running_)
+          if (!s->done) step_generator(*s);
       } else {
         std::vector<WorkItem> plan = plan_step();
         Status st = execute_plan(plan);
@@ -352,8 +357,19 @@ std::vector<Engine::WorkItem> Engine::plan_step() {
 }
 
 Status Engine::execute_plan(std::vector<WorkItem>& plan) {
-  // Today one forward per sequence; a fused multi-sequence forward replaces
-  // this loop and nothing else.
+  // One fused multi-sequence forward for the whole step: each weight is
+  // streamed once for all sequences (Model::forward_batch; bit-identical to
+  // one forward per sequence).
+  std::vector<models::BatchItem> items;
+  items.reserve(plan.size());
+  for (auto& w : plan) {
+    Sequence& s = *w.seq;
+    items.push_back({s.state.get(), s.tokens.data() + s.n_fed(), w.n,
+                     w.logits ? models::Logits::kLast : models::Logits::kNone, w.out});
+  }
+  if (model_.forward_batch(items, pool_)) return Status::ok();
+  // A bad item fails the whole batch before anything runs: run the items
+  // alone so only the faulty sequences end (with their error).
   for (auto& w : plan) {
     Sequence& s = *w.seq;
     Status st = model_.forward(*s.state, s.tokens.data() + s.n_fed(), w.n,
@@ -477,6 +493,7 @@ void Engine::emit_token(Sequence& s, int32_t tok) {
 void Engine::finish(Sequence& s, FinishReason r, const std::string& error) {
   if (s.done) return;
   s.done = true;
+  s.gen_task.reset();  // a generation still running stops (aborted at its step boundary) before s is touched
   StreamEvent ev;
   ev.done = true;
   if ((r == FinishReason::kStop || r == FinishReason::kLength) && !s.stop_hit) {
@@ -508,29 +525,41 @@ void Engine::finish(Sequence& s, FinishReason r, const std::string& error) {
   }
 }
 
-void Engine::run_generator(Sequence& s) {
-  // Whole-request generation (models whose generator is not step-driven, such
-  // as diffusion): correct, but it holds the loop for the request's duration.
-  auto gen = runtime::make_generator(model_, opts_.n_ctx, pool_);
-  runtime::GenerateOptions go;
-  go.n_predict = s.p.max_tokens;
-  go.stop_at_eog = !s.p.ignore_eos;
-  go.sampling = s.p.sampling;
-  auto r = gen->generate(s.p.prompt, go, [&](int32_t tok) {
-    ++s.n_generated;
-    const double now = now_seconds();
-    if (metrics_) {
-      if (s.n_generated == 1)
-        metrics_->observe_ttft(now - s.t_submit);
-      else
-        metrics_->observe_itl(now - s.t_last);
-    }
-    s.t_last = now;
-    StreamEvent ev;
-    ev.text = s.text->push(tok, &s.stop_hit);
-    if (!ev.text.empty()) s.ch->push(std::move(ev));
-    return !s.stop_hit && !s.ch->cancelled();
-  });
+void Engine::step_generator(Sequence& s) {
+  // Generators that are not token-step driven (diffusion) run their generate()
+  // on a worker thread that the loop advances one step (GenerateOptions::
+  // on_step) at a time; the loop waits while the worker runs, so the model is
+  // never used concurrently.
+  if (!s.gen_task) {
+    std::shared_ptr<runtime::Generator> gen = runtime::make_generator(model_, opts_.n_ctx, pool_);
+    s.gen_task = std::make_unique<SteppedGeneration>([this, &s, gen](const std::function<bool()>& on_step) {
+      runtime::GenerateOptions go;
+      go.n_predict = s.p.max_tokens;
+      go.stop_at_eog = !s.p.ignore_eos;
+      go.sampling = s.p.sampling;
+      go.diffusion = s.p.diffusion;
+      go.on_step = on_step;
+      return gen->generate(s.p.prompt, go, [this, &s](int32_t tok) {
+        ++s.n_generated;
+        const double now = now_seconds();
+        if (metrics_) {
+          if (s.n_generated == 1)
+            metrics_->observe_ttft(now - s.t_submit);
+          else
+            metrics_->observe_itl(now - s.t_last);
+        }
+        s.t_last = now;
+        StreamEvent ev;
+        ev.text = s.text->push(tok, &s.stop_hit);
+        s.out_text += ev.text;
+        if (!ev.text.empty()) s.ch->push(std::move(ev));
+        return !s.stop_hit && !s.ch->cancelled();
+      });
+    });
+  }
+  if (s.gen_task->step()) return;
+  auto r = s.gen_task->result();
+  s.gen_task.reset();
   if (!r) {
     finish(s, FinishReason::kError, r.status().message());
   } else if (s.ch->cancelled()) {

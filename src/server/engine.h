@@ -11,9 +11,11 @@
 // prefill_chunk prompt tokens per iteration, oldest sequence first) — execute
 // it, and sample / emit / finish. Decodes progress every iteration and the
 // prefill budget is bounded, so no admitted request starves; admission is
-// FIFO, so no queued one does either. The plan/execute split is where a fused
-// multi-sequence forward will plug in (execute_plan is the only caller of
-// Model::forward for autoregressive models).
+// FIFO, so no queued one does either. execute_plan runs the whole step as one
+// fused multi-sequence forward (Model::forward_batch: every weight streamed
+// once per step for all sequences, results bit-identical to one forward per
+// sequence). Diffusion requests advance one denoising step per iteration each
+// (SteppedGeneration), so several interleave and none holds the loop.
 //
 // Invariants: only the loop thread touches the model, the states and the
 // cache; HTTP threads use only submit(), tokenizer() (immutable, thread-safe)
@@ -39,6 +41,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "models/model.h"
+#include "runtime/diffusion_options.h"
 #include "runtime/sampler.h"
 #include "server/metrics.h"
 
@@ -68,6 +71,7 @@ struct GenerationParams {
   // way a recurrent state is reusable. Called on the engine loop thread.
   std::function<std::vector<int32_t>(const std::string& reply)> turn_tokens;
   int top_logprobs = -1;              // -1: no logprobs; N >= 0: chosen token + top N per token
+  runtime::DiffusionOptions diffusion;  // diffusion LMs only (steps, block length, caches, ...)
 };
 
 struct TokenLogprob {
@@ -162,7 +166,7 @@ class Engine {
   void maybe_checkpoint(Sequence& s);
   void snapshot_into_cache(Sequence& s);
   void snapshot_turn(Sequence& s);
-  void run_generator(Sequence& s);  // whole-request path (diffusion models)
+  void step_generator(Sequence& s);  // generator-driven requests (diffusion): one step per call
   int64_t next_chunk_end(const Sequence& s, int64_t budget) const;
   void publish_gauges();
 

@@ -57,6 +57,8 @@ struct StreamState {
   std::shared_ptr<RequestChannel> ch;
   ResponseMeta meta;
   bool include_usage = false;
+  const tokenizer::Tokenizer* logprobs_tok = nullptr;  // set when the request asked for logprobs
+  int64_t text_offset = 0;                             // completions logprobs: bytes streamed so far
   bool started = false;
   bool finished = false;
   double last_write = 0;
@@ -167,17 +169,19 @@ bool HttpServer::Impl::build_prompt(const ParsedRequest& pr, GenerationParams* g
   gp->max_tokens = pr.max_tokens > 0 ? pr.max_tokens
                    : pr.chat         ? n_ctx - n_prompt
                                      : std::min<int64_t>(16, n_ctx - n_prompt);
+  if (engine.info().is_diffusion && !resolve_diffusion_length(pr, n_ctx - n_prompt, &gp->max_tokens, err)) return false;
   gp->sampling = pr.sampling;
   gp->stop = pr.stop;
   gp->ignore_eos = pr.ignore_eos;
   gp->top_logprobs = pr.top_logprobs;
+  gp->diffusion = pr.diffusion;
   return true;
 }
 
 void HttpServer::Impl::handle_generate(const httplib::Request& req, httplib::Response& res, bool chat) {
   ParsedRequest pr;
   ApiError err;
-  const RequestLimits lim{engine.n_ctx(), engine.info().n_vocab};
+  const RequestLimits lim{engine.n_ctx(), engine.info().n_vocab, opts.diffusion};
   if (!parse_generation_request(req.body, chat, lim, &pr, &err)) return send_error(res, err);
   if (!pr.model.empty() && pr.model != opts.model_id)
     return send_error(res, make_error(404, "The model '" + pr.model + "' does not exist; this server serves '" +
@@ -207,6 +211,7 @@ void HttpServer::Impl::handle_generate(const httplib::Request& req, httplib::Res
     st->ch = ch;
     st->meta = meta;
     st->include_usage = pr.include_usage;
+    if (pr.top_logprobs >= 0) st->logprobs_tok = &engine.tokenizer();
     return stream_response(res, st);
   }
   std::string text;
@@ -266,7 +271,11 @@ void HttpServer::Impl::stream_response(httplib::Response& res, std::shared_ptr<S
           return true;
         }
         for (auto& ev : st->events) {
-          if (!ev.text.empty() && !write(chunk_body(st->meta, ev.text, FinishReason::kNone))) return abandon();
+          const bool lp = st->logprobs_tok && !ev.logprobs.empty();
+          if ((!ev.text.empty() || lp) &&
+              !write(chunk_body(st->meta, ev.text, FinishReason::kNone, false, lp ? &ev.logprobs : nullptr,
+                                st->logprobs_tok, &st->text_offset)))
+            return abandon();
           if (!ev.done) continue;
           if (!ev.error.empty()) {
             ApiError e = make_error(500, "generation failed: " + ev.error, "server_error", "", "internal_error");

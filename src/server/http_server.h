@@ -16,6 +16,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "runtime/diffusion_options.h"
 #include "server/engine.h"
 #include "server/metrics.h"
 #include "tokenizer/chat_template.h"
@@ -29,6 +30,7 @@ struct ServerOptions {
   std::string model_id = "chimera";      // the id /v1/models reports and requests may name
   int http_threads = 0;                  // 0: 2 x max running + 32
   size_t max_body_bytes = 16u << 20;
+  runtime::DiffusionOptions diffusion;   // diffusion LMs: defaults a request's JSON may override
 };
 
 class HttpServer {

@@ -150,6 +150,33 @@ bool parse_prompt(const json& b, const RequestLimits& lim, ParsedRequest* out, A
   return fail(err, "'prompt' must be a string or an array of token ids", "prompt", "invalid_type");
 }
 
+// Diffusion extensions (see ParsedRequest::diffusion); the defaults in *d are
+// kept for absent keys. Whether the block length divides max_tokens is checked
+// where max_tokens is final (HttpServer::build_prompt).
+bool parse_diffusion(const json& b, const RequestLimits& lim, runtime::DiffusionOptions* d, ApiError* err) {
+  if (!opt_int(b, "steps", 1, lim.n_ctx, &d->steps, nullptr, err)) return false;
+  if (!opt_int(b, "block_length", 1, lim.n_ctx, &d->block_length, nullptr, err)) return false;
+  if (!opt_int(b, "cache_refresh", 0, lim.n_ctx, &d->cache_refresh, nullptr, err)) return false;
+  if (!opt_bool(b, "prefix_cache", &d->prefix_cache, err)) return false;
+  if (!opt_bool(b, "dual_cache", &d->dual_cache, err)) return false;
+  // Real-valued keys, validated by opt_number and kept in double precision.
+  auto real = [&](const char* key, double lo, double hi, double* out) {
+    float f = 0;
+    if (!opt_number(b, key, lo, hi, &f, err)) return false;
+    if (auto it = b.find(key); it != b.end() && !it->is_null()) *out = it->get<double>();
+    return true;
+  };
+  if (!real("threshold", 0, 1, &d->threshold)) return false;
+  if (!(d->threshold < 1)) return fail(err, "'threshold' must be in [0, 1)", "threshold", "invalid_value");
+  if (!real("cfg_scale", 0, 100, &d->cfg_scale)) return false;
+  if (auto it = b.find("remasking"); it != b.end() && !it->is_null()) {
+    if (!it->is_string() || !runtime::parse_remasking(it->get<std::string>(), &d->remasking))
+      return fail(err, "'remasking' must be one of \"low_confidence\", \"random\", \"margin\", \"entropy\"",
+                  "remasking", "invalid_value");
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string error_body(const ApiError& e) {
@@ -244,7 +271,26 @@ bool parse_generation_request(std::string_view body, bool chat, const RequestLim
       return fail(err, "'top_logprobs' needs 'logprobs': true", "top_logprobs", "invalid_value");
     if (given && r.top_logprobs >= 0) r.top_logprobs = (int)n;
   }
+  r.diffusion = lim.diffusion;
+  if (!parse_diffusion(b, lim, &r.diffusion, err)) return false;
   *out = std::move(r);
+  return true;
+}
+
+bool resolve_diffusion_length(const ParsedRequest& pr, int64_t room, int64_t* max_tokens, ApiError* err) {
+  if (pr.max_tokens <= 0) {
+    *max_tokens = runtime::diffusion_default_length(pr.diffusion, room);
+    if (*max_tokens <= 0) {
+      fail(err, "no room left in the context for a diffusion canvas of one block", pr.chat ? "messages" : "prompt",
+           "context_length_exceeded");
+      return false;
+    }
+  }
+  auto sched = runtime::diffusion_schedule(pr.diffusion, *max_tokens);
+  if (!sched) {
+    const std::string& m = sched.status().message();
+    return fail(err, m, m.rfind("--steps", 0) == 0 ? "steps" : "block_length", "invalid_value");
+  }
   return true;
 }
 
@@ -281,7 +327,9 @@ json bytes_json(const std::string& s) {
 }
 // OpenAI shapes: chat {"content": [{token, logprob, bytes, top_logprobs: [...]}]};
 // completions (legacy) {tokens, token_logprobs, top_logprobs: [{token: lp}], text_offset}.
-json logprobs_json(bool chat, const std::vector<TokenLogprob>& lp, const tokenizer::Tokenizer& tok) {
+// text_offset: the legacy offsets start there and it is advanced past these tokens (streams).
+json logprobs_json(bool chat, const std::vector<TokenLogprob>& lp, const tokenizer::Tokenizer& tok,
+                   int64_t* text_offset = nullptr) {
   auto piece = [&](int32_t id) { return tok.decode({id}, /*render_special=*/false); };
   if (chat) {
     json content = json::array();
@@ -297,7 +345,7 @@ json logprobs_json(bool chat, const std::vector<TokenLogprob>& lp, const tokeniz
     return {{"content", content}};
   }
   json tokens = json::array(), lps = json::array(), tops = json::array(), offs = json::array();
-  int64_t off = 0;
+  int64_t off = text_offset ? *text_offset : 0;
   for (const auto& t : lp) {
     const std::string p = piece(t.id);
     tokens.push_back(p);
@@ -308,6 +356,7 @@ json logprobs_json(bool chat, const std::vector<TokenLogprob>& lp, const tokeniz
     offs.push_back(off);
     off += (int64_t)p.size();
   }
+  if (text_offset) *text_offset = off;
   return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offs}};
 }
 }  // namespace
@@ -326,9 +375,11 @@ std::string completion_body(const ResponseMeta& m, const std::string& text, Fini
   return dump(j);
 }
 
-std::string chunk_body(const ResponseMeta& m, const std::string& text, FinishReason finish, bool role_delta) {
+std::string chunk_body(const ResponseMeta& m, const std::string& text, FinishReason finish, bool role_delta,
+                       const std::vector<TokenLogprob>* lp, const tokenizer::Tokenizer* tok, int64_t* text_offset) {
   json j = envelope(m, m.chat ? "chat.completion.chunk" : "text_completion");
   json choice = {{"index", 0}, {"finish_reason", finish_json(finish)}, {"logprobs", nullptr}};
+  if (lp && tok && !lp->empty()) choice["logprobs"] = logprobs_json(m.chat, *lp, *tok, text_offset);
   if (m.chat) {
     json delta = json::object();
     if (role_delta) delta["role"] = "assistant";

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/diffusion_options.h"
 #include "runtime/sampler.h"
 #include "server/engine.h"
 #include "tokenizer/tokenizer.h"
@@ -45,17 +46,30 @@ struct ParsedRequest {
   runtime::SamplingParams sampling;
   bool ignore_eos = false;
   int top_logprobs = -1;                   // -1: no logprobs; chat: logprobs=true + top_logprobs N; completions: logprobs N
+  // Diffusion LMs: the server defaults, overridden per request by "steps",
+  // "block_length", "remasking", "threshold", "cfg_scale", "prefix_cache",
+  // "dual_cache", "cache_refresh" (ignored by autoregressive models).
+  runtime::DiffusionOptions diffusion;
 };
 
 // Limits the request is validated against.
 struct RequestLimits {
   int64_t n_ctx = 4096;
   int64_t n_vocab = 0;
+  runtime::DiffusionOptions diffusion;  // server defaults (chimera serve --steps ...)
 };
 
 // Parses a request body; on failure returns false with *err filled.
 bool parse_generation_request(std::string_view body, bool chat, const RequestLimits& lim, ParsedRequest* out,
                               ApiError* err);
+
+// Diffusion LMs: the generation length is the canvas size, so a request
+// without max_tokens gets the default canvas (DiffusionOptions::
+// default_gen_length, clipped to `room` free positions) rather than the rest of
+// the context; the length is then checked against the block length and steps.
+// *max_tokens is the length chosen so far (updated); false with a 400 in *err
+// when the combination is invalid.
+bool resolve_diffusion_length(const ParsedRequest& pr, int64_t room, int64_t* max_tokens, ApiError* err);
 
 // Parses JSON, turning a syntax error or a non-object body into an ApiError.
 bool parse_json_object(std::string_view body, nlohmann::json* out, ApiError* err);
@@ -74,7 +88,12 @@ std::string completion_body(const ResponseMeta& m, const std::string& text, Fini
                             const tokenizer::Tokenizer* tok = nullptr);
 // One streamed chunk (the JSON after "data: "). finish = kNone -> null.
 // role_delta: the chat stream's first chunk, {"role": "assistant", "content": ""}.
-std::string chunk_body(const ResponseMeta& m, const std::string& text, FinishReason finish, bool role_delta = false);
+// lp: this chunk's tokens' logprobs (streams of requests that asked; chat
+// {content: [...]}, completions the legacy shape with text_offset counted from
+// *text_offset, which is advanced).
+std::string chunk_body(const ResponseMeta& m, const std::string& text, FinishReason finish, bool role_delta = false,
+                       const std::vector<TokenLogprob>* lp = nullptr, const tokenizer::Tokenizer* tok = nullptr,
+                       int64_t* text_offset = nullptr);
 // The final usage chunk (stream_options.include_usage): empty choices + usage.
 std::string usage_chunk_body(const ResponseMeta& m, const Usage& u);
 std::string models_body(const std::string& id, int64_t created, int64_t max_model_len, int64_t vocab_size);

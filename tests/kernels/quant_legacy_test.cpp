@@ -13,9 +13,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/fp16.h"
@@ -456,6 +459,29 @@ TEST(QuantLegacyMatmul, Avx2AndVnniAgree) {
       y5 = run(t, w, rows, k, x, m, nullptr);
     }
     EXPECT_EQ(std::memcmp(y2.data(), y5.data(), y2.size() * 4), 0) << format::ggml_type_name(t);
+  }
+}
+
+// Every ISA's entry is named after its type, activation type and ISA (the
+// benchmarks label results with it), e.g. gemm_q4_1_q8_1_avx2; Isa::kAvx512
+// has no legacy kernel of its own and falls back to AVX2.
+TEST(QuantLegacyMatmul, KernelNames) {
+#if defined(__x86_64__)
+  const std::pair<Isa, const char*> isas[] = {
+      {Isa::kScalar, "scalar"}, {Isa::kAvx2, "avx2"}, {Isa::kAvx512, "avx2"}, {Isa::kAvx512Vnni, "avx512vnni"}};
+#else
+  const std::pair<Isa, const char*> isas[] = {{Isa::kScalar, "scalar"}};
+#endif
+  for (const auto& [isa, suffix] : isas) {
+    for (GgmlType t : kTypes) {
+      const MatmulKernel* k = matmul_kernel(t, isa);
+      ASSERT_NE(k, nullptr);
+      ASSERT_NE(k->name, nullptr);
+      std::string type = format::ggml_type_name(t);
+      std::transform(type.begin(), type.end(), type.begin(), [](unsigned char c) { return (char)std::tolower(c); });
+      const std::string want = "gemm_" + type + "_" + (has_min(t) ? "q8_1" : "q8_0") + "_" + suffix;
+      EXPECT_EQ(std::string(k->name), want) << isa_name(isa);
+    }
   }
 }
 

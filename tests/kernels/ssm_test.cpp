@@ -204,8 +204,10 @@ TEST(Ssm, Scan2MatchesReferenceOnEveryIsa) {
 
 TEST(Ssm, SsdMatchesItsReferenceOnEveryIsa) {
   std::mt19937 rng(5);
-  for (int64_t chunk : {1, 4, 16, 64}) {
-    for (int64_t P : {1, 5, 16}) {
+  // Chunk and head-dim sizes cover the GEMM tile tails: rows (chunk not a
+  // multiple of 4), columns (P below, at and past one and two vectors).
+  for (int64_t chunk : {1, 4, 16, 37, 64}) {
+    for (int64_t P : {1, 5, 16, 40}) {
       for (int64_t N : {3, 16, 17}) {
         Scan2Case c(70, 4, P, N, 2, rng);
         auto sr = c.s0;

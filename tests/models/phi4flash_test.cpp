@@ -9,6 +9,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "core/thread_pool.h"
@@ -145,6 +147,167 @@ TEST(Phi4FlashGolden, LastRowOnlyAndGreedy) {
       EXPECT_LE(gc.gen_margin[(size_t)j], bound) << "greedy token " << j << ": " << mine << " vs " << gc.greedy[(size_t)j];
     const int32_t tok = gc.greedy[(size_t)j];
     ASSERT_TRUE(m.forward(*st, &tok, 1, models::Logits::kLast, logits.data(), &pool).is_ok());
+  }
+}
+
+}  // namespace
+}  // namespace chimera
+
+namespace chimera {
+namespace {
+
+// Row r of the golden sequence (prompt, teacher-forced gen, turn2) compared on
+// the stored columns; returns the max |diff|.
+float golden_diff(const P4Fixture& f, const std::vector<float>& rows) {
+  const test::GoldenCase& gc = f.gc;
+  const int64_t nv = gc.n_vocab, nc = gc.n_cols(), np = (int64_t)gc.prompt.size(), ng = (int64_t)gc.greedy.size();
+  float worst = 0;
+  auto cmp = [&](int64_t row, const float* ref) {
+    for (int64_t k = 0; k < nc; ++k) {
+      const float d = std::fabs(rows[(size_t)(row * nv + gc.columns[(size_t)k])] - ref[k]);
+      worst = std::isnan(d) ? INFINITY : std::max(worst, d);
+    }
+  };
+  for (int64_t i = 0; i < np; ++i) cmp(i, gc.prompt_logits.data() + i * nc);
+  for (int64_t j = 1; j < ng; ++j) cmp(np - 1 + j, gc.gen_logits.data() + j * nc);
+  for (int64_t k = 0; k < (int64_t)f.turn2.size(); ++k) cmp(np + ng + k, f.turn2_logits.data() + k * nc);
+  return worst;
+}
+
+std::vector<int32_t> golden_sequence(const P4Fixture& f) {
+  std::vector<int32_t> seq = f.gc.prompt;
+  seq.insert(seq.end(), f.gc.greedy.begin(), f.gc.greedy.end());
+  seq.insert(seq.end(), f.turn2.begin(), f.turn2.end());
+  return seq;
+}
+
+std::vector<float> all_logits(models::Model& m, const std::vector<int32_t>& seq, int64_t chunk, ThreadPool* pool) {
+  const int64_t n = (int64_t)seq.size(), nv = m.info().n_vocab;
+  auto st = m.new_state(n + 8);
+  std::vector<float> rows((size_t)(n * nv));
+  const int64_t c = chunk <= 0 ? n : chunk;
+  for (int64_t i = 0; i < n; i += c) {
+    Status s = m.forward(*st, seq.data() + i, std::min(c, n - i), models::Logits::kAll, rows.data() + i * nv, pool);
+    EXPECT_TRUE(s.is_ok()) << s.message();
+  }
+  return rows;
+}
+
+// The sliding-window layers keep a ring of W = 16 rows: per-sequence state
+// bytes grow with n_ctx only through the one full KV layer (L/2 + 1), and a
+// sequence 4.5× the window, fed in chunks longer than the window (20), of 7,
+// and step by step, matches batch prefill and the reference (whose SWA cache
+// holds every position) — the ring wraps many times along the way.
+TEST(Phi4FlashRing, StateBytesAndChunksLongerThanTheWindow) {
+  P4Fixture& f = fixture();
+  if (!f.skip.empty()) GTEST_SKIP() << f.skip;
+  models::Model& m = *f.model;
+  const int64_t window = f.gc.meta["settings"]["sliding_window"].get<int64_t>();
+  ASSERT_EQ(window, 16);
+  // Tiny case: hidden 64, 4 heads / 2 KV heads (head_dim 16): 32 floats per K and V row.
+  auto s64 = m.new_state(64), s4k = m.new_state(4096);
+  const size_t full_row_bytes = 2 * 32 * sizeof(float);
+  EXPECT_EQ(s4k->bytes() - s64->bytes(), (4096 - 64) * full_row_bytes) << "only the shared full-KV layer may grow";
+  size_t ring_bytes = 0;
+  for (size_t l = 0; l < s4k->n_layers(); ++l)
+    if (auto* r = s4k->ring(l)) {
+      EXPECT_EQ(r->rows(), window);
+      ring_bytes += r->bytes();
+    }
+  EXPECT_EQ(ring_bytes, 2 * (size_t)window * full_row_bytes) << "two SWA layers (1 and 3), W rows each";
+  const std::vector<int32_t> seq = golden_sequence(f);
+  ASSERT_GT((int64_t)seq.size(), 4 * window);
+  const float bound = f.gc.tolerance * scale_of(f);
+  ThreadPool pool(2);
+  const auto batch = all_logits(m, seq, 0, &pool);
+  for (int64_t chunk : {20, 17, 7, 1}) {
+    SCOPED_TRACE("chunk=" + std::to_string(chunk));
+    const auto got = all_logits(m, seq, chunk, &pool);
+    float d = 0;
+    for (size_t k = 0; k < got.size(); ++k) d = std::max(d, std::fabs(got[k] - batch[k]));
+    EXPECT_LE(d, 1e-4f * scale_of(f)) << "chunked vs batch";
+    EXPECT_LE(golden_diff(f, got), bound) << "vs reference";
+  }
+  // Rolling a state with recurrent and ring layers back is refused.
+  auto st = m.new_state(64);
+  ASSERT_TRUE(m.forward(*st, seq.data(), 30, models::Logits::kNone, nullptr, &pool).is_ok());
+  EXPECT_FALSE(st->truncate(10).is_ok());
+}
+
+// CHIMERA_PHI4FLASH_NO_YOCO=1 runs the cross decoder on every row (the YOCO
+// measurement switch): same logits for last-row and all-row requests.
+TEST(Phi4FlashYoco, AllRowsSwitchGivesTheSameLogits) {
+  P4Fixture& f = fixture();
+  if (!f.skip.empty()) GTEST_SKIP() << f.skip;
+  const std::string out = test::temp_path("phi4flash-noyoco.gguf");
+  format::hf::ConvertOptions o;
+  o.out_type = "f32";
+  ASSERT_TRUE(format::hf::convert(f.gc.model_path, out, o).is_ok());
+  ::setenv("CHIMERA_PHI4FLASH_NO_YOCO", "1", 1);
+  auto mr = models::load_model(out);
+  ::unsetenv("CHIMERA_PHI4FLASH_NO_YOCO");
+  std::filesystem::remove(out);
+  ASSERT_TRUE(mr.is_ok()) << mr.status().message();
+  models::Model& all = **mr;
+  models::Model& pruned = *f.model;
+  const std::vector<int32_t> seq = golden_sequence(f);
+  ThreadPool pool(2);
+  const int64_t nv = f.gc.n_vocab;
+  for (int64_t chunk : {0, 7}) {
+    SCOPED_TRACE("chunk=" + std::to_string(chunk));
+    const auto a = all_logits(all, seq, chunk, &pool), b = all_logits(pruned, seq, chunk, &pool);
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+  }
+  std::vector<float> la((size_t)nv), lb((size_t)nv);
+  auto sa = all.new_state(64), sb = pruned.new_state(64);
+  ASSERT_TRUE(all.forward(*sa, seq.data(), 30, models::Logits::kLast, la.data(), &pool).is_ok());
+  ASSERT_TRUE(pruned.forward(*sb, seq.data(), 30, models::Logits::kLast, lb.data(), &pool).is_ok());
+  float d = 0;
+  for (int64_t k = 0; k < nv; ++k) d = std::max(d, std::fabs(la[(size_t)k] - lb[(size_t)k]));
+  EXPECT_LE(d, 1e-5f * scale_of(f)) << "last-row logits differ";
+}
+
+// `--type bf16`: the checkpoint is BF16, so the weights are copied bit for bit
+// and equal the reference's; the only difference is that BF16 matrices
+// multiply activations rounded to BF16 (8-bit mantissa: relative error up to
+// 2^-9 ≈ 0.2% per element), at ~40 matmul inputs in series (8 layers + the
+// lm-head), so errors compound to a few percent of the logit scale at worst.
+// Measured on the 71 golden rows × 4727 columns: max |Δ| = 0.129 (2.4% of the
+// scale 5.38), mean |Δ| = 0.012. Bounds: max ≤ 0.05 × scale (0.27, 2× the
+// measurement) and mean ≤ the case tolerance × scale (0.027). Both are far below the
+// case's sensitivity to a real bug (a window one key too long moves the prompt
+// logits by 3.09: checks.sensitivity_window_plus_1_prompt_max_abs_diff); the
+// F32 conversion stays at 1.8e-5 (PromptGenAndTurn2LogitsInAllModes).
+TEST(Phi4FlashBf16, ConvertedBf16LogitsWithinTolerance) {
+  P4Fixture& f = fixture();
+  if (!f.skip.empty()) GTEST_SKIP() << f.skip;
+  const std::string out = test::temp_path("phi4flash-bf16.gguf");
+  format::hf::ConvertOptions o;
+  o.out_type = "bf16";
+  ASSERT_TRUE(format::hf::convert(f.gc.model_path, out, o).is_ok());
+  auto mr = models::load_model(out);
+  std::filesystem::remove(out);
+  ASSERT_TRUE(mr.is_ok()) << mr.status().message();
+  const std::vector<int32_t> seq = golden_sequence(f);
+  ThreadPool pool(2);
+  const test::GoldenCase& gc = f.gc;
+  const float scale = scale_of(f);
+  const int64_t nv = gc.n_vocab, nc = gc.n_cols(), np = (int64_t)gc.prompt.size(), ng = (int64_t)gc.greedy.size();
+  for (int64_t chunk : {0, 1}) {
+    const auto rows = all_logits(**mr, seq, chunk, &pool);
+    double sum = 0;
+    int64_t cnt = 0;
+    auto acc = [&](int64_t row, const float* ref) {
+      for (int64_t k = 0; k < nc; ++k, ++cnt) sum += std::fabs(rows[(size_t)(row * nv + gc.columns[(size_t)k])] - ref[k]);
+    };
+    for (int64_t i = 0; i < np; ++i) acc(i, gc.prompt_logits.data() + i * nc);
+    for (int64_t j = 1; j < ng; ++j) acc(np - 1 + j, gc.gen_logits.data() + j * nc);
+    for (int64_t k = 0; k < (int64_t)f.turn2.size(); ++k) acc(np + ng + k, f.turn2_logits.data() + k * nc);
+    const float mx = golden_diff(f, rows), mean = (float)(sum / (double)cnt);
+    std::printf("phi4flash-a bf16 chunk=%lld: max |diff| %.3g (bound %.3g), mean |diff| %.3g (bound %.3g)\n",
+                (long long)chunk, mx, 0.05f * scale, mean, gc.tolerance * scale);
+    EXPECT_LE(mx, 0.05f * scale) << "chunk " << chunk;
+    EXPECT_LE(mean, gc.tolerance * scale) << "chunk " << chunk;
   }
 }
 

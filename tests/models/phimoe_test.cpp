@@ -219,5 +219,27 @@ TEST(PhiMoe, BadFilesAreClearErrors) {
                "blk.0.ffn_down_exps.weight");
 }
 
+// `chimera bench` decode bandwidth = decode_bytes_per_token × tok/s: a decoded
+// token reads every non-expert tensor, one embedding row, and only k of the
+// n_expert expert slices per layer.
+TEST(PhiMoe, DecodeBytesCountActiveExpertsOnly) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  auto m = models::load_model(shared + "/golden/models/tiny-phimoe-hf.gguf");
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  const format::GgufFile& g = (*m)->gguf();
+  const int64_t E = g.get_int("phimoe.expert_count").value(), k = g.get_int("phimoe.expert_used_count").value();
+  ASSERT_LT(k, E);
+  double experts = 0, other = 0;
+  for (const auto& t : g.tensors()) {
+    if (t.name.find("_exps.weight") != std::string::npos) experts += (double)t.n_bytes;
+    else if (t.name == "token_embd.weight" && g.find_tensor("output.weight")) other += (double)t.n_bytes / (double)t.dim(1);
+    else other += (double)t.n_bytes;
+  }
+  ASSERT_GT(experts, 0);
+  const double want = other + experts * (double)k / (double)E;
+  EXPECT_NEAR((double)(*m)->info().decode_bytes_per_token, want, 2.0);
+  EXPECT_LT((double)(*m)->info().decode_bytes_per_token, other + experts);
+}
+
 }  // namespace
 }  // namespace chimera::test

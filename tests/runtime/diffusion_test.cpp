@@ -72,6 +72,8 @@ TEST(DiffusionSampling, ScheduleAndSelection) {
   EXPECT_EQ(runtime::select_commits(conf, 2, 0), (std::vector<size_t>{1, 4}));  // tie 1/3 → lower index
   EXPECT_EQ(runtime::select_commits(conf, 0, 0.8), (std::vector<size_t>{1, 3, 4}));
   EXPECT_EQ(runtime::select_commits({0.1, 0.3}, 0, 0.9), (std::vector<size_t>{1}));  // at least one
+  // The quota is a floor under the threshold: the 3 best, plus any above τ.
+  EXPECT_EQ(runtime::select_commits(conf, 3, 0.99), (std::vector<size_t>{1, 3, 4}));
 }
 
 struct Tiny {

@@ -72,7 +72,7 @@ TEST(Server, ConcurrentStreamsMatchChimeraRun) {
   for (auto& t : th) t.join();
   for (int k = 0; k < 8; ++k) {
     SCOPED_TRACE(k);
-    EXPECT_EQ(got[k].status, 200);
+    EXPECT_EQ(got[k].status, 200) << got[k].transport_error << "\n" << srv.log();
     EXPECT_TRUE(got[k].got_done);
     EXPECT_EQ(got[k].text, expect[k % 4]);
     EXPECT_EQ(got[k].finish_reason, "length");

@@ -128,6 +128,7 @@ struct StreamResult {
   json error;
   bool transport_ok = false;
   bool saw_role = false;
+  std::string transport_error;  // httplib's description when transport_ok is false
 };
 
 // POSTs a streaming request; abort_after > 0 closes the connection after that many text chunks.
@@ -177,6 +178,14 @@ inline StreamResult post_stream(httplib::Client& cli, const std::string& path, c
   httplib::Response res;
   httplib::Error err = httplib::Error::Success;
   r.transport_ok = cli.send(req, res, err);
+  // A connect() that fails under heavy machine load (seen rarely with 8
+  // simultaneous clients) never reached the server: retrying is safe.
+  for (int retry = 0; !r.transport_ok && err == httplib::Error::Connection && retry < 3; ++retry) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    res = httplib::Response();
+    r.transport_ok = cli.send(req, res, err);
+  }
+  if (!r.transport_ok) r.transport_error = httplib::to_string(err);
   r.status = res.status;
   return r;
 }

@@ -1,5 +1,9 @@
 // ggml type table (ids and block sizes follow ggml.h; removed ids 4, 5, 31-33,
-// 36-38 are unknown here). Row sizes are overflow-checked (0 = invalid).
+// 37-38 are unknown here). Id 36 is I2_S as microsoft/BitNet's llama.cpp fork
+// numbers it (upstream ggml briefly used 36 for IQ4_NL_4_4, since removed):
+// 2 bits per element in blocks of 128 (32 bytes; a row is ne0 / 4 bytes)
+// plus a 32-byte per-tensor tail holding the f32 scale. Row sizes are
+// overflow-checked (0 = invalid).
 #include "format/gguf/ggml_types.h"
 
 #include <cctype>
@@ -22,7 +26,7 @@ constexpr Entry kTypes[] = {
     {23, {"IQ4_XS", 256, 136}}, {24, {"I8", 1, 1}},       {25, {"I16", 1, 2}},
     {26, {"I32", 1, 4}},       {27, {"I64", 1, 8}},       {28, {"F64", 1, 8}},
     {29, {"IQ1_M", 256, 56}},  {30, {"BF16", 1, 2}},      {34, {"TQ1_0", 256, 54}},
-    {35, {"TQ2_0", 256, 66}},  {39, {"MXFP4", 32, 17}},
+    {35, {"TQ2_0", 256, 66}},  {36, {"I2_S", 128, 32}},   {39, {"MXFP4", 32, 17}},
 };
 }  // namespace
 
@@ -55,6 +59,14 @@ size_t ggml_row_size(GgmlType t, int64_t ne0) {
   const uint64_t blocks = (uint64_t)(ne0 / i->block_size);
   if (blocks > SIZE_MAX / i->type_size) return 0;  // overflow: treat as invalid
   return (size_t)blocks * i->type_size;
+}
+
+size_t ggml_tensor_tail_bytes(GgmlType t) { return t == GgmlType::I2_S ? 32 : 0; }
+
+size_t ggml_tensor_size(GgmlType t, int64_t ne0, int64_t rows) {
+  const size_t row = ggml_row_size(t, ne0);
+  if (row == 0 || rows < 0 || (uint64_t)rows > (SIZE_MAX - ggml_tensor_tail_bytes(t)) / row) return 0;
+  return row * (size_t)rows + ggml_tensor_tail_bytes(t);
 }
 
 }  // namespace chimera::format

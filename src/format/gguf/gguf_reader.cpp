@@ -79,7 +79,7 @@ bool valid_value_type(uint32_t t) { return t <= (uint32_t)GgufType::FLOAT64; }
 std::string removed_type_hint(uint32_t t) {
   if (t == 4 || t == 5) return " (Q4_2/Q4_3 were removed from ggml; re-convert the model)";
   if (t >= 31 && t <= 33) return " (Q4_0_4_4/Q4_0_4_8/Q4_0_8_8 were removed from ggml; re-quantize the model)";
-  if (t >= 36 && t <= 38) return " (IQ4_NL_4_4/4_8/8_8 were removed from ggml; re-quantize the model)";
+  if (t >= 37 && t <= 38) return " (IQ4_NL_4_8/8_8 were removed from ggml; re-quantize the model)";
   return "";
 }
 
@@ -284,7 +284,7 @@ class GgufParser {
     if (blocks > std::numeric_limits<uint64_t>::max() / info->type_size)
       return out_of_range(ctx + ": byte size overflows");
     t->n_elements = n_el;
-    t->n_bytes = blocks * info->type_size;
+    t->n_bytes = blocks * info->type_size + ggml_tensor_tail_bytes(t->type);  // I2_S: + 32-byte scale tail
     CHIMERA_RETURN_IF_ERROR(c_.get(&t->offset, "tensor data offset").with_context(ctx));
     if (t->offset % g_->alignment_ != 0)
       return invalid_argument(ctx + ": data offset " + std::to_string(t->offset) +

@@ -99,7 +99,7 @@ Status GgufWriter::add_tensor(const std::string& name, GgmlType type, std::vecto
     rows *= (size_t)ne[d];
   }
   const size_t row = ggml_row_size(type, ne[0]);
-  if (row == 0 || rows > SIZE_MAX / row || row * rows != n_bytes)
+  if (row == 0 || rows > SIZE_MAX / row || row * rows + ggml_tensor_tail_bytes(type) != n_bytes)
     return invalid_argument("tensor '" + name + "': " + std::to_string(n_bytes) + " bytes do not match shape and type");
   for (const auto& t : tensors_)
     if (t.name == name) return invalid_argument("duplicate tensor name '" + name + "'");

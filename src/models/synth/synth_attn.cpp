@@ -3,6 +3,8 @@
 // block, non-causal, mask token) and "bitnet" (sub-norms, squared-ReLU FFN).
 // Keys and tensor names follow llama.cpp's converter as the golden fixtures
 // (tiny-phimoe-hf / tiny-llada / tiny-bitnet-TQ2_0) show them.
+#include <cmath>
+
 #include "models/synth/synth_families.h"
 
 namespace chimera::models::synth {
@@ -19,7 +21,40 @@ void header(SynthPlan& p, const char* arch, std::string_view name) {
   p.set("general.name", GgufValue::from_string(std::string(name)));
   p.set("general.file_type", u32(0));
 }
+// Phi-3's added tokens at ids 32000-32010 (added_tokens.json of the Phi-3 / Phi-3.5 family),
+// control tokens, with eos <|endoftext|> as the converter writes it. llama.cpp looks
+// "<|endoftext|>" up by name for every model whose general.name contains "phi-3" and fails
+// to load ("unordered_map::at") when it is missing. Smaller test vocabularies keep the plain ones.
+void add_phi3_added_tokens(SynthPlan& p, int64_t n_vocab) {
+  static const char* const kAdded[] = {"<|endoftext|>", "<|assistant|>",    "<|placeholder1|>", "<|placeholder2|>",
+                                       "<|placeholder3|>", "<|placeholder4|>", "<|system|>",      "<|end|>",
+                                       "<|placeholder5|>", "<|placeholder6|>", "<|user|>"};
+  constexpr int64_t kFirst = 32000, kCount = (int64_t)(sizeof kAdded / sizeof kAdded[0]);
+  if (n_vocab < kFirst + kCount) return;
+  for (auto& [key, v] : p.metadata) {
+    for (int64_t i = 0; i < kCount; ++i) {
+      const size_t id = (size_t)(kFirst + i);
+      if (key == "tokenizer.ggml.tokens") v.arr[id] = GgufValue::from_string(kAdded[i]);
+      if (key == "tokenizer.ggml.scores") v.arr[id] = GgufValue::from_f32(0.0f);
+      if (key == "tokenizer.ggml.token_type") v.arr[id] = GgufValue::from_i32(3);
+    }
+  }
+  p.set("tokenizer.ggml.eos_token_id", u32(kFirst));
+}
+
 }  // namespace
+
+void add_attention_tensors(SynthPlan& p, const std::string& b, int64_t n_embd, int64_t n_q, int64_t n_kv,
+                           const SynthInit& w, bool bias) {
+  const struct {
+    const char* name;
+    int64_t in, out;
+  } projs[] = {{"attn_q", n_embd, n_q}, {"attn_k", n_embd, n_kv}, {"attn_v", n_embd, n_kv}, {"attn_output", n_q, n_embd}};
+  for (const auto& pr : projs) {
+    p.tensors.push_back({b + pr.name + ".weight", {pr.in, pr.out}, w});
+    if (bias) p.tensors.push_back({b + pr.name + ".bias", {pr.out}, w});
+  }
+}
 
 Result<SynthPlan> build_phimoe_plan(const PhiMoeSynthConfig& cfg, const SynthRequest& req) {
   const int64_t n_layer = req.n_layers.value_or(cfg.n_layer);
@@ -45,22 +80,25 @@ Result<SynthPlan> build_phimoe_plan(const PhiMoeSynthConfig& cfg, const SynthReq
   p.set(a + "rope.dimension_count", u32(cfg.head_dim));
   p.set(a + "rope.freq_base", f32(cfg.rope_theta));
   p.set(a + "vocab_size", u32(n_vocab));
+  if (cfg.sliding_window > 0) p.set(a + "attention.sliding_window", u32(cfg.sliding_window));
   CHIMERA_RETURN_IF_ERROR(add_spm_vocab(p, n_vocab));
+  add_phi3_added_tokens(p, n_vocab);
 
   const SynthInit w = SynthInit::normal(0.02f), ones = SynthInit::constant(1.0f), zero = SynthInit::constant(0.0f);
   p.tensors.push_back({"token_embd.weight", {n_embd, n_vocab}, w});
+  if (cfg.longrope) {
+    // Shapes and the attn_factor formula are the converter's; the factor values are placeholders
+    // (1.0: plain RoPE), which do not change the amount of work.
+    const double s = (double)cfg.n_ctx / (double)cfg.n_ctx_orig;
+    p.set(a + "rope.scaling.attn_factor", f32(s > 1.0 ? std::sqrt(1.0 + std::log(s) / std::log((double)cfg.n_ctx_orig)) : 1.0));
+    p.tensors.push_back({"rope_factors_long.weight", {cfg.head_dim / 2}, ones});
+    p.tensors.push_back({"rope_factors_short.weight", {cfg.head_dim / 2}, ones});
+  }
   for (int64_t l = 0; l < n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     p.tensors.push_back({b + "attn_norm.weight", {n_embd}, ones});
     p.tensors.push_back({b + "attn_norm.bias", {n_embd}, zero});
-    p.tensors.push_back({b + "attn_q.weight", {n_embd, n_q}, w});
-    p.tensors.push_back({b + "attn_q.bias", {n_q}, w});
-    p.tensors.push_back({b + "attn_k.weight", {n_embd, n_kv}, w});
-    p.tensors.push_back({b + "attn_k.bias", {n_kv}, w});
-    p.tensors.push_back({b + "attn_v.weight", {n_embd, n_kv}, w});
-    p.tensors.push_back({b + "attn_v.bias", {n_kv}, w});
-    p.tensors.push_back({b + "attn_output.weight", {n_q, n_embd}, w});
-    p.tensors.push_back({b + "attn_output.bias", {n_embd}, w});
+    add_attention_tensors(p, b, n_embd, n_q, n_kv, w, /*bias=*/true);
     p.tensors.push_back({b + "ffn_norm.weight", {n_embd}, ones});
     p.tensors.push_back({b + "ffn_norm.bias", {n_embd}, zero});
     p.tensors.push_back({b + "ffn_gate_inp.weight", {n_embd, cfg.n_expert}, w});
@@ -103,10 +141,7 @@ Result<SynthPlan> build_llada_plan(const LladaSynthConfig& cfg, const SynthReque
   for (int64_t l = 0; l < n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     p.tensors.push_back({b + "attn_norm.weight", {n_embd}, ones});
-    p.tensors.push_back({b + "attn_q.weight", {n_embd, n_embd}, w});
-    p.tensors.push_back({b + "attn_k.weight", {n_embd, n_kv}, w});
-    p.tensors.push_back({b + "attn_v.weight", {n_embd, n_kv}, w});
-    p.tensors.push_back({b + "attn_output.weight", {n_embd, n_embd}, w});
+    add_attention_tensors(p, b, n_embd, n_embd, n_kv, w, /*bias=*/false);
     p.tensors.push_back({b + "ffn_norm.weight", {n_embd}, ones});
     p.tensors.push_back({b + "ffn_gate.weight", {n_embd, cfg.n_ff}, w});
     p.tensors.push_back({b + "ffn_up.weight", {n_embd, cfg.n_ff}, w});
@@ -143,11 +178,8 @@ Result<SynthPlan> build_bitnet_plan(const BitnetSynthConfig& cfg, const SynthReq
   for (int64_t l = 0; l < n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     p.tensors.push_back({b + "attn_norm.weight", {n_embd}, ones});
-    p.tensors.push_back({b + "attn_q.weight", {n_embd, n_embd}, w});
-    p.tensors.push_back({b + "attn_k.weight", {n_embd, n_kv}, w});
-    p.tensors.push_back({b + "attn_v.weight", {n_embd, n_kv}, w});
+    add_attention_tensors(p, b, n_embd, n_embd, n_kv, w, /*bias=*/false);
     p.tensors.push_back({b + "attn_sub_norm.weight", {n_embd}, ones});
-    p.tensors.push_back({b + "attn_output.weight", {n_embd, n_embd}, w});
     p.tensors.push_back({b + "ffn_norm.weight", {n_embd}, ones});
     p.tensors.push_back({b + "ffn_gate.weight", {n_embd, cfg.n_ff}, w});
     p.tensors.push_back({b + "ffn_up.weight", {n_embd, cfg.n_ff}, w});

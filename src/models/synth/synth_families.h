@@ -74,8 +74,12 @@ struct PhiMoeSynthConfig {
   int64_t n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0;
   int64_t n_ff = 0, n_expert = 0, n_expert_used = 0;
   int64_t n_vocab = 0, n_ctx = 0, n_ctx_orig = 0;
+  int64_t sliding_window = 0;  // config sliding_window, written as llama.cpp's converter does (0: none)
   double rope_theta = 10000.0, rms_eps = 1e-5;
   bool output_bias = false;  // lm_head_bias
+  // LongRoPE (rope_scaling.type "longrope"): rope_factors_{long,short}.weight [head_dim/2] and
+  // rope.scaling.attn_factor = sqrt(1 + ln(n_ctx/n_ctx_orig) / ln(n_ctx_orig)), as the converter writes them.
+  bool longrope = false;
 };
 Result<SynthPlan> build_phimoe_plan(const PhiMoeSynthConfig& cfg, const SynthRequest& req);
 
@@ -97,6 +101,22 @@ struct BitnetSynthConfig {
   bool relu2 = true;
 };
 Result<SynthPlan> build_bitnet_plan(const BitnetSynthConfig& cfg, const SynthRequest& req);
+
+// Phi-4-mini-flash (arch "phi4flash", SambaY): Mamba-1, sliding-window and full
+// differential attention, GMU and cross-attention layers (docs/PHI4FLASH.md).
+struct Phi4FlashSynthConfig {
+  std::string_view display_name;
+  int64_t n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, n_ff = 0;
+  int64_t n_vocab = 0, n_ctx = 0, sliding_window = 0, mamba_period = 2;
+  int64_t mamba_d_state = 16, mamba_d_conv = 4, mamba_expand = 2, mamba_dt_rank = 0;
+  double eps = 1e-5;
+};
+Result<SynthPlan> build_phi4flash_plan(const Phi4FlashSynthConfig& cfg, const SynthRequest& req);
+
+// Attention tensors of one block under prefix b ("blk.N."): attn_{q,k,v,output}.weight
+// (q width n_q, k/v width n_kv), each followed by its .bias when `bias`.
+void add_attention_tensors(SynthPlan& p, const std::string& b, int64_t n_embd, int64_t n_q, int64_t n_kv,
+                           const SynthInit& w, bool bias);
 
 // Tensors of one Mamba-2 block under prefix b ("blk.N."), as llama.cpp names them.
 void add_mamba2_tensors(SynthPlan& p, const std::string& b, int64_t n_embd, const Mamba2Geometry& g);

@@ -87,25 +87,31 @@ constexpr Mamba2SynthConfig kMamba2_1_3B = {
     .tied_embeddings = true,
 };
 
-// microsoft/Phi-tiny-MoE-instruct: hidden 4096, 32 layers, 16 heads x head_dim
-// 128 (q width 2048 != hidden), 4 KV heads, 16 experts top-2, intermediate 448,
-// vocab 32064, 4k context, no lm_head bias. 3.8B total parameters.
+// microsoft/Phi-tiny-MoE-instruct (SlimMoE; config read from Phi-tiny-MoE-derived copies
+// whose auto_map points at it: rkumar1999/phi-tiny-moe-math-lean-sft, yujiepan/phi-moe-tiny-random):
+// hidden_size 4096, num_hidden_layers 32, num_attention_heads 16 x head_dim 128 (q width 2048 !=
+// hidden), num_key_value_heads 4, intermediate_size 448, num_local_experts 16, num_experts_per_tok 2,
+// vocab_size 32064, max_position_embeddings 4096, rope_scaling null, rope_theta 1e4, rms_norm_eps
+// 1e-5, lm_head_bias true, sliding_window 2047. 3.8B total parameters (3.75B with these shapes).
 constexpr PhiMoeSynthConfig kPhiTinyMoe = {
     .display_name = "Phi-tiny-MoE (synthetic)",
     .n_embd = 4096, .n_layer = 32, .n_head = 16, .n_head_kv = 4, .head_dim = 128,
     .n_ff = 448, .n_expert = 16, .n_expert_used = 2,
-    .n_vocab = 32064, .n_ctx = 4096, .n_ctx_orig = 4096,
-    .rope_theta = 10000.0, .rms_eps = 1e-5, .output_bias = false,
+    .n_vocab = 32064, .n_ctx = 4096, .n_ctx_orig = 4096, .sliding_window = 2047,
+    .rope_theta = 10000.0, .rms_eps = 1e-5, .output_bias = true,
 };
 
-// microsoft/Phi-3.5-MoE-instruct: hidden 4096, 32 layers, 32/8 heads, 16 experts
-// top-2, intermediate 6400, vocab 32064, 128k context (original 4096), lm_head bias.
+// microsoft/Phi-3.5-MoE-instruct: hidden_size 4096, num_hidden_layers 32, heads 32 / KV 8
+// (head_dim 128), intermediate_size 6400, 16 experts top-2, vocab_size 32064,
+// max_position_embeddings 131072 (original 4096), rope_theta 1e4, rms_norm_eps 1e-5,
+// lm_head_bias true, sliding_window 131072, rope_scaling longrope (64 + 64 factors,
+// short/long_mscale 1.2432). 41.9B total parameters.
 constexpr PhiMoeSynthConfig kPhi35Moe = {
     .display_name = "Phi-3.5-MoE (synthetic)",
     .n_embd = 4096, .n_layer = 32, .n_head = 32, .n_head_kv = 8, .head_dim = 128,
     .n_ff = 6400, .n_expert = 16, .n_expert_used = 2,
-    .n_vocab = 32064, .n_ctx = 131072, .n_ctx_orig = 4096,
-    .rope_theta = 10000.0, .rms_eps = 1e-5, .output_bias = true,
+    .n_vocab = 32064, .n_ctx = 131072, .n_ctx_orig = 4096, .sliding_window = 131072,
+    .rope_theta = 10000.0, .rms_eps = 1e-5, .output_bias = true, .longrope = true,
 };
 
 // GSAI-ML/LLaDA-8B-Instruct: d_model 4096, 32 layers, 32 heads (no GQA),
@@ -124,6 +130,20 @@ constexpr BitnetSynthConfig kBitnet2B4T = {
     .display_name = "BitNet b1.58 2B-4T (synthetic)",
     .n_embd = 2560, .n_layer = 30, .n_head = 20, .n_head_kv = 5, .n_ff = 6912,
     .n_vocab = 128256, .n_ctx = 4096, .rope_theta = 500000.0, .rms_eps = 1e-5, .relu2 = true,
+};
+
+// microsoft/Phi-4-mini-flash-reasoning (config.json): hidden_size 2560, 32 layers,
+// 40 heads / 20 KV heads (head_dim 64), intermediate_size 10240, vocab_size 200064,
+// max_position_embeddings 262144, sliding_window 512, mb_per_layer 2, layer_norm_eps
+// 1e-5, tied embeddings; Mamba keys absent from config.json take the config class
+// defaults: mamba_d_state 16, d_conv 4, expand 2, dt_rank "auto" = ceil(2560/16) = 160.
+// 3,852,562,944 parameters (= the checkpoint index's 7,706,608,640 bytes: BF16, with
+// A_log and the λ vectors in F32).
+constexpr Phi4FlashSynthConfig kPhi4MiniFlash = {
+    .display_name = "Phi-4-mini-flash-reasoning (synthetic)",
+    .n_embd = 2560, .n_layer = 32, .n_head = 40, .n_head_kv = 20, .n_ff = 10240,
+    .n_vocab = 200064, .n_ctx = 262144, .sliding_window = 512, .mamba_period = 2,
+    .mamba_d_state = 16, .mamba_d_conv = 4, .mamba_expand = 2, .mamba_dt_rank = 160, .eps = 1e-5,
 };
 
 }  // namespace
@@ -146,6 +166,10 @@ const std::vector<SynthModel>& synth_models() {
        [](const SynthRequest& r) { return build_llada_plan(kLlada8B, r); }},
       {"bitnet-b1.58-2b-4t", "BitNet b1.58 2B-4T: 30 layers, hidden 2560, GQA 20/5, ff 6912 (relu2), vocab 128256",
        [](const SynthRequest& r) { return build_bitnet_plan(kBitnet2B4T, r); }},
+      {"phi-4-mini-flash-reasoning",
+       "Phi-4-mini-flash-reasoning (SambaY): 32 layers (Mamba-1, SWA/full differential attention, GMU, cross), "
+       "hidden 2560, 40/20 heads, vocab 200064",
+       [](const SynthRequest& r) { return build_phi4flash_plan(kPhi4MiniFlash, r); }},
   };
   return kModels;
 }

@@ -1,7 +1,7 @@
 // Output TYPE table for `synth`: each entry is a per-tensor storage-type rule plus
 // the general.file_type it records. Float types store matrices in the chosen type
 // and keep 1-D tensors (norms, biases, rope_freqs) in F32, as llama.cpp's
-// converter does. Quantized types (Q8_0, Q4_0, Q4_K_M, Q5_K_M, Q6_K) have no rule
+// converter does. Quantized types (Q8_0, Q4_0, Q4_K_M, Q5_K_M, Q6_K, TQ1_0, TQ2_0) have no rule
 // of their own: they are llama.cpp quantization mixes, and apply_type() takes each
 // tensor's type from quant::choose_tensor_type — the same rules `chimera quantize`
 // uses (bumps for attn_v / ffn_down / the output head, row-length fallbacks) — and
@@ -50,6 +50,8 @@ const std::vector<SynthType>& synth_types() {
       {"Q4_K_M", GgmlType::Q4_K, 15, nullptr},
       {"Q5_K_M", GgmlType::Q5_K, 17, nullptr},
       {"Q6_K", GgmlType::Q6_K, 18, nullptr},
+      {"TQ1_0", GgmlType::TQ1_0, 36, nullptr},  // ternary (BitNet): llama.cpp's TQ mix
+      {"TQ2_0", GgmlType::TQ2_0, 37, nullptr},
   };
   return kTypes;
 }

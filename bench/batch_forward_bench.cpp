@@ -1,0 +1,75 @@
+// Fused multi-sequence decode (Model::forward_batch) vs one forward() per
+// sequence, on a real GGUF: $CHIMERA_BENCH_MODEL (skipped when unset), e.g. a
+// `chimera synth` file. Each iteration is one decode step (1 token) of
+// range(0) sequences that already hold a 64-token prefix; arg 1 selects the
+// fused call (0 = per-sequence loop), arg 2 the threads (1: no pool); 50
+// steps each (the states hold 4096 positions). Single-threaded, the ratio of
+// the two is the weight-streaming saving.
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "models/model.h"
+
+namespace {
+
+using namespace chimera;
+
+models::Model* bench_model() {
+  static std::unique_ptr<models::Model> m = [] {
+    const char* p = std::getenv("CHIMERA_BENCH_MODEL");
+    if (!p) return std::unique_ptr<models::Model>();
+    auto r = models::load_model(p);
+    return r.is_ok() ? std::move(r).value() : std::unique_ptr<models::Model>();
+  }();
+  return m.get();
+}
+
+void BM_DecodeStep(benchmark::State& state) {
+  models::Model* m = bench_model();
+  if (!m) {
+    state.SkipWithError("set CHIMERA_BENCH_MODEL to a GGUF");
+    return;
+  }
+  const int64_t n_seq = state.range(0);
+  const bool fused = state.range(1) != 0;
+  std::unique_ptr<ThreadPool> tp = state.range(2) > 1 ? std::make_unique<ThreadPool>((int)state.range(2)) : nullptr;
+  ThreadPool* pool = tp.get();
+  const int64_t nv = m->info().n_vocab;
+  std::vector<std::unique_ptr<layers::SequenceState>> st;
+  std::vector<int32_t> prefix(64);
+  for (size_t i = 0; i < prefix.size(); ++i) prefix[i] = (int32_t)((i * 7919) % (size_t)nv);
+  for (int64_t i = 0; i < n_seq; ++i) {
+    st.push_back(m->new_state(4096));
+    (void)m->forward(*st.back(), prefix.data(), (int64_t)prefix.size(), models::Logits::kNone, nullptr, nullptr);
+  }
+  std::vector<float> logits((size_t)(n_seq * nv));
+  std::vector<int32_t> tok((size_t)n_seq, 1);
+  for (auto _ : state) {
+    if (fused) {
+      std::vector<models::BatchItem> items;
+      for (int64_t i = 0; i < n_seq; ++i)
+        items.push_back({st[(size_t)i].get(), &tok[(size_t)i], 1, models::Logits::kLast, logits.data() + i * nv});
+      (void)m->forward_batch(items, pool);
+    } else {
+      for (int64_t i = 0; i < n_seq; ++i)
+        (void)m->forward(*st[(size_t)i], &tok[(size_t)i], 1, models::Logits::kLast, logits.data() + i * nv, pool);
+    }
+  }
+  state.counters["tok/s"] = benchmark::Counter((double)(state.iterations() * n_seq), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_DecodeStep)
+    ->Args({4, 0, 1})
+    ->Args({4, 1, 1})
+    ->Args({16, 0, 1})
+    ->Args({16, 1, 1})
+    ->Args({1, 1, 2})
+    ->Args({4, 0, 2})
+    ->Args({4, 1, 2})
+    ->Iterations(50)
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace

@@ -1,0 +1,156 @@
+// Ternary matmul micro-benchmarks (TQ2_0, TQ1_0, I2_S weights x Q8_K
+// activations) at the BitNet b1.58 2B-4T shapes, with F16 / Q4_K GEMVs of the
+// same shape as reference points. GEMV (m = 1, decode) reports weight bytes/s
+// and cycles through >= 128 MiB of weight copies so every call reads DRAM —
+// compare with membw_read (matmul_bench.cpp). GEMM (prefill, m = 64) reports
+// GFLOP/s on cache-warm weights. Names look like
+//   tq_gemv/TQ2_0/6912x2560/threads:1/isa:avx512vnni
+//   tq_gemm/TQ2_0/2560x2560/m:64/threads:2/isa:avx2
+// Registered by a static initializer; main() lives in matmul_bench.cpp.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/fp16.h"
+#include "core/memory.h"
+#include "core/thread_pool.h"
+#include "format/gguf/ggml_types.h"
+#include "kernels/dispatch.h"
+#include "kernels/matmul.h"
+#include "quant/i2s.h"
+#include "quant/kquant_blocks.h"
+#include "quant/ternary_blocks.h"
+
+namespace chimera::kernels {
+namespace {
+
+using format::GgmlType;
+namespace q = chimera::quant;
+
+constexpr size_t kColdBytes = size_t{128} << 20;
+
+struct WeightSet {
+  std::vector<AlignedBuffer<uint8_t>> copies;
+  std::vector<WeightView> views;
+};
+
+void quantize_rows(GgmlType t, const float* x, uint8_t* out, int64_t rows, int64_t k, size_t row_bytes) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * k;
+    uint8_t* o = out + (size_t)r * row_bytes;
+    switch (t) {
+      case GgmlType::TQ1_0: q::quantize_row_tq1_0(xr, reinterpret_cast<q::block_tq1_0*>(o), k); break;
+      case GgmlType::TQ2_0: q::quantize_row_tq2_0(xr, reinterpret_cast<q::block_tq2_0*>(o), k); break;
+      case GgmlType::Q4_K: q::quantize_row_q4_K_ref(xr, reinterpret_cast<q::block_q4_K*>(o), k); break;
+      case GgmlType::I2_S: {
+        // Codes only; the tensor scale is appended after all rows.
+        for (int64_t j = 0; j < k; ++j) q::i2s_set_code(o, j, xr[j] > 0.02f ? 2 : xr[j] < -0.02f ? 0 : 1);
+        break;
+      }
+      default: {
+        auto* h = reinterpret_cast<uint16_t*>(o);
+        for (int64_t j = 0; j < k; ++j) h[j] = f32_to_f16(xr[j]);
+      }
+    }
+  }
+}
+
+// rows x cols weights (cols = k, the dot length).
+WeightSet make_weights(GgmlType type, int64_t rows, int64_t cols, bool cold) {
+  const size_t row_bytes = format::ggml_row_size(type, cols);
+  const size_t data_bytes = row_bytes * (size_t)rows;
+  const size_t bytes = format::ggml_tensor_size(type, cols, rows);
+  const size_t count = cold ? std::max<size_t>(1, (kColdBytes + bytes - 1) / bytes) : 1;
+  const int64_t base_rows = std::min<int64_t>(64, rows);
+  std::vector<float> src((size_t)(base_rows * cols));
+  std::mt19937 rng(42);
+  std::normal_distribution<float> nd(0.f, 0.05f);
+  for (float& v : src) v = nd(rng);
+  std::vector<uint8_t> base((size_t)base_rows * row_bytes, 0);
+  quantize_rows(type, src.data(), base.data(), base_rows, cols, row_bytes);
+  WeightSet s;
+  s.copies.resize(count);
+  for (size_t c = 0; c < count; ++c) {
+    s.copies[c].resize(bytes);
+    std::memset(s.copies[c].data(), 0, bytes);
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(s.copies[c].data() + (size_t)r * row_bytes,
+                  base.data() + (size_t)((r + (int64_t)c) % base_rows) * row_bytes, row_bytes);
+    }
+    if (type == GgmlType::I2_S) {
+      const float scale = 0.05f;
+      std::memcpy(s.copies[c].data() + data_bytes, &scale, 4);
+    }
+    s.views.push_back(WeightView{type, s.copies[c].data(), rows, cols, row_bytes});
+  }
+  return s;
+}
+
+void run(benchmark::State& state, GgmlType type, int64_t rows, int64_t cols, int64_t m, int threads, Isa isa,
+         bool cold) {
+  ScopedIsa scoped(isa);
+  ThreadPool pool(threads);
+  const WeightSet w = make_weights(type, rows, cols, cold);
+  std::vector<float> x((size_t)(m * cols)), y((size_t)(m * rows));
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (float& v : x) v = nd(rng);
+  size_t at = 0;
+  for (auto _ : state) {
+    matmul(w.views[at], x.data(), m, cols, y.data(), rows, &pool);
+    benchmark::DoNotOptimize(y.data());
+    at = (at + 1) % w.views.size();
+  }
+  const double flops = 2.0 * (double)rows * (double)cols * (double)m;
+  state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)(w.views[0].row_bytes * (size_t)rows));
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9 * (double)state.iterations(), benchmark::Counter::kIsRate);
+}
+
+struct Registrar {
+  Registrar() {
+    const GgmlType types[] = {GgmlType::TQ2_0, GgmlType::TQ1_0, GgmlType::I2_S, GgmlType::Q4_K, GgmlType::F16};
+    // BitNet b1.58 2B-4T: q/o 2560x2560, gate/up 6912x2560, down 2560x6912, k/v 640x2560.
+    const int64_t shapes[][2] = {{2560, 2560}, {6912, 2560}, {2560, 6912}, {640, 2560}};
+    for (Isa isa : available_isas()) {
+      const std::string is = std::string("/isa:") + isa_name(isa);
+      for (GgmlType type : types) {
+        const bool ternary = type == GgmlType::TQ2_0 || type == GgmlType::TQ1_0 || type == GgmlType::I2_S;
+        for (int threads : {1, 2}) {
+          const std::string suffix = "/threads:" + std::to_string(threads) + is;
+          for (const auto& sh : shapes) {
+            if (!ternary && sh[0] != 6912) continue;
+            const int64_t rows = sh[0], cols = sh[1];
+            const std::string shape =
+                format::ggml_type_name(type) + "/" + std::to_string(rows) + "x" + std::to_string(cols);
+            benchmark::RegisterBenchmark(("tq_gemv/" + shape + suffix).c_str(),
+                                         [=](benchmark::State& s) { run(s, type, rows, cols, 1, threads, isa, true); })
+                ->UseRealTime()
+                ->Unit(benchmark::kMicrosecond);
+            if (ternary) {
+              benchmark::RegisterBenchmark(
+                  ("tq_gemv_hot/" + shape + suffix).c_str(),
+                  [=](benchmark::State& s) { run(s, type, rows, cols, 1, threads, isa, false); })
+                  ->UseRealTime()
+                  ->Unit(benchmark::kMicrosecond);
+              benchmark::RegisterBenchmark(
+                  ("tq_gemm/" + shape + "/m:64" + suffix).c_str(),
+                  [=](benchmark::State& s) { run(s, type, rows, cols, 64, threads, isa, false); })
+                  ->UseRealTime()
+                  ->Unit(benchmark::kMillisecond);
+            }
+          }
+        }
+      }
+    }
+  }
+};
+
+const Registrar kRegistrar;
+
+}  // namespace
+}  // namespace chimera::kernels

@@ -1,0 +1,214 @@
+// Model::forward_batch (fused multi-sequence forward) against forward() on
+// each sequence alone, for the families that fuse (llama, granitehybrid) on
+// their golden tiny models, 1 and 2 threads. Steps mix prefill chunks of
+// different lengths (one crossing the 256-row micro-batch limit, one long
+// enough for the Mamba-2 chunked SSD path) with decode steps; logits and every
+// layer's state (KV rows, conv / SSM state) must be bit-identical. Also: the
+// segment packing and forward_batch's validation (no state changes on error).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "models/model.h"
+#include "test_util.h"
+
+namespace chimera::test {
+namespace {
+
+std::unique_ptr<models::Model> load(const std::string& shared, const std::string& name) {
+  auto m = models::load_model(shared + "/golden/models/" + name + ".gguf");
+  EXPECT_TRUE(m.is_ok()) << m.status().message();
+  return m.is_ok() ? std::move(m).value() : nullptr;
+}
+
+// One step of one sequence: how many tokens to feed and which logits to keep.
+struct StepSpec {
+  int64_t n;
+  models::Logits which;
+};
+
+void expect_same_state(layers::SequenceState& a, layers::SequenceState& b, const std::string& what) {
+  ASSERT_EQ(a.n_past(), b.n_past()) << what;
+  for (size_t l = 0; l < a.n_layers(); ++l) {
+    if (layers::KvCache* ka = a.kv(l)) {
+      layers::KvCache* kb = b.kv(l);
+      const size_t nk = (size_t)(a.n_past() * ka->spec().n_embd_k), nv = (size_t)(a.n_past() * ka->spec().n_embd_v);
+      EXPECT_EQ(0, std::memcmp(ka->k(), kb->k(), nk * sizeof(float))) << what << " K layer " << l;
+      EXPECT_EQ(0, std::memcmp(ka->v(), kb->v(), nv * sizeof(float))) << what << " V layer " << l;
+    }
+    if (layers::RecurrentState* ra = a.recurrent(l)) {
+      layers::RecurrentState* rb = b.recurrent(l);
+      const auto& sp = ra->spec();
+      EXPECT_EQ(0, std::memcmp(ra->conv(), rb->conv(), (size_t)(sp.conv_rows * sp.conv_channels) * sizeof(float)))
+          << what << " conv layer " << l;
+      EXPECT_EQ(0, std::memcmp(ra->ssm(), rb->ssm(), (size_t)sp.ssm_floats * sizeof(float)))
+          << what << " ssm layer " << l;
+    }
+  }
+}
+
+// Runs `steps` (steps[s][i]: sequence i's work in step s; n == 0 = idle) once
+// fused and once per sequence alone; compares logits and states.
+void check_batched_equals_alone(models::Model& m, const std::vector<std::vector<StepSpec>>& steps, int threads) {
+  const size_t n_seq = steps[0].size();
+  const int64_t nv = m.info().n_vocab;
+  std::mt19937 rng(7);
+  std::vector<std::vector<int32_t>> toks(n_seq);
+  for (size_t i = 0; i < n_seq; ++i) {
+    int64_t total = 0;
+    for (const auto& st : steps) total += st[i].n;
+    for (int64_t t = 0; t < total; ++t) toks[i].push_back((int32_t)(rng() % (uint32_t)nv));
+  }
+  ThreadPool pool(threads);
+  std::vector<std::unique_ptr<layers::SequenceState>> fused, alone;
+  for (size_t i = 0; i < n_seq; ++i) {
+    fused.push_back(m.new_state(1024));
+    alone.push_back(m.new_state(1024));
+  }
+  std::vector<int64_t> fed(n_seq, 0);
+  for (size_t s = 0; s < steps.size(); ++s) {
+    std::vector<models::BatchItem> items;
+    std::vector<std::vector<float>> out_f(n_seq), out_a(n_seq);
+    for (size_t i = 0; i < n_seq; ++i) {
+      const StepSpec& sp = steps[s][i];
+      if (sp.n == 0) continue;
+      const size_t rows = sp.which == models::Logits::kAll ? (size_t)sp.n : 1;
+      out_f[i].assign(rows * (size_t)nv, -1.f);
+      out_a[i].assign(rows * (size_t)nv, -2.f);
+      items.push_back({fused[i].get(), toks[i].data() + fed[i], sp.n, sp.which,
+                       sp.which == models::Logits::kNone ? nullptr : out_f[i].data()});
+      ASSERT_TRUE(m.forward(*alone[i], toks[i].data() + fed[i], sp.n, sp.which,
+                            sp.which == models::Logits::kNone ? nullptr : out_a[i].data(), &pool)
+                      .is_ok());
+    }
+    ASSERT_TRUE(m.forward_batch(items, &pool).is_ok());
+    for (size_t i = 0; i < n_seq; ++i) {
+      const std::string what = m.info().arch + " threads " + std::to_string(threads) + " step " +
+                               std::to_string(s) + " seq " + std::to_string(i);
+      if (steps[s][i].n == 0) continue;
+      fed[i] += steps[s][i].n;
+      if (steps[s][i].which != models::Logits::kNone) {
+        EXPECT_EQ(0, std::memcmp(out_f[i].data(), out_a[i].data(), out_f[i].size() * sizeof(float))) << what;
+      }
+      expect_same_state(*fused[i], *alone[i], what);
+    }
+  }
+}
+
+std::vector<std::vector<StepSpec>> mixed_steps() {
+  using models::Logits;
+  // Four sequences: short prompt, long prompt (> 256 rows: two micro-batch
+  // pieces, the first on the chunked SSD path), 1-token prompt, late arrival.
+  return {
+      {{5, Logits::kAll}, {300, Logits::kLast}, {1, Logits::kLast}, {0, Logits::kNone}},
+      {{1, Logits::kAll}, {1, Logits::kLast}, {140, Logits::kNone}, {7, Logits::kAll}},
+      {{1, Logits::kLast}, {1, Logits::kAll}, {3, Logits::kAll}, {1, Logits::kLast}},
+      {{200, Logits::kLast}, {1, Logits::kLast}, {1, Logits::kLast}, {60, Logits::kLast}},
+      {{1, Logits::kLast}, {1, Logits::kLast}, {1, Logits::kLast}, {1, Logits::kLast}},
+  };
+}
+
+TEST(ForwardBatch, LlamaMatchesEachSequenceAlone) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  auto m = load(shared, "tiny-llama");
+  ASSERT_TRUE(m);
+  for (int threads : {1, 2}) check_batched_equals_alone(*m, mixed_steps(), threads);
+}
+
+TEST(ForwardBatch, QuantizedLlamaMatchesEachSequenceAlone) {
+  // K-quant weights: activations are quantized per row (Q8_K), so rows must
+  // stay independent of their neighbours in the fused GEMMs.
+  CHIMERA_REQUIRE_SHARED(shared);
+  auto m = load(shared, "quant-llama-Q4_K_M");
+  ASSERT_TRUE(m);
+  for (int threads : {1, 2}) check_batched_equals_alone(*m, mixed_steps(), threads);
+}
+
+TEST(ForwardBatch, GraniteHybridMatchesEachSequenceAlone) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  auto m = load(shared, "tiny-granitehybrid");
+  ASSERT_TRUE(m);
+  for (int threads : {1, 2}) check_batched_equals_alone(*m, mixed_steps(), threads);
+}
+
+TEST(ForwardBatch, DefaultPathMatchesForFamiliesWithoutFusion) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  auto m = load(shared, "tiny-mamba2");
+  ASSERT_TRUE(m);
+  check_batched_equals_alone(*m, mixed_steps(), 2);
+}
+
+TEST(ForwardBatch, InvalidItemsFailWithoutTouchingAnyState) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  auto m = load(shared, "tiny-llama");
+  ASSERT_TRUE(m);
+  auto a = m->new_state(8), b = m->new_state(8);
+  const int32_t t[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  std::vector<float> lg((size_t)m->info().n_vocab);
+  {
+    std::vector<models::BatchItem> items = {{a.get(), t, 2, models::Logits::kLast, lg.data()},
+                                            {a.get(), t, 1, models::Logits::kNone, nullptr}};
+    EXPECT_FALSE(m->forward_batch(items, nullptr).is_ok());  // same state twice
+  }
+  {
+    std::vector<models::BatchItem> items = {{a.get(), t, 2, models::Logits::kNone, nullptr},
+                                            {b.get(), t, 9, models::Logits::kNone, nullptr}};
+    EXPECT_FALSE(m->forward_batch(items, nullptr).is_ok());  // context overflow
+  }
+  {
+    const int32_t bad[2] = {1, (int32_t)m->info().n_vocab};
+    std::vector<models::BatchItem> items = {{a.get(), t, 2, models::Logits::kNone, nullptr},
+                                            {b.get(), bad, 2, models::Logits::kNone, nullptr}};
+    EXPECT_FALSE(m->forward_batch(items, nullptr).is_ok());  // token out of range
+  }
+  {
+    std::vector<models::BatchItem> items = {{a.get(), t, 2, models::Logits::kLast, nullptr}};
+    EXPECT_FALSE(m->forward_batch(items, nullptr).is_ok());  // logits without a buffer
+  }
+  EXPECT_EQ(a->n_past(), 0);
+  EXPECT_EQ(b->n_past(), 0);
+  std::vector<models::BatchItem> none;
+  EXPECT_TRUE(m->forward_batch(none, nullptr).is_ok());
+}
+
+TEST(PackSegments, CutsLikeForwardAndPacksOnePiecePerItem) {
+  std::vector<int32_t> tok(600, 0);
+  std::vector<models::BatchItem> items = {
+      {nullptr, tok.data(), 600, models::Logits::kNone, nullptr},  // 256 + 256 + 88
+      {nullptr, tok.data(), 1, models::Logits::kNone, nullptr},
+      {nullptr, tok.data(), 100, models::Logits::kNone, nullptr},
+  };
+  auto mbs = models::pack_segments(items, 256);
+  ASSERT_EQ(mbs.size(), 3u);
+  // mb0: item0[0,256); item1 and item2 do not fit.
+  ASSERT_EQ(mbs[0].size(), 1u);
+  EXPECT_EQ(mbs[0][0].T, 256);
+  // mb1: item0[256,512) is full again.
+  ASSERT_EQ(mbs[1].size(), 1u);
+  EXPECT_EQ(mbs[1][0].offset, 256);
+  // mb2: item0[512,600) + item1 + item2, rows laid out in item order.
+  ASSERT_EQ(mbs[2].size(), 3u);
+  EXPECT_EQ(mbs[2][0].offset, 512);
+  EXPECT_EQ(mbs[2][0].T, 88);
+  EXPECT_TRUE(mbs[2][0].last());
+  EXPECT_EQ(mbs[2][1].row, 88);
+  EXPECT_EQ(mbs[2][2].row, 89);
+  EXPECT_EQ(mbs[2][2].T, 100);
+  // Every item's rows are covered exactly once, in order.
+  for (size_t i = 0; i < items.size(); ++i) {
+    int64_t next = 0;
+    for (const auto& mb : mbs)
+      for (const auto& s : mb)
+        if (s.item == &items[i]) {
+          EXPECT_EQ(s.offset, next);
+          next += s.T;
+        }
+    EXPECT_EQ(next, items[i].n);
+  }
+}
+
+}  // namespace
+}  // namespace chimera::test
