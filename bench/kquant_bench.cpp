@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "core/memory.h"
 #include "core/thread_pool.h"
 #include "format/gguf/ggml_types.h"
@@ -28,13 +29,6 @@ namespace {
 
 using format::GgmlType;
 namespace q = chimera::quant;
-
-constexpr size_t kColdBytes = size_t{128} << 20;
-
-struct WeightSet {
-  std::vector<AlignedBuffer<uint8_t>> copies;
-  std::vector<WeightView> views;
-};
 
 void quantize_rows(GgmlType t, const float* x, uint8_t* out, int64_t rows, int64_t k, size_t row_bytes) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -50,49 +44,10 @@ void quantize_rows(GgmlType t, const float* x, uint8_t* out, int64_t rows, int64
   }
 }
 
-WeightSet make_weights(GgmlType type, int64_t n, bool cold) {
-  const size_t row_bytes = format::ggml_row_size(type, n);
-  const size_t bytes = row_bytes * (size_t)n;
-  const size_t count = cold ? std::max<size_t>(1, (kColdBytes + bytes - 1) / bytes) : 1;
-  // Quantizing is slow: quantize 64 rows once and tile them.
-  const int64_t base_rows = std::min<int64_t>(64, n);
-  std::vector<float> src((size_t)(base_rows * n));
-  std::mt19937 rng(42);
-  std::normal_distribution<float> nd(0.f, 0.05f);
-  for (float& v : src) v = nd(rng);
-  std::vector<uint8_t> base((size_t)base_rows * row_bytes);
-  quantize_rows(type, src.data(), base.data(), base_rows, n, row_bytes);
-  WeightSet s;
-  s.copies.resize(count);
-  for (size_t c = 0; c < count; ++c) {
-    s.copies[c].resize(bytes);
-    for (int64_t r = 0; r < n; ++r) {
-      std::memcpy(s.copies[c].data() + (size_t)r * row_bytes, base.data() + (size_t)((r + c) % base_rows) * row_bytes,
-                  row_bytes);
-    }
-    s.views.push_back(WeightView{type, s.copies[c].data(), n, n, row_bytes});
-  }
-  return s;
-}
-
 void run_kq(benchmark::State& state, GgmlType type, int64_t n, int64_t m, int threads, Isa isa, bool cold) {
   ScopedIsa scoped(isa);
   ThreadPool pool(threads);
-  const WeightSet w = make_weights(type, n, cold);
-  std::vector<float> x((size_t)(m * n)), y((size_t)(m * n));
-  std::mt19937 rng(7);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  for (float& v : x) v = nd(rng);
-  size_t at = 0;
-  for (auto _ : state) {
-    matmul(w.views[at], x.data(), m, n, y.data(), n, &pool);
-    benchmark::DoNotOptimize(y.data());
-    at = (at + 1) % w.views.size();
-  }
-  const double flops = 2.0 * (double)n * (double)n * (double)m;
-  state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)(w.views[0].row_bytes * (size_t)n));
-  state.counters["GFLOP/s"] =
-      benchmark::Counter(flops * 1e-9 * (double)state.iterations(), benchmark::Counter::kIsRate);
+  bench::time_matmul(state, bench::make_quantized_weights(type, n, n, cold, quantize_rows), m, pool);
 }
 
 struct Registrar {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "bench_util.h"
 #include "core/memory.h"
 #include "core/thread_pool.h"
 #include "kernels/dispatch.h"
@@ -24,55 +25,26 @@ namespace {
 
 using format::GgmlType;
 
-constexpr size_t kColdBytes = size_t{128} << 20;
-
-struct WeightSet {
-  std::vector<AlignedBuffer<uint8_t>> copies;
-  std::vector<WeightView> views;
-};
-
-WeightSet make_weights(GgmlType type, int64_t n, bool cold) {
-  const size_t eb = type == GgmlType::F32 ? 4 : 2;
-  const size_t bytes = (size_t)(n * n) * eb;
-  const size_t count = cold ? std::max<size_t>(1, (kColdBytes + bytes - 1) / bytes) : 1;
+bench::WeightSet make_weights(GgmlType type, int64_t n, bool cold) {
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
-  WeightSet s;
-  s.copies.resize(count);
-  for (auto& c : s.copies) {
-    c.resize(bytes);
+  return bench::make_weight_copies(type, n, n, cold, [&](size_t, uint8_t* data) {
     for (int64_t i = 0; i < n * n; ++i) {
       const float v = u(rng);
       if (type == GgmlType::F32) {
-        std::memcpy(c.data() + i * 4, &v, 4);
+        std::memcpy(data + i * 4, &v, 4);
       } else {
         const uint16_t h = type == GgmlType::F16 ? f32_to_f16(v) : f32_to_bf16(v);
-        std::memcpy(c.data() + i * 2, &h, 2);
+        std::memcpy(data + i * 2, &h, 2);
       }
     }
-    s.views.push_back(WeightView{type, c.data(), n, n, (size_t)n * eb});
-  }
-  return s;
+  });
 }
 
 void run_matmul(benchmark::State& state, GgmlType type, int64_t n, int64_t m, int threads, Isa isa, bool cold) {
   ScopedIsa scoped(isa);
   ThreadPool pool(threads);
-  const WeightSet w = make_weights(type, n, cold);
-  std::vector<float> x((size_t)(m * n)), y((size_t)(m * n));
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  for (float& v : x) v = u(rng);
-  size_t at = 0;
-  for (auto _ : state) {
-    matmul(w.views[at], x.data(), m, n, y.data(), n, &pool);
-    benchmark::DoNotOptimize(y.data());
-    at = (at + 1) % w.views.size();
-  }
-  const double flops = 2.0 * (double)n * (double)n * (double)m;
-  state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)w.views[0].row_bytes * n);
-  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9 * (double)state.iterations(),
-                                                 benchmark::Counter::kIsRate);
+  bench::time_matmul(state, make_weights(type, n, cold), m, pool);
 }
 
 // Reads a 256 MiB buffer with `threads` threads: the bandwidth GEMV should approach.

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "core/memory.h"
 #include "core/thread_pool.h"
 #include "kernels/dispatch.h"
@@ -22,54 +23,26 @@ namespace {
 
 using format::GgmlType;
 
-constexpr size_t kColdBytes = size_t{128} << 20;
-
-struct QWeights {
-  std::vector<AlignedBuffer<uint8_t>> copies;
-  std::vector<WeightView> views;
-};
-
 // Random block codes with valid f16 scales (d = m = 2^-7): the kernels'
 // speed does not depend on the values.
-QWeights make_qweights(GgmlType type, int64_t n, bool cold) {
-  const size_t row_bytes = format::ggml_row_size(type, n);
-  const size_t bytes = row_bytes * (size_t)n;
-  const size_t count = cold ? std::max<size_t>(1, (kColdBytes + bytes - 1) / bytes) : 1;
+bench::WeightSet make_qweights(GgmlType type, int64_t n, bool cold) {
   const size_t bb = format::ggml_type_info((uint32_t)type)->type_size;
   std::mt19937 rng(42);
   std::uniform_int_distribution<int> byte(0, 255);
-  QWeights s;
-  s.copies.resize(count);
-  for (auto& c : s.copies) {
-    c.resize(bytes);
-    for (size_t i = 0; i < bytes; ++i) c.data()[i] = (uint8_t)byte(rng);
+  return bench::make_weight_copies(type, n, n, cold, [&](size_t, uint8_t* data) {
+    const size_t bytes = format::ggml_row_size(type, n) * (size_t)n;
+    for (size_t i = 0; i < bytes; ++i) data[i] = (uint8_t)byte(rng);
     for (size_t b = 0; b < bytes / bb; ++b) {
-      c.data()[b * bb] = 0x00;  // d = m = 2^-7 (f16 0x2000)
-      c.data()[b * bb + 1] = 0x20;
+      data[b * bb] = 0x00;  // d = m = 2^-7 (f16 0x2000)
+      data[b * bb + 1] = 0x20;
     }
-    s.views.push_back(WeightView{type, c.data(), n, n, row_bytes});
-  }
-  return s;
+  });
 }
 
 void run_qmatmul(benchmark::State& state, GgmlType type, int64_t n, int64_t m, int threads, Isa isa, bool cold) {
   ScopedIsa scoped(isa);
   ThreadPool pool(threads);
-  const QWeights w = make_qweights(type, n, cold);
-  std::vector<float> x((size_t)(m * n)), y((size_t)(m * n));
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  for (float& v : x) v = u(rng);
-  size_t at = 0;
-  for (auto _ : state) {
-    matmul(w.views[at], x.data(), m, n, y.data(), n, &pool);
-    benchmark::DoNotOptimize(y.data());
-    at = (at + 1) % w.views.size();
-  }
-  const double flops = 2.0 * (double)n * (double)n * (double)m;
-  state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)w.views[0].row_bytes * n);
-  state.counters["GFLOP/s"] =
-      benchmark::Counter(flops * 1e-9 * (double)state.iterations(), benchmark::Counter::kIsRate);
+  bench::time_matmul(state, make_qweights(type, n, cold), m, pool);
   state.SetLabel(matmul_kernel(type, isa)->name);
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "bench_util.h"
 #include "core/memory.h"
 #include "core/thread_pool.h"
 #include "format/gguf/ggml_types.h"
@@ -30,13 +31,6 @@ namespace {
 
 using format::GgmlType;
 namespace q = chimera::quant;
-
-constexpr size_t kColdBytes = size_t{128} << 20;
-
-struct WeightSet {
-  std::vector<AlignedBuffer<uint8_t>> copies;
-  std::vector<WeightView> views;
-};
 
 void quantize_rows(GgmlType t, const float* x, uint8_t* out, int64_t rows, int64_t k, size_t row_bytes) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -59,56 +53,16 @@ void quantize_rows(GgmlType t, const float* x, uint8_t* out, int64_t rows, int64
   }
 }
 
-// rows x cols weights (cols = k, the dot length).
-WeightSet make_weights(GgmlType type, int64_t rows, int64_t cols, bool cold) {
-  const size_t row_bytes = format::ggml_row_size(type, cols);
-  const size_t data_bytes = row_bytes * (size_t)rows;
-  const size_t bytes = format::ggml_tensor_size(type, cols, rows);
-  const size_t count = cold ? std::max<size_t>(1, (kColdBytes + bytes - 1) / bytes) : 1;
-  const int64_t base_rows = std::min<int64_t>(64, rows);
-  std::vector<float> src((size_t)(base_rows * cols));
-  std::mt19937 rng(42);
-  std::normal_distribution<float> nd(0.f, 0.05f);
-  for (float& v : src) v = nd(rng);
-  std::vector<uint8_t> base((size_t)base_rows * row_bytes, 0);
-  quantize_rows(type, src.data(), base.data(), base_rows, cols, row_bytes);
-  WeightSet s;
-  s.copies.resize(count);
-  for (size_t c = 0; c < count; ++c) {
-    s.copies[c].resize(bytes);
-    std::memset(s.copies[c].data(), 0, bytes);
-    for (int64_t r = 0; r < rows; ++r) {
-      std::memcpy(s.copies[c].data() + (size_t)r * row_bytes,
-                  base.data() + (size_t)((r + (int64_t)c) % base_rows) * row_bytes, row_bytes);
-    }
-    if (type == GgmlType::I2_S) {
-      const float scale = 0.05f;
-      std::memcpy(s.copies[c].data() + data_bytes, &scale, 4);
-    }
-    s.views.push_back(WeightView{type, s.copies[c].data(), rows, cols, row_bytes});
-  }
-  return s;
-}
-
 void run(benchmark::State& state, GgmlType type, int64_t rows, int64_t cols, int64_t m, int threads, Isa isa,
          bool cold) {
   ScopedIsa scoped(isa);
   ThreadPool pool(threads);
-  const WeightSet w = make_weights(type, rows, cols, cold);
-  std::vector<float> x((size_t)(m * cols)), y((size_t)(m * rows));
-  std::mt19937 rng(7);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  for (float& v : x) v = nd(rng);
-  size_t at = 0;
-  for (auto _ : state) {
-    matmul(w.views[at], x.data(), m, cols, y.data(), rows, &pool);
-    benchmark::DoNotOptimize(y.data());
-    at = (at + 1) % w.views.size();
+  bench::WeightSet w = bench::make_quantized_weights(type, rows, cols, cold, quantize_rows);
+  if (type == GgmlType::I2_S) {  // the tensor scale follows the packed rows
+    const float scale = 0.05f;
+    for (auto& c : w.copies) std::memcpy(c.data() + format::ggml_row_size(type, cols) * (size_t)rows, &scale, 4);
   }
-  const double flops = 2.0 * (double)rows * (double)cols * (double)m;
-  state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)(w.views[0].row_bytes * (size_t)rows));
-  state.counters["GFLOP/s"] =
-      benchmark::Counter(flops * 1e-9 * (double)state.iterations(), benchmark::Counter::kIsRate);
+  bench::time_matmul(state, w, m, pool);
 }
 
 struct Registrar {

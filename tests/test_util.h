@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <unistd.h>
 #include <filesystem>
@@ -35,6 +38,30 @@ inline std::vector<uint8_t> read_file_bytes(const std::string& path) {
 }
 
 inline std::string chimera_binary() { return std::string(CHIMERA_BINARY_DIR) + "/chimera"; }
+
+// What a shell command printed and how it ended.
+struct ShellResult {
+  int rc = -1;         // exit status; -1 when a signal ended it or it could not start
+  std::string output;  // its standard output (add " 2>&1" to the command for stderr too)
+};
+
+// Runs `cmd` with /bin/sh.
+inline ShellResult run_shell(const std::string& cmd) {
+  ShellResult r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  const int status = ::pclose(p);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+// `chimera ARGS`, stdout and stderr together (or stdout only when with_stderr is false).
+inline ShellResult run_chimera(const std::string& args, bool with_stderr = true) {
+  return run_shell(chimera_binary() + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null"));
+}
 
 }  // namespace chimera::test
 

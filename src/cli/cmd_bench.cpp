@@ -29,6 +29,7 @@ namespace {
 struct BenchOptions {
   std::string model, threads = "", output = "md";
   int64_t n_prompt = 512, n_gen = 128;
+  int64_t depth = 0;  // context tokens already in the state before each test (llama-bench -d)
   int reps = 5;
   std::string isa;
   bool no_probe = false;
@@ -73,6 +74,7 @@ int run(const BenchOptions& o) {
   }
   if (o.output != "md" && o.output != "json" && o.output != "csv") return report_error("-o must be md, json or csv");
   if (o.n_prompt < 0 || o.n_gen < 0 || o.reps < 1) return report_error("-p, -n must be >= 0 and -r >= 1");
+  if (o.depth < 0) return report_error("-d must be >= 0");
   ComputeOptions co;
   co.isa = o.isa;
   if (Status s = co.apply(); !s) return report_error(s);
@@ -91,10 +93,26 @@ int run(const BenchOptions& o) {
     BandwidthResult bw;
     if (!o.no_probe) bw = measure_read_bandwidth(pool, (size_t)1 << 30, 3);
     std::vector<double> pp, tg, ttft;
-    const int64_t n_ctx = std::max<int64_t>(o.n_prompt, 1) + o.n_gen + 8;
+    const int64_t n_ctx = o.depth + std::max<int64_t>(o.n_prompt, 1) + o.n_gen + 8;
+    // -d: the context is filled once (untimed); every test starts from a copy.
+    std::unique_ptr<layers::SequenceState> base;
+    if (o.depth > 0) {
+      std::vector<int32_t> ctx((size_t)o.depth);
+      for (auto& t : ctx) t = (int32_t)(rng() % (uint32_t)nv);
+      base = m.new_state(n_ctx);
+      if (Status s = m.forward(*base, ctx.data(), o.depth, models::Logits::kNone, nullptr, &pool); !s)
+        return report_error(s);
+    }
+    auto fresh_state = [&]() -> Result<std::unique_ptr<layers::SequenceState>> {
+      auto st = m.new_state(n_ctx);
+      if (base) CHIMERA_RETURN_IF_ERROR(st->copy_from(*base));
+      return st;
+    };
     for (int r = -1; r < o.reps; ++r) {  // r = -1: warm-up
       if (o.n_prompt > 0) {
-        auto st = m.new_state(n_ctx);
+        auto sr = fresh_state();
+        if (!sr) return report_error(sr.status());
+        auto& st = *sr;
         Stopwatch sw;
         Status s = m.forward(*st, prompt.data(), o.n_prompt, models::Logits::kLast, logits.data(), &pool);
         const double t = sw.elapsed();
@@ -105,7 +123,9 @@ int run(const BenchOptions& o) {
         }
       }
       if (o.n_gen > 0) {
-        auto st = m.new_state(n_ctx);
+        auto sr = fresh_state();
+        if (!sr) return report_error(sr.status());
+        auto& st = *sr;
         int32_t tok = prompt[0];
         Stopwatch sw;
         for (int64_t i = 0; i < o.n_gen; ++i) {
@@ -122,7 +142,7 @@ int run(const BenchOptions& o) {
     nlohmann::json row = {
         {"model", m.info().name}, {"arch", m.info().arch}, {"model_bytes", m.info().weight_bytes},
         {"threads", threads}, {"isa", kernels::isa_name(kernels::active_isa())},
-        {"n_prompt", o.n_prompt}, {"n_gen", o.n_gen}, {"reps", o.reps},
+        {"n_prompt", o.n_prompt}, {"n_gen", o.n_gen}, {"n_depth", o.depth}, {"reps", o.reps},
         {"prefill_tok_s", spp.mean}, {"prefill_tok_s_sd", spp.sd},
         {"decode_tok_s", stg.mean}, {"decode_tok_s_sd", stg.sd},
         {"ttft_ms", sttft.mean * 1e3}, {"decode_ms_per_token", stg.mean > 0 ? 1e3 / stg.mean : 0.0},
@@ -135,29 +155,32 @@ int run(const BenchOptions& o) {
   if (o.output == "json") {
     std::printf("%s\n", (rows.size() == 1 ? rows[0] : rows).dump(2).c_str());
   } else if (o.output == "csv") {
-    std::printf("model,threads,isa,n_prompt,n_gen,prefill_tok_s,prefill_sd,decode_tok_s,decode_sd,ttft_ms,decode_gbs,bandwidth_gbs,decode_bandwidth_pct,peak_rss_bytes\n");
+    std::printf("model,threads,isa,n_prompt,n_gen,prefill_tok_s,prefill_sd,decode_tok_s,decode_sd,ttft_ms,decode_gbs,bandwidth_gbs,decode_bandwidth_pct,peak_rss_bytes,n_depth\n");
     for (const auto& r : rows)
-      std::printf("%s,%d,%s,%lld,%lld,%.3f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f,%.1f,%llu\n",
+      std::printf("%s,%d,%s,%lld,%lld,%.3f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f,%.1f,%llu,%lld\n",
                   r["model"].get<std::string>().c_str(), r["threads"].get<int>(), r["isa"].get<std::string>().c_str(),
                   (long long)o.n_prompt, (long long)o.n_gen, r["prefill_tok_s"].get<double>(),
                   r["prefill_tok_s_sd"].get<double>(), r["decode_tok_s"].get<double>(),
                   r["decode_tok_s_sd"].get<double>(), r["ttft_ms"].get<double>(), r["decode_gbs"].get<double>(),
                   r["bandwidth_gbs"].get<double>(), r["decode_bandwidth_pct"].get<double>(),
-                  (unsigned long long)r["peak_rss_bytes"].get<uint64_t>());
+                  (unsigned long long)r["peak_rss_bytes"].get<uint64_t>(), (long long)o.depth);
   } else {
     std::printf("| model | size | threads | isa | test | t/s | TTFT ms | decode GB/s | probe GB/s | %% of bw |\n");
     std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
     for (const auto& r : rows) {
       const double mib = r["model_bytes"].get<double>() / (1024.0 * 1024.0);
+      const std::string at_depth = o.depth > 0 ? " @ d" + std::to_string(o.depth) : "";
       if (o.n_prompt > 0)
-        std::printf("| %s | %.1f MiB | %d | %s | pp%lld | %.2f ± %.2f | %.1f | | | |\n",
+        std::printf("| %s | %.1f MiB | %d | %s | pp%lld%s | %.2f ± %.2f | %.1f | | | |\n",
                     r["model"].get<std::string>().c_str(), mib, r["threads"].get<int>(),
-                    r["isa"].get<std::string>().c_str(), (long long)o.n_prompt, r["prefill_tok_s"].get<double>(),
+                    r["isa"].get<std::string>().c_str(), (long long)o.n_prompt, at_depth.c_str(),
+                    r["prefill_tok_s"].get<double>(),
                     r["prefill_tok_s_sd"].get<double>(), r["ttft_ms"].get<double>());
       if (o.n_gen > 0)
-        std::printf("| %s | %.1f MiB | %d | %s | tg%lld | %.2f ± %.2f | | %.2f | %.2f | %.1f |\n",
+        std::printf("| %s | %.1f MiB | %d | %s | tg%lld%s | %.2f ± %.2f | | %.2f | %.2f | %.1f |\n",
                     r["model"].get<std::string>().c_str(), mib, r["threads"].get<int>(),
-                    r["isa"].get<std::string>().c_str(), (long long)o.n_gen, r["decode_tok_s"].get<double>(),
+                    r["isa"].get<std::string>().c_str(), (long long)o.n_gen, at_depth.c_str(),
+                    r["decode_tok_s"].get<double>(),
                     r["decode_tok_s_sd"].get<double>(), r["decode_gbs"].get<double>(),
                     r["bandwidth_gbs"].get<double>(), r["decode_bandwidth_pct"].get<double>());
     }
@@ -174,6 +197,9 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("-m,--model", o->model, "GGUF model file")->required();
   sub->add_option("-p,--n-prompt", o->n_prompt, "Prefill test length (0 = skip)")->capture_default_str();
   sub->add_option("-n,--n-gen", o->n_gen, "Decode test length (0 = skip)")->capture_default_str();
+  sub->add_option("-d,--depth", o->depth,
+                  "Context tokens already in the sequence before each test (filled once, untimed; llama-bench -d)")
+      ->capture_default_str();
   sub->add_option("-r,--repetitions", o->reps, "Repetitions")->capture_default_str();
   sub->add_option("--threads", o->threads, "Thread counts, e.g. 1,2 (default: all cores)");
   sub->add_option("-o,--output", o->output, "md | json | csv")->capture_default_str();

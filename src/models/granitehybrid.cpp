@@ -176,6 +176,7 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
     const int64_t d = n_embd_, pos0 = st.n_past();
     embed_tokens(embd_.tok, tokens, T, x);
     if (embedding_scale_ != 0.f) kernels::scale(x, embedding_scale_, T * d);
+    int64_t rows = T;
     for (size_t l = 0; l < layers_.size(); ++l) {
       const GraniteLayer& L = layers_[l];
       for (int64_t t = 0; t < T; ++t) kernels::rms_norm(x + t * d, L.attn_norm.ptr(), h + t * d, d, eps_);
@@ -184,15 +185,19 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
       else
         layers::mamba2_forward(m2_, L.ssm, h, T, *st.recurrent(l), ssm_scratch_, h, pool);
       residual_add(x, h, T * d);
-      for (int64_t t = 0; t < T; ++t) kernels::rms_norm(x + t * d, L.ffn_norm.ptr(), h + t * d, d, eps_);
+      // The last layer's FFN runs only on rows that need logits (not while
+      // expert statistics are collected: they count every routed token).
+      if (l + 1 == layers_.size() && !observer_ && (rows = keep_output_rows(x, T, d, which, logits, last_chunk)) == 0)
+        break;
+      for (int64_t t = 0; t < rows; ++t) kernels::rms_norm(x + t * d, L.ffn_norm.ptr(), h + t * d, d, eps_);
       if (L.plan.ffn == Ffn::kMoe)
-        layers::moe_forward(moe_cfg_, L.moe, h, T, moe_scratch_, h, pool, (int64_t)l, observer_);
+        layers::moe_forward(moe_cfg_, L.moe, h, rows, moe_scratch_, h, pool, (int64_t)l, observer_);
       else
-        layers::gated_mlp_forward(L.mlp, h, T, d, mlp_scratch_, h, pool);
-      residual_add(x, h, T * d);
+        layers::gated_mlp_forward(L.mlp, h, rows, d, mlp_scratch_, h, pool);
+      residual_add(x, h, rows * d);
     }
     st.advance(T);
-    write_logits(embd_, x, T, d, eps_, which, logits, row0, last_chunk, ws_, pool);
+    write_logits(embd_, x, rows, d, eps_, which, logits, row0, last_chunk, ws_, pool);
     if (logit_scale_ != 0.f && logits && which != Logits::kNone) {
       const int64_t nv = embd_.output.rows;
       const float inv = 1.0f / logit_scale_;

@@ -80,19 +80,21 @@ class LlamaModel final : public MicroBatchedModel {
     float* h = ws_.h.data();
     embed_tokens(embd_.tok, tokens, T, x);
     const int64_t pos0 = st.n_past();
+    int64_t rows = T;  // rows still needed (all but the last layer's FFN run on every row)
     for (size_t l = 0; l < layers_.size(); ++l) {
       const LlamaLayer& L = layers_[l];
       for (int64_t t = 0; t < T; ++t)
         kernels::rms_norm(x + t * n_embd_, L.attn_norm.ptr(), h + t * n_embd_, n_embd_, eps_);
       layers::attention_forward(attn_cfg_, L.attn, h, T, pos0, *st.kv(l), attn_scratch_, h, pool);
       kernels::add(x, h, T * n_embd_);
-      for (int64_t t = 0; t < T; ++t)
+      if (l + 1 == layers_.size() && (rows = keep_output_rows(x, T, n_embd_, which, logits, last_chunk)) == 0) break;
+      for (int64_t t = 0; t < rows; ++t)
         kernels::rms_norm(x + t * n_embd_, L.ffn_norm.ptr(), h + t * n_embd_, n_embd_, eps_);
-      layers::gated_mlp_forward(L.mlp, h, T, n_embd_, mlp_scratch_, h, pool);
-      kernels::add(x, h, T * n_embd_);
+      layers::gated_mlp_forward(L.mlp, h, rows, n_embd_, mlp_scratch_, h, pool);
+      kernels::add(x, h, rows * n_embd_);
     }
     st.advance(T);
-    write_logits(embd_, x, T, n_embd_, eps_, which, logits, row0, last_chunk, ws_, pool);
+    write_logits(embd_, x, rows, n_embd_, eps_, which, logits, row0, last_chunk, ws_, pool);
   }
 
   // Several sequences at once: norms, projections and the MLP on all rows;

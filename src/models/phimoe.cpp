@@ -160,17 +160,22 @@ class PhiMoeModel final : public Model, public layers::MoeObservable {
     float* h = ws_.h.data();
     embed_tokens(embd_.tok, tokens, T, x);
     const int64_t pos0 = st.n_past();
+    int64_t rows = T;  // the last layer's MoE runs only on rows that need logits
     for (size_t l = 0; l < layers_.size(); ++l) {
       const PhiMoeLayer& L = layers_[l];
       layer_norm_rows(x, L.attn_norm, L.attn_norm_b, h, T);
       layers::attention_forward(cfg, L.attn, h, T, pos0, *st.kv(l), attn_scratch_, h, pool);
       kernels::add(x, h, T * n_embd_);
-      layer_norm_rows(x, L.ffn_norm, L.ffn_norm_b, h, T);
-      layers::moe_forward(moe_cfg_, L.moe, h, T, moe_scratch_, h, pool, (int64_t)l, observer_);
-      kernels::add(x, h, T * n_embd_);
+      // Expert statistics see every routed token, so pruning is off while an observer is attached.
+      if (l + 1 == layers_.size() && !observer_ &&
+          (rows = keep_output_rows(x, T, n_embd_, which, logits, last_chunk)) == 0)
+        break;
+      layer_norm_rows(x, L.ffn_norm, L.ffn_norm_b, h, rows);
+      layers::moe_forward(moe_cfg_, L.moe, h, rows, moe_scratch_, h, pool, (int64_t)l, observer_);
+      kernels::add(x, h, rows * n_embd_);
     }
     st.advance(T);
-    write_logits(embd_, x, T, n_embd_, eps_, which, logits, row0, last_chunk, ws_, pool, FinalNorm::kLayer);
+    write_logits(embd_, x, rows, n_embd_, eps_, which, logits, row0, last_chunk, ws_, pool, FinalNorm::kLayer);
   }
 
   int64_t n_embd_ = 0;

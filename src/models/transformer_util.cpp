@@ -54,6 +54,14 @@ void write_logits(const Embeddings& e, const float* x, int64_t T, int64_t n_embd
     for (int64_t r = 0; r < n_rows; ++r) kernels::add(out + r * e.output.rows, e.output_b.ptr(), e.output.rows);
 }
 
+int64_t keep_output_rows(float* x, int64_t T, int64_t n_embd, Logits which, const float* logits, bool last_chunk) {
+  if (which == Logits::kNone || logits == nullptr) return 0;
+  if (which == Logits::kAll) return T;
+  if (!last_chunk) return 0;
+  if (T > 1) std::memmove(x, x + (T - 1) * n_embd, sizeof(float) * (size_t)n_embd);
+  return 1;
+}
+
 void embed_segments(const kernels::WeightView& tok, std::span<const Segment> segs, float* x) {
   for (const Segment& s : segs) embed_tokens(tok, s.tokens(), s.T, x + s.row * tok.cols);
 }

@@ -46,6 +46,15 @@ void write_logits(const Embeddings& e, const float* x, int64_t T, int64_t n_embd
                   float* logits, int64_t row0, bool last_chunk, Workspace& ws, ThreadPool* pool,
                   FinalNorm norm = FinalNorm::kRms);
 
+// Last-layer row pruning (llama.cpp does the same): after the last layer's
+// token mixer only the rows whose logits are wanted feed anything, so the rest
+// of that layer (its FFN / MoE) runs on those rows alone. Moves the kept rows
+// of x to the front and returns how many there are (0 when no logits are
+// wanted: the caller may skip the remainder of the layer). Afterwards call
+// write_logits with T = the returned count; which / row0 / last_chunk stay as
+// they were (a kLast row kept is then row 0 of a one-row batch).
+int64_t keep_output_rows(float* x, int64_t T, int64_t n_embd, Logits which, const float* logits, bool last_chunk);
+
 // Fused multi-sequence micro-batches (MicroBatchedModel::ubatch_segments):
 // x row seg.row + t = embedding of segment token t, for every segment.
 void embed_segments(const kernels::WeightView& tok, std::span<const Segment> segs, float* x);

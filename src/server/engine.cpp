@@ -379,6 +379,25 @@ Status Engine::execute_plan(std::vector<WorkItem>& plan) {
   return Status::ok();
 }
 
+// One generated token of s: latency metrics, stop-string scan, a stream event
+// (text and any pending logprobs).
+void Engine::publish_token(Sequence& s, int32_t tok) {
+  ++s.n_generated;
+  const double now = now_seconds();
+  if (metrics_) {
+    if (s.n_generated == 1)
+      metrics_->observe_ttft(now - s.t_submit);
+    else
+      metrics_->observe_itl(now - s.t_last);
+  }
+  s.t_last = now;
+  StreamEvent ev;
+  ev.text = s.text->push(tok, &s.stop_hit);
+  s.out_text += ev.text;
+  ev.logprobs.swap(s.pending_lp);
+  if (!ev.text.empty() || !ev.logprobs.empty()) s.ch->push(std::move(ev));
+}
+
 void Engine::after_forward(WorkItem& w) {
   Sequence& s = *w.seq;
   if (s.n_fed() <= s.n_prompt) maybe_checkpoint(s);
@@ -466,21 +485,8 @@ void Engine::emit_token(Sequence& s, int32_t tok) {
     finish(s, FinishReason::kStop);
     return;
   }
-  ++s.n_generated;
   s.sampler->accept(tok);
-  const double now = now_seconds();
-  if (metrics_) {
-    if (s.n_generated == 1)
-      metrics_->observe_ttft(now - s.t_submit);
-    else
-      metrics_->observe_itl(now - s.t_last);
-  }
-  s.t_last = now;
-  StreamEvent ev;
-  ev.text = s.text->push(tok, &s.stop_hit);
-  s.out_text += ev.text;
-  ev.logprobs.swap(s.pending_lp);
-  if (!ev.text.empty() || !ev.logprobs.empty()) s.ch->push(std::move(ev));
+  publish_token(s, tok);
   if (s.stop_hit) {
     finish(s, FinishReason::kStop);
   } else if (s.n_generated >= s.p.max_tokens || (s.state && s.n_fed() >= opts_.n_ctx)) {
@@ -540,19 +546,7 @@ void Engine::step_generator(Sequence& s) {
       go.diffusion = s.p.diffusion;
       go.on_step = on_step;
       return gen->generate(s.p.prompt, go, [this, &s](int32_t tok) {
-        ++s.n_generated;
-        const double now = now_seconds();
-        if (metrics_) {
-          if (s.n_generated == 1)
-            metrics_->observe_ttft(now - s.t_submit);
-          else
-            metrics_->observe_itl(now - s.t_last);
-        }
-        s.t_last = now;
-        StreamEvent ev;
-        ev.text = s.text->push(tok, &s.stop_hit);
-        s.out_text += ev.text;
-        if (!ev.text.empty()) s.ch->push(std::move(ev));
+        publish_token(s, tok);
         return !s.stop_hit && !s.ch->cancelled();
       });
     });

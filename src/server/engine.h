@@ -162,6 +162,7 @@ class Engine {
   Status execute_plan(std::vector<WorkItem>& plan);
   void after_forward(WorkItem& w);
   void emit_token(Sequence& s, int32_t tok);
+  void publish_token(Sequence& s, int32_t tok);
   void finish(Sequence& s, FinishReason r, const std::string& error = "");
   void maybe_checkpoint(Sequence& s);
   void snapshot_into_cache(Sequence& s);

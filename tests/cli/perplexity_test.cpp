@@ -16,23 +16,10 @@
 namespace chimera {
 namespace {
 
-struct RunResult {
-  int rc = -1;
-  std::string output;
-};
+using RunResult = test::ShellResult;
 
-RunResult run_chimera(const std::string& args, bool with_stderr = false) {
-  RunResult r;
-  const std::string cmd = test::chimera_binary() + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  const int status = ::pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+// `chimera ARGS`; stderr only when asked.
+RunResult run_chimera(const std::string& args, bool with_stderr = false) { return test::run_chimera(args, with_stderr); }
 
 // The number after `label` in the output, NaN when absent.
 double value_after(const std::string& out, const std::string& label) {

@@ -27,22 +27,6 @@
 namespace chimera::test {
 namespace {
 
-struct RunResult {
-  int rc = -1;
-  std::string output;
-};
-
-RunResult run_shell(const std::string& cmd) {
-  RunResult r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  const int status = ::pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
 
 std::string slurp(const std::string& path) {
   auto b = read_file_bytes(path);

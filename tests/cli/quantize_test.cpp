@@ -26,24 +26,9 @@ namespace chimera {
 namespace {
 
 using format::GgmlType;
+using RunResult = test::ShellResult;
+using test::run_chimera;
 
-struct RunResult {
-  int rc = -1;
-  std::string output;  // stdout + stderr
-};
-
-RunResult run_chimera(const std::string& args) {
-  RunResult r;
-  const std::string cmd = test::chimera_binary() + " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  const int status = ::pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
 
 std::map<std::string, GgmlType> tensor_types(const std::string& path) {
   std::map<std::string, GgmlType> m;

@@ -25,37 +25,20 @@ struct Timed {
 
 Timed stream_timed(httplib::Client& cli, const json& body, std::function<void()> on_first = nullptr) {
   Timed t;
-  std::string buf;
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/completions";
-  req.headers.emplace("Content-Type", "application/json");
-  req.body = body.dump();
-  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-    buf.append(data, n);
-    size_t pos;
-    while ((pos = buf.find("\n\n")) != std::string::npos) {
-      std::string ev = buf.substr(0, pos);
-      buf.erase(0, pos + 2);
-      if (ev.rfind("data: ", 0) != 0 || ev == "data: [DONE]") continue;
-      json j = json::parse(ev.substr(6), nullptr, false);
-      if (j.is_discarded() || !j.contains("choices") || j["choices"].empty()) continue;
-      const std::string piece = j["choices"][0]["text"].get<std::string>();
-      if (piece.empty()) continue;
-      const auto now = Clock::now();
-      if (t.chunks++ == 0) {
-        t.first = now;
-        if (on_first) on_first();
-      }
-      t.last = now;
-      t.text += piece;
+  const int status = post_sse(cli, "/v1/completions", body, [&](const json& j) {
+    if (!j.contains("choices") || j["choices"].empty()) return true;
+    const std::string piece = j["choices"][0]["text"].get<std::string>();
+    if (piece.empty()) return true;
+    const auto now = Clock::now();
+    if (t.chunks++ == 0) {
+      t.first = now;
+      if (on_first) on_first();
     }
+    t.last = now;
+    t.text += piece;
     return true;
-  };
-  httplib::Response res;
-  httplib::Error err = httplib::Error::Success;
-  EXPECT_TRUE(cli.send(req, res, err));
-  EXPECT_EQ(res.status, 200);
+  });
+  EXPECT_EQ(status, 200);
   return t;
 }
 
@@ -64,12 +47,7 @@ std::string run_text(const std::string& model, const json& ids, const std::strin
   for (size_t i = 0; i < ids.size(); ++i) list += (i ? "," : "") + std::to_string(ids[i].get<int>());
   const std::string cmd = chimera_binary() + " run -q --threads 1 -m " + model + " -t " + list +
                           " --temp 0 --ignore-eos " + flags + " 2>/dev/null";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char b[4096];
-  size_t k;
-  while ((k = fread(b, 1, sizeof b, p)) > 0) out.append(b, k);
-  pclose(p);
+  std::string out = command_output(cmd);
   if (!out.empty() && out.back() == '\n') out.pop_back();
   return out;
 }

@@ -25,12 +25,7 @@ std::string golden_prompt_ids(const std::string& shared, json* ids) {
 std::string run_text(const std::string& model, const std::string& ids, const std::string& flags) {
   const std::string cmd = chimera_binary() + " run -q --threads 1 -m " + model + " -t " + ids +
                           " --temp 0 --ignore-eos " + flags + " 2>/dev/null";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char b[4096];
-  size_t k;
-  while ((k = fread(b, 1, sizeof b, p)) > 0) out.append(b, k);
-  pclose(p);
+  std::string out = command_output(cmd);
   if (!out.empty() && out.back() == '\n') out.pop_back();
   return out;
 }

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -131,10 +132,14 @@ struct StreamResult {
   std::string transport_error;  // httplib's description when transport_ok is false
 };
 
-// POSTs a streaming request; abort_after > 0 closes the connection after that many text chunks.
-inline StreamResult post_stream(httplib::Client& cli, const std::string& path, const json& body,
-                                int abort_after = 0, const std::string& api_key = "") {
-  StreamResult r;
+// POSTs `body` to `path` and hands each parsed SSE `data:` JSON event (not
+// [DONE]) to on_event, which returns false to close the connection. Returns
+// the HTTP status (-1 when none arrived) and sets *done when [DONE]
+// arrived. A connect() that fails under heavy machine load never reached the
+// server, so it is retried.
+inline int post_sse(httplib::Client& cli, const std::string& path, const json& body,
+                    const std::function<bool(const json&)>& on_event, bool* done = nullptr,
+                    const std::string& api_key = "", std::string* transport_error = nullptr) {
   std::string buf;
   httplib::Request req;
   req.method = "POST";
@@ -149,44 +154,54 @@ inline StreamResult post_stream(httplib::Client& cli, const std::string& path, c
       std::string ev = buf.substr(0, pos);
       buf.erase(0, pos + 2);
       if (ev.rfind("data: ", 0) != 0) continue;
-      std::string payload = ev.substr(6);
-      if (payload == "[DONE]") {
-        r.got_done = true;
+      if (ev == "data: [DONE]") {
+        if (done) *done = true;
         continue;
       }
-      json j = json::parse(payload, nullptr, false);
-      if (j.is_discarded()) continue;
-      if (j.contains("error")) r.error = j["error"];
-      if (j.contains("usage") && !j["usage"].is_null()) r.usage = j["usage"];
-      if (!j.contains("choices") || j["choices"].empty()) continue;
-      const json& c = j["choices"][0];
-      std::string piece;
-      if (c.contains("text")) piece = c["text"].get<std::string>();
-      if (c.contains("delta")) {
-        if (c["delta"].contains("role")) r.saw_role = true;
-        if (c["delta"].contains("content")) piece = c["delta"]["content"].get<std::string>();
-      }
-      if (!c["finish_reason"].is_null()) r.finish_reason = c["finish_reason"].get<std::string>();
-      if (!piece.empty()) {
-        r.text += piece;
-        r.pieces.push_back(piece);
-        if (abort_after > 0 && (int)r.pieces.size() >= abort_after) return false;
-      }
+      json j = json::parse(ev.substr(6), nullptr, false);
+      if (!j.is_discarded() && !on_event(j)) return false;
     }
     return true;
   };
   httplib::Response res;
   httplib::Error err = httplib::Error::Success;
-  r.transport_ok = cli.send(req, res, err);
-  // A connect() that fails under heavy machine load (seen rarely with 8
-  // simultaneous clients) never reached the server: retrying is safe.
-  for (int retry = 0; !r.transport_ok && err == httplib::Error::Connection && retry < 3; ++retry) {
+  bool ok = cli.send(req, res, err);
+  for (int retry = 0; !ok && err == httplib::Error::Connection && retry < 3; ++retry) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     res = httplib::Response();
-    r.transport_ok = cli.send(req, res, err);
+    ok = cli.send(req, res, err);
   }
-  if (!r.transport_ok) r.transport_error = httplib::to_string(err);
-  r.status = res.status;
+  if (!ok && transport_error) *transport_error = httplib::to_string(err);
+  return res.status > 0 ? res.status : -1;  // a stream closed by on_event keeps its status
+}
+
+// POSTs a streaming request; abort_after > 0 closes the connection after that many text chunks.
+inline StreamResult post_stream(httplib::Client& cli, const std::string& path, const json& body,
+                                int abort_after = 0, const std::string& api_key = "") {
+  StreamResult r;
+  r.status = post_sse(
+      cli, path, body,
+      [&](const json& j) {
+        if (j.contains("error")) r.error = j["error"];
+        if (j.contains("usage") && !j["usage"].is_null()) r.usage = j["usage"];
+        if (!j.contains("choices") || j["choices"].empty()) return true;
+        const json& c = j["choices"][0];
+        std::string piece;
+        if (c.contains("text")) piece = c["text"].get<std::string>();
+        if (c.contains("delta")) {
+          if (c["delta"].contains("role")) r.saw_role = true;
+          if (c["delta"].contains("content")) piece = c["delta"]["content"].get<std::string>();
+        }
+        if (!c["finish_reason"].is_null()) r.finish_reason = c["finish_reason"].get<std::string>();
+        if (!piece.empty()) {
+          r.text += piece;
+          r.pieces.push_back(piece);
+          if (abort_after > 0 && (int)r.pieces.size() >= abort_after) return false;
+        }
+        return true;
+      },
+      &r.got_done, api_key, &r.transport_error);
+  r.transport_ok = r.transport_error.empty();
   return r;
 }
 
@@ -213,10 +228,8 @@ inline std::string get_metrics(const ServerProcess& s) {
   return r && r->status == 200 ? r->body : std::string();
 }
 
-// Greedy continuation of `prompt` by `chimera run` (the reference), n tokens, EOS ignored.
-inline std::string run_reference(const std::string& model, const std::string& prompt, int n) {
-  const std::string cmd = chimera_binary() + " run -m " + model + " -p '" + prompt + "' -n " + std::to_string(n) +
-                          " --temp 0 --ignore-eos -q --threads 1";
+// Standard output of a shell command.
+inline std::string command_output(const std::string& cmd) {
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return "<popen failed>";
   std::string out;
@@ -224,6 +237,14 @@ inline std::string run_reference(const std::string& model, const std::string& pr
   size_t k;
   while ((k = fread(b, 1, sizeof b, p)) > 0) out.append(b, k);
   pclose(p);
+  return out;
+}
+
+// Greedy continuation of `prompt` by `chimera run` (the reference), n tokens, EOS ignored.
+inline std::string run_reference(const std::string& model, const std::string& prompt, int n) {
+  const std::string cmd = chimera_binary() + " run -m " + model + " -p '" + prompt + "' -n " + std::to_string(n) +
+                          " --temp 0 --ignore-eos -q --threads 1";
+  std::string out = command_output(cmd);
   if (out.compare(0, prompt.size(), prompt) != 0) return "<unexpected run output: " + out + ">";
   out.erase(0, prompt.size());
   if (!out.empty() && out.back() == '\n') out.pop_back();

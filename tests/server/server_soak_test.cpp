@@ -4,7 +4,7 @@
 // mid-stream. Every completed response must equal `chimera run`'s output for
 // its prompt and length — no lost, duplicated or mixed-up tokens — and at the
 // end the server must be idle (no running or waiting requests) and healthy.
-// Duration: CHIMERA_SOAK_SECONDS (default 10; the issue's long run is 20-60).
+// Duration: CHIMERA_SOAK_SECONDS (default 60 s, what the server issue asks for).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -21,7 +21,7 @@ namespace {
 TEST(ServerSoak, ConcurrentClientsGetExactOutputs) {
   CHIMERA_REQUIRE_SHARED(shared);
   const std::string model = model_path(shared);
-  double seconds = 10;
+  double seconds = 60;
   if (const char* e = std::getenv("CHIMERA_SOAK_SECONDS"); e && *e) seconds = std::max(1.0, std::atof(e));
   const std::vector<std::string> prompts = {
       "Once upon a time",

@@ -14,28 +14,11 @@ namespace {
 // Every JSON chunk of a streamed POST (until [DONE]).
 std::vector<json> stream_chunks(httplib::Client& cli, const std::string& path, const json& body) {
   std::vector<json> out;
-  std::string buf;
-  httplib::Request req;
-  req.method = "POST";
-  req.path = path;
-  req.headers.emplace("Content-Type", "application/json");
-  req.body = body.dump();
-  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-    buf.append(data, n);
-    size_t pos;
-    while ((pos = buf.find("\n\n")) != std::string::npos) {
-      std::string ev = buf.substr(0, pos);
-      buf.erase(0, pos + 2);
-      if (ev.rfind("data: ", 0) != 0 || ev == "data: [DONE]") continue;
-      json j = json::parse(ev.substr(6), nullptr, false);
-      if (!j.is_discarded()) out.push_back(j);
-    }
-    return true;
-  };
-  httplib::Response res;
-  httplib::Error err = httplib::Error::Success;
-  EXPECT_TRUE(cli.send(req, res, err));
-  EXPECT_EQ(res.status, 200);
+  EXPECT_EQ(post_sse(cli, path, body, [&](const json& j) {
+              out.push_back(j);
+              return true;
+            }),
+            200);
   return out;
 }
 

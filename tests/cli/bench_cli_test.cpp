@@ -1,0 +1,72 @@
+// `chimera bench` end to end on stories260K: the JSON keys the quantization
+// issue names, -p 0 / -n 0 skipping a test, -d (context depth before each
+// test, as llama-bench -d) and bad arguments.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "test_util.h"
+
+namespace chimera::cli {
+namespace {
+
+using nlohmann::json;
+
+using Out = test::ShellResult;
+
+Out bench(const std::string& args) { return test::run_chimera("bench " + args, /*with_stderr=*/false); }
+
+json bench_json(const std::string& model, const std::string& args) {
+  const Out o = bench("-m " + model + " -r 1 --threads 1 --no-probe -o json " + args);
+  EXPECT_EQ(o.rc, 0) << o.output;
+  json j = json::parse(o.output, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << o.output;
+  return j;
+}
+
+TEST(BenchCli, JsonHasTheDocumentedKeys) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  const json j = bench_json(shared + "/models/stories260K.gguf", "-p 16 -n 8");
+  for (const char* key : {"prefill_tok_s", "decode_tok_s", "bandwidth_gbs", "decode_bandwidth_pct", "peak_rss_bytes"})
+    EXPECT_TRUE(j.contains(key)) << key << "\n" << j.dump();
+  EXPECT_GT(j["prefill_tok_s"].get<double>(), 0);
+  EXPECT_GT(j["decode_tok_s"].get<double>(), 0);
+  EXPECT_GT(j["peak_rss_bytes"].get<double>(), 0);
+  EXPECT_EQ(j["n_depth"], 0);
+}
+
+TEST(BenchCli, ZeroSkipsATest) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  const std::string model = shared + "/models/stories260K.gguf";
+  const json a = bench_json(model, "-p 0 -n 4");
+  EXPECT_EQ(a["prefill_tok_s"].get<double>(), 0);
+  EXPECT_GT(a["decode_tok_s"].get<double>(), 0);
+  const json b = bench_json(model, "-p 8 -n 0");
+  EXPECT_GT(b["prefill_tok_s"].get<double>(), 0);
+  EXPECT_EQ(b["decode_tok_s"].get<double>(), 0);
+}
+
+TEST(BenchCli, DepthFillsTheContextBeforeEachTest) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  const std::string model = shared + "/models/stories260K.gguf";
+  const json j = bench_json(model, "-p 8 -n 4 -d 64");
+  EXPECT_EQ(j["n_depth"], 64);
+  EXPECT_GT(j["prefill_tok_s"].get<double>(), 0);
+  EXPECT_GT(j["decode_tok_s"].get<double>(), 0);
+  const Out md = bench("-m " + model + " -r 1 --threads 1 --no-probe -p 8 -n 4 -d 64");
+  EXPECT_EQ(md.rc, 0);
+  EXPECT_NE(md.output.find("pp8 @ d64"), std::string::npos) << md.output;
+  EXPECT_NE(md.output.find("tg4 @ d64"), std::string::npos) << md.output;
+}
+
+TEST(BenchCli, BadArgumentsAreErrors) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  const std::string model = shared + "/models/stories260K.gguf";
+  EXPECT_EQ(bench("-m " + model + " -d -1 --no-probe").rc, 1);
+  EXPECT_EQ(bench("-m " + model + " -r 0 --no-probe").rc, 1);
+  EXPECT_EQ(bench("-m " + model + " -o xml --no-probe").rc, 1);
+  EXPECT_EQ(bench("-m /nonexistent.gguf --no-probe").rc, 1);
+}
+
+}  // namespace
+}  // namespace chimera::cli
