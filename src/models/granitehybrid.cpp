@@ -168,6 +168,17 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
 
  private:
 
+  // Second half of layer l on `rows` rows: norm, MoE or dense FFN, scaled residual.
+  void ffn_block(const GraniteLayer& L, size_t l, float* x, float* h, int64_t rows, ThreadPool* pool) {
+    const int64_t d = n_embd_;
+    for (int64_t t = 0; t < rows; ++t) kernels::rms_norm(x + t * d, L.ffn_norm.ptr(), h + t * d, d, eps_);
+    if (L.plan.ffn == Ffn::kMoe)
+      layers::moe_forward(moe_cfg_, L.moe, h, rows, moe_scratch_, h, pool, (int64_t)l, observer_);
+    else
+      layers::gated_mlp_forward(L.mlp, h, rows, d, mlp_scratch_, h, pool);
+    residual_add(x, h, rows * d);
+  }
+
   void ubatch(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits, int64_t row0,
               bool last_chunk, ThreadPool* pool) override {
     ws_.reserve(T);
@@ -189,12 +200,7 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
       // expert statistics are collected: they count every routed token).
       if (l + 1 == layers_.size() && !observer_ && (rows = keep_output_rows(x, T, d, which, logits, last_chunk)) == 0)
         break;
-      for (int64_t t = 0; t < rows; ++t) kernels::rms_norm(x + t * d, L.ffn_norm.ptr(), h + t * d, d, eps_);
-      if (L.plan.ffn == Ffn::kMoe)
-        layers::moe_forward(moe_cfg_, L.moe, h, rows, moe_scratch_, h, pool, (int64_t)l, observer_);
-      else
-        layers::gated_mlp_forward(L.mlp, h, rows, d, mlp_scratch_, h, pool);
-      residual_add(x, h, rows * d);
+      ffn_block(L, l, x, h, rows, pool);
     }
     st.advance(T);
     write_logits(embd_, x, rows, d, eps_, which, logits, row0, last_chunk, ws_, pool);
@@ -228,12 +234,7 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
         }
       }
       residual_add(x, h, rows * d);
-      for (int64_t t = 0; t < rows; ++t) kernels::rms_norm(x + t * d, L.ffn_norm.ptr(), h + t * d, d, eps_);
-      if (L.plan.ffn == Ffn::kMoe)
-        layers::moe_forward(moe_cfg_, L.moe, h, rows, moe_scratch_, h, pool, (int64_t)l, observer_);
-      else
-        layers::gated_mlp_forward(L.mlp, h, rows, d, mlp_scratch_, h, pool);
-      residual_add(x, h, rows * d);
+      ffn_block(L, l, x, h, rows, pool);
     }
     advance_segments(segs);
     write_logits_segments(embd_, x, segs, d, eps_, ws_, logits_scratch_, pool, FinalNorm::kRms,
