@@ -237,10 +237,15 @@ TEST(Synth, GraniteHybridPlansMatchConfig) {
   EXPECT_EQ(plan->find("granitehybrid.expert_used_count")->u, 6u);
   EXPECT_EQ(plan->find("tokenizer.ggml.tokens")->arr.size(), 100352u);
   for (const auto& t : plan->tensors) {
-    if (t.name == "blk.0.ssm_in.weight") EXPECT_EQ(t.ne, (std::vector<int64_t>{1536, 2 * 3072 + 2 * 128 + 48}));
-    if (t.name == "blk.0.ffn_gate_exps.weight") EXPECT_EQ(t.ne, (std::vector<int64_t>{1536, 512, 64}));
-    if (t.name == "blk.0.ssm_a" || t.name == "blk.0.ssm_conv1d.weight" || t.name == "blk.0.ffn_gate_inp.weight")
+    if (t.name == "blk.0.ssm_in.weight") {
+      EXPECT_EQ(t.ne, (std::vector<int64_t>{1536, 2 * 3072 + 2 * 128 + 48}));
+    }
+    if (t.name == "blk.0.ffn_gate_exps.weight") {
+      EXPECT_EQ(t.ne, (std::vector<int64_t>{1536, 512, 64}));
+    }
+    if (t.name == "blk.0.ssm_a" || t.name == "blk.0.ssm_conv1d.weight" || t.name == "blk.0.ffn_gate_inp.weight") {
       EXPECT_EQ(t.type, GgmlType::F32) << t.name;
+    }
   }
   // Micro is dense; --layers 2 keeps one Mamba-2 and one attention layer.
   req.like = "granite-4.0-h-micro";

@@ -18,7 +18,9 @@ TEST(ThreadPool, CoversRangeExactlyOnce) {
         std::vector<std::atomic<int>> hits((size_t)n);
         pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
           EXPECT_LE(b, e);
-          if (grain > 1 && e != n) EXPECT_EQ((e - b) % grain, 0);
+          if (grain > 1 && e != n) {
+            EXPECT_EQ((e - b) % grain, 0);
+          }
           for (int64_t i = b; i < e; ++i) hits[(size_t)i]++;
         }, grain);
         for (int64_t i = 0; i < n; ++i) EXPECT_EQ(hits[(size_t)i].load(), 1) << n << " " << i;

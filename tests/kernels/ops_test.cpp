@@ -157,7 +157,9 @@ TEST(Ops, Softmax) {
         double sum = 0;
         for (int64_t i = 0; i < n; ++i) sum += x[i];
         ASSERT_NEAR(sum, 1.0, 1e-5);
-        if (n > 2) ASSERT_EQ(x[n / 2], 0.f);
+        if (n > 2) {
+          ASSERT_EQ(x[n / 2], 0.f);
+        }
       }
     }
   }

@@ -45,7 +45,9 @@ std::vector<float> run(models::Model& m, const std::vector<int32_t>& seq, int64_
     const int64_t c = std::min(chunk, n - i);
     EXPECT_TRUE(m.forward(*st, seq.data() + i, c, models::Logits::kAll, rows.data() + i * nv, pool).is_ok());
   }
-  if (st_out) EXPECT_TRUE(st_out->copy_from(*st).is_ok());
+  if (st_out) {
+    EXPECT_TRUE(st_out->copy_from(*st).is_ok());
+  }
   return rows;
 }
 

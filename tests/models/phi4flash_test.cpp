@@ -143,8 +143,9 @@ TEST(Phi4FlashGolden, LastRowOnlyAndGreedy) {
       worst = std::max(worst, std::fabs(logits[(size_t)gc.columns[(size_t)k]] - gc.gen_logits[(size_t)(j * nc + k)]));
     EXPECT_LE(worst, bound) << "gen row " << j;
     const int32_t mine = (int32_t)(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    if (mine != gc.greedy[(size_t)j])
+    if (mine != gc.greedy[(size_t)j]) {
       EXPECT_LE(gc.gen_margin[(size_t)j], bound) << "greedy token " << j << ": " << mine << " vs " << gc.greedy[(size_t)j];
+    }
     const int32_t tok = gc.greedy[(size_t)j];
     ASSERT_TRUE(m.forward(*st, &tok, 1, models::Logits::kLast, logits.data(), &pool).is_ok());
   }

@@ -63,7 +63,9 @@ TEST(StreamLogprobs, CompletionsChunksConcatenateToTheNonStreamedLogprobs) {
   // Without logprobs every chunk says null.
   body.erase("logprobs");
   for (const json& ch : stream_chunks(*c, "/v1/completions", body))
-    if (!ch["choices"].empty()) EXPECT_TRUE(ch["choices"][0]["logprobs"].is_null()) << ch.dump();
+    if (!ch["choices"].empty()) {
+      EXPECT_TRUE(ch["choices"][0]["logprobs"].is_null()) << ch.dump();
+    }
   c.reset();
   EXPECT_EQ(srv.stop(), 0) << srv.log();
 }
