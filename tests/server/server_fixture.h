@@ -59,7 +59,9 @@ class ServerProcess {
       const std::string key = "listening on http://127.0.0.1:";
       if (auto p = text.find(key); p != std::string::npos) {
         port_ = std::atoi(text.c_str() + p + key.size());
-        if (port_ > 0) return true;
+        // Ready once a connection is answered (on a loaded machine the first
+        // connect can be refused for a moment after the line is printed).
+        if (port_ > 0 && answers_health()) return true;
       }
       int status = 0;
       if (waitpid(pid_, &status, WNOHANG) == pid_) {
@@ -91,6 +93,12 @@ class ServerProcess {
   }
 
   bool alive() const { return pid_ > 0 && kill(pid_, 0) == 0; }
+  bool answers_health() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_connection_timeout(1, 0);
+    c.set_read_timeout(10, 0);
+    return static_cast<bool>(c.Get("/health"));
+  }
   int port() const { return port_; }
   std::string log() const {
     std::ifstream f(log_);
@@ -209,7 +217,13 @@ inline httplib::Result post_json(httplib::Client& cli, const std::string& path, 
                                  const std::string& api_key = "") {
   httplib::Headers h;
   if (!api_key.empty()) h.emplace("Authorization", "Bearer " + api_key);
-  return cli.Post(path.c_str(), h, body, "application/json");
+  auto r = cli.Post(path.c_str(), h, body, "application/json");
+  // A refused connect never reached the server: retrying is safe.
+  for (int retry = 0; !r && r.error() == httplib::Error::Connection && retry < 3; ++retry) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    r = cli.Post(path.c_str(), h, body, "application/json");
+  }
+  return r;
 }
 
 // Value of an unlabelled (or exactly labelled) sample in Prometheus text; -1 if absent.
