@@ -6,6 +6,8 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <functional>
 #include <random>
@@ -15,6 +17,7 @@
 #include "core/thread_pool.h"
 #include "format/gguf/ggml_types.h"
 #include "kernels/matmul.h"
+#include "quant/quantize_model.h"
 
 namespace chimera::bench {
 
@@ -69,10 +72,19 @@ inline void time_matmul(benchmark::State& state, const WeightSet& w, int64_t m, 
 using QuantizeRows = void (*)(format::GgmlType type, const float* x, uint8_t* out, int64_t rows, int64_t cols,
                               size_t row_bytes);
 
+// The engine's own encoders (quant::encode_rows: the reference quantizers) as a QuantizeRows.
+inline void encode_reference_rows(format::GgmlType type, const float* x, uint8_t* out, int64_t rows, int64_t cols,
+                                  size_t /*row_bytes*/) {
+  if (Status s = quant::encode_rows(type, x, rows, cols, out, nullptr); !s) {
+    std::fprintf(stderr, "bench: %s\n", s.message().c_str());
+    std::abort();
+  }
+}
+
 // Random N(0, 0.05) weights; quantizing is slow, so 64 rows are quantized once
 // and tiled (shifted by one row per copy so copies differ).
 inline WeightSet make_quantized_weights(format::GgmlType type, int64_t rows, int64_t cols, bool cold,
-                                        QuantizeRows quantize) {
+                                        QuantizeRows quantize = encode_reference_rows) {
   const size_t row_bytes = format::ggml_row_size(type, cols);
   const int64_t base_rows = std::min<int64_t>(64, rows);
   std::vector<float> src((size_t)(base_rows * cols));

@@ -22,32 +22,15 @@
 #include "format/gguf/ggml_types.h"
 #include "kernels/dispatch.h"
 #include "kernels/matmul.h"
-#include "quant/kquant_blocks.h"
 
 namespace chimera::kernels {
 namespace {
 
 using format::GgmlType;
-namespace q = chimera::quant;
-
-void quantize_rows(GgmlType t, const float* x, uint8_t* out, int64_t rows, int64_t k, size_t row_bytes) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * k;
-    uint8_t* o = out + (size_t)r * row_bytes;
-    switch (t) {
-      case GgmlType::Q2_K: q::quantize_row_q2_K_ref(xr, reinterpret_cast<q::block_q2_K*>(o), k); break;
-      case GgmlType::Q3_K: q::quantize_row_q3_K_ref(xr, reinterpret_cast<q::block_q3_K*>(o), k); break;
-      case GgmlType::Q4_K: q::quantize_row_q4_K_ref(xr, reinterpret_cast<q::block_q4_K*>(o), k); break;
-      case GgmlType::Q5_K: q::quantize_row_q5_K_ref(xr, reinterpret_cast<q::block_q5_K*>(o), k); break;
-      default: q::quantize_row_q6_K_ref(xr, reinterpret_cast<q::block_q6_K*>(o), k); break;
-    }
-  }
-}
-
 void run_kq(benchmark::State& state, GgmlType type, int64_t n, int64_t m, int threads, Isa isa, bool cold) {
   ScopedIsa scoped(isa);
   ThreadPool pool(threads);
-  bench::time_matmul(state, bench::make_quantized_weights(type, n, n, cold, quantize_rows), m, pool);
+  bench::time_matmul(state, bench::make_quantized_weights(type, n, n, cold), m, pool);
 }
 
 struct Registrar {

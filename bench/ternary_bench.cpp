@@ -15,7 +15,6 @@
 #include <string>
 #include <vector>
 
-#include "core/fp16.h"
 #include "bench_util.h"
 #include "core/memory.h"
 #include "core/thread_pool.h"
@@ -23,8 +22,6 @@
 #include "kernels/dispatch.h"
 #include "kernels/matmul.h"
 #include "quant/i2s.h"
-#include "quant/kquant_blocks.h"
-#include "quant/ternary_blocks.h"
 
 namespace chimera::kernels {
 namespace {
@@ -32,25 +29,15 @@ namespace {
 using format::GgmlType;
 namespace q = chimera::quant;
 
+// I2_S codes (the tensor scale is appended after all rows by run()); other types
+// go through the engine's reference encoders.
 void quantize_rows(GgmlType t, const float* x, uint8_t* out, int64_t rows, int64_t k, size_t row_bytes) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * k;
-    uint8_t* o = out + (size_t)r * row_bytes;
-    switch (t) {
-      case GgmlType::TQ1_0: q::quantize_row_tq1_0(xr, reinterpret_cast<q::block_tq1_0*>(o), k); break;
-      case GgmlType::TQ2_0: q::quantize_row_tq2_0(xr, reinterpret_cast<q::block_tq2_0*>(o), k); break;
-      case GgmlType::Q4_K: q::quantize_row_q4_K_ref(xr, reinterpret_cast<q::block_q4_K*>(o), k); break;
-      case GgmlType::I2_S: {
-        // Codes only; the tensor scale is appended after all rows.
-        for (int64_t j = 0; j < k; ++j) q::i2s_set_code(o, j, xr[j] > 0.02f ? 2 : xr[j] < -0.02f ? 0 : 1);
-        break;
-      }
-      default: {
-        auto* h = reinterpret_cast<uint16_t*>(o);
-        for (int64_t j = 0; j < k; ++j) h[j] = f32_to_f16(xr[j]);
-      }
+  if (t != GgmlType::I2_S) return bench::encode_reference_rows(t, x, out, rows, k, row_bytes);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < k; ++j) {
+      const float v = x[r * k + j];
+      q::i2s_set_code(out + (size_t)r * row_bytes, j, v > 0.02f ? 2 : v < -0.02f ? 0 : 1);
     }
-  }
 }
 
 void run(benchmark::State& state, GgmlType type, int64_t rows, int64_t cols, int64_t m, int threads, Isa isa,

@@ -25,6 +25,7 @@
 #include "format/gguf/gguf.h"
 #include "models/model.h"
 #include "quant/quantize_model.h"
+#include "gguf_inspect.h"
 #include "test_util.h"
 
 namespace chimera {
@@ -33,16 +34,7 @@ namespace {
 using format::GgmlType;
 using RunResult = test::ShellResult;
 using test::run_chimera;
-
-
-std::map<std::string, GgmlType> tensor_types(const std::string& path) {
-  std::map<std::string, GgmlType> m;
-  auto f = format::GgufFile::open(path);
-  EXPECT_TRUE(f.is_ok()) << path;
-  if (!f) return m;
-  for (const auto& t : (*f)->tensors()) m[t.name] = t.type;
-  return m;
-}
+using test::tensor_types;
 
 std::vector<float> decode_tensor(const format::GgufTensorInfo& t) {
   std::vector<float> f(t.n_elements);

@@ -20,6 +20,7 @@
 #include "models/model.h"
 #include "models/synth/synth.h"
 #include "quant/quantize_model.h"
+#include "gguf_inspect.h"
 #include "test_util.h"
 
 namespace chimera {
@@ -28,16 +29,7 @@ namespace {
 using format::GgmlType;
 using RunResult = test::ShellResult;
 using test::run_chimera;
-
-
-std::map<std::string, GgmlType> tensor_types(const std::string& path) {
-  std::map<std::string, GgmlType> m;
-  auto f = format::GgufFile::open(path);
-  EXPECT_TRUE(f.is_ok()) << path;
-  if (!f) return m;
-  for (const auto& t : (*f)->tensors()) m[t.name] = t.type;
-  return m;
-}
+using test::tensor_types;
 
 // Logits of the fixed token sequence for every position.
 std::vector<float> all_logits(const std::string& path, const std::vector<int32_t>& ids, int64_t* n_vocab) {

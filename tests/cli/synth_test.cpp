@@ -25,7 +25,6 @@ using format::GgmlType;
 using RunResult = test::ShellResult;
 using test::run_chimera;
 
-
 std::vector<int64_t> shape(const format::GgufTensorInfo* t) { return t ? t->ne : std::vector<int64_t>{}; }
 
 TEST(Synth, FullLlama32PlanHasRealShapes) {

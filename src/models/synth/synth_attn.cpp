@@ -42,6 +42,22 @@ void add_phi3_added_tokens(SynthPlan& p, int64_t n_vocab) {
   p.set("tokenizer.ggml.eos_token_id", u32(kFirst));
 }
 
+// The llama-style hyper-parameters (keys under prefix `a`) of a family whose
+// config has n_ctx, n_embd, n_ff, n_head, n_head_kv, rms_eps and rope_theta.
+template <class Cfg>
+void set_llama_hparams(SynthPlan& p, const std::string& a, const Cfg& cfg, int64_t n_layer, int64_t n_vocab) {
+  p.set(a + "context_length", u32(cfg.n_ctx));
+  p.set(a + "embedding_length", u32(cfg.n_embd));
+  p.set(a + "block_count", u32(n_layer));
+  p.set(a + "feed_forward_length", u32(cfg.n_ff));
+  p.set(a + "attention.head_count", u32(cfg.n_head));
+  p.set(a + "attention.head_count_kv", u32(cfg.n_head_kv));
+  p.set(a + "attention.layer_norm_rms_epsilon", f32(cfg.rms_eps));
+  p.set(a + "rope.dimension_count", u32(cfg.n_embd / cfg.n_head));
+  p.set(a + "rope.freq_base", f32(cfg.rope_theta));
+  p.set(a + "vocab_size", u32(n_vocab));
+}
+
 }  // namespace
 
 void add_attention_tensors(SynthPlan& p, const std::string& b, int64_t n_embd, int64_t n_q, int64_t n_kv,
@@ -120,16 +136,7 @@ Result<SynthPlan> build_llada_plan(const LladaSynthConfig& cfg, const SynthReque
   const std::string a = "llada.";
   SynthPlan p;
   header(p, "llada", cfg.display_name);
-  p.set(a + "context_length", u32(cfg.n_ctx));
-  p.set(a + "embedding_length", u32(n_embd));
-  p.set(a + "block_count", u32(n_layer));
-  p.set(a + "feed_forward_length", u32(cfg.n_ff));
-  p.set(a + "attention.head_count", u32(cfg.n_head));
-  p.set(a + "attention.head_count_kv", u32(cfg.n_head_kv));
-  p.set(a + "attention.layer_norm_rms_epsilon", f32(cfg.rms_eps));
-  p.set(a + "rope.dimension_count", u32(head_dim));
-  p.set(a + "rope.freq_base", f32(cfg.rope_theta));
-  p.set(a + "vocab_size", u32(n_vocab));
+  set_llama_hparams(p, a, cfg, n_layer, n_vocab);
   p.set(a + "attention.causal", GgufValue::from_bool(false));
   p.set("diffusion.shift_logits", GgufValue::from_bool(false));
   CHIMERA_RETURN_IF_ERROR(add_spm_vocab(p, n_vocab));
@@ -159,16 +166,7 @@ Result<SynthPlan> build_bitnet_plan(const BitnetSynthConfig& cfg, const SynthReq
   const std::string a = "bitnet.";
   SynthPlan p;
   header(p, "bitnet", cfg.display_name);
-  p.set(a + "context_length", u32(cfg.n_ctx));
-  p.set(a + "embedding_length", u32(n_embd));
-  p.set(a + "block_count", u32(n_layer));
-  p.set(a + "feed_forward_length", u32(cfg.n_ff));
-  p.set(a + "attention.head_count", u32(cfg.n_head));
-  p.set(a + "attention.head_count_kv", u32(cfg.n_head_kv));
-  p.set(a + "attention.layer_norm_rms_epsilon", f32(cfg.rms_eps));
-  p.set(a + "rope.dimension_count", u32(head_dim));
-  p.set(a + "rope.freq_base", f32(cfg.rope_theta));
-  p.set(a + "vocab_size", u32(n_vocab));
+  set_llama_hparams(p, a, cfg, n_layer, n_vocab);
   // chimera's switch for the 2B-4T squared-ReLU FFN under arch "bitnet" (models/bitnet.cpp).
   if (cfg.relu2) p.set(a + "ffn_activation", GgufValue::from_string("relu2"));
   CHIMERA_RETURN_IF_ERROR(add_spm_vocab(p, n_vocab));
