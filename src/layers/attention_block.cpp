@@ -20,6 +20,26 @@ void AttentionScratch::reserve(const AttentionConfig& c, int64_t max_tokens) {
   attn.resize((size_t)(max_tokens * c.n_head * c.head_dim_v));
 }
 
+kernels::AttentionParams attention_params(const AttentionConfig& c) {
+  kernels::AttentionParams ap;
+  ap.n_head = c.n_head;
+  ap.n_head_kv = c.n_head_kv;
+  ap.head_dim = c.head_dim;
+  ap.scale = c.scale != 0.f ? c.scale : 1.0f / std::sqrt((float)c.head_dim);
+  ap.causal = c.causal;
+  ap.window = c.window;
+  return ap;
+}
+
+void rope_rows(const AttentionConfig& c, float* q, float* k, int64_t T, int64_t pos0) {
+  if (!c.use_rope) return;
+  const int64_t nq = c.n_head * c.head_dim, nk = c.n_head_kv * c.head_dim;
+  for (int64_t t = 0; t < T; ++t) {
+    kernels::rope(q + t * nq, c.n_head, c.head_dim, pos0 + t, c.rope);
+    kernels::rope(k + t * nk, c.n_head_kv, c.head_dim, pos0 + t, c.rope);
+  }
+}
+
 void attention_forward(const AttentionConfig& c, const AttentionWeights& w, const float* h, int64_t T, int64_t pos0,
                        KvCache& cache, AttentionScratch& s, float* out, ThreadPool* pool) {
   attention_forward(c, w, h, T, pos0, pos0 + T, cache, s, out, pool);  // keys of every token processed so far
@@ -36,20 +56,8 @@ void attention_forward(const AttentionConfig& c, const AttentionWeights& w, cons
   w.wq.apply(h, T, c.n_embd, q, nq, pool);
   w.wk.apply(h, T, c.n_embd, k, nk, pool);
   w.wv.apply(h, T, c.n_embd, v, nv, pool);
-  if (c.use_rope) {
-    for (int64_t t = 0; t < T; ++t) {
-      kernels::rope(q + t * nq, c.n_head, c.head_dim, pos0 + t, c.rope);
-      kernels::rope(k + t * nk, c.n_head_kv, c.head_dim, pos0 + t, c.rope);
-    }
-  }
-  kernels::AttentionParams ap;
-  ap.n_head = c.n_head;
-  ap.n_head_kv = c.n_head_kv;
-  ap.head_dim = c.head_dim;
-  ap.scale = c.scale != 0.f ? c.scale : 1.0f / std::sqrt((float)c.head_dim);
-  ap.causal = c.causal;
-  ap.window = c.window;
-  kernels::attention(ap, q, T, nq, pos0, cache.k(), nk, cache.v(), nv, n_kv, s.attn.data(), c.n_head * c.head_dim_v,
+  rope_rows(c, q, k, T, pos0);
+  kernels::attention(attention_params(c), q, T, nq, pos0, cache.k(), nk, cache.v(), nv, n_kv, s.attn.data(), c.n_head * c.head_dim_v,
                      pool);
   w.wo.apply(s.attn.data(), T, c.n_head * c.head_dim_v, out, c.n_embd, pool);
 }

@@ -39,6 +39,13 @@ struct AttentionScratch {
   void reserve(const AttentionConfig& c, int64_t max_tokens);
 };
 
+// The kernel parameters of this attention (scale 1/sqrt(head_dim) unless set).
+kernels::AttentionParams attention_params(const AttentionConfig& c);
+
+// RoPE (when c uses it) on T rows of q [T][n_head*head_dim] and k
+// [T][n_head_kv*head_dim] at positions pos0, pos0+1, ...
+void rope_rows(const AttentionConfig& c, float* q, float* k, int64_t T, int64_t pos0);
+
 // out[T][n_embd] = Attention(h[T][n_embd]) for tokens at positions pos0..pos0+T-1.
 void attention_forward(const AttentionConfig& c, const AttentionWeights& w, const float* h, int64_t T, int64_t pos0,
                        KvCache& cache, AttentionScratch& s, float* out, ThreadPool* pool);

@@ -207,9 +207,7 @@ class BitnetModel final : public MicroBatchedModel {
 };
 
 Result<std::unique_ptr<Model>> load_as(const format::GgufFile& gguf, const char* arch, FfnAct act) {
-  auto m = std::make_unique<BitnetModel>(arch, act);
-  CHIMERA_RETURN_IF_ERROR(m->init(gguf));
-  return std::unique_ptr<Model>(std::move(m));
+  return init_model(std::make_unique<BitnetModel>(arch, act), gguf);
 }
 
 }  // namespace

@@ -286,9 +286,7 @@ class BitnetLlama2cModel final : public MicroBatchedModel {
 }  // namespace
 
 Result<std::unique_ptr<Model>> load_bitnet_llama2c(const format::GgufFile& gguf) {
-  auto m = std::make_unique<BitnetLlama2cModel>();
-  CHIMERA_RETURN_IF_ERROR(m->init(gguf));
-  return std::unique_ptr<Model>(std::move(m));
+  return init_model(std::make_unique<BitnetLlama2cModel>(), gguf);
 }
 
 }  // namespace chimera::models

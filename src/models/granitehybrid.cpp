@@ -268,9 +268,7 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
 }  // namespace
 
 Result<std::unique_ptr<Model>> load_granitehybrid(const format::GgufFile& gguf) {
-  auto m = std::make_unique<GraniteHybridModel>();
-  CHIMERA_RETURN_IF_ERROR(m->init(gguf));
-  return std::unique_ptr<Model>(std::move(m));
+  return init_model(std::make_unique<GraniteHybridModel>(), gguf);
 }
 
 }  // namespace chimera::models

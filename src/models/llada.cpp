@@ -170,9 +170,7 @@ class DiffusionLm final : public Model {
 };
 
 Result<std::unique_ptr<Model>> load_family(const format::GgufFile& gguf, const DiffusionFamily& fam) {
-  auto m = std::make_unique<DiffusionLm>();
-  CHIMERA_RETURN_IF_ERROR(m->init(gguf, fam));
-  return std::unique_ptr<Model>(std::move(m));
+  return init_model(std::make_unique<DiffusionLm>(), gguf, fam);
 }
 
 }  // namespace

@@ -135,9 +135,7 @@ class LlamaModel final : public MicroBatchedModel {
 }  // namespace
 
 Result<std::unique_ptr<Model>> load_llama(const format::GgufFile& gguf) {
-  auto m = std::make_unique<LlamaModel>();
-  CHIMERA_RETURN_IF_ERROR(m->init(gguf));
-  return std::unique_ptr<Model>(std::move(m));
+  return init_model(std::make_unique<LlamaModel>(), gguf);
 }
 
 }  // namespace chimera::models

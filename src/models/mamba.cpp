@@ -117,9 +117,7 @@ class MambaModel final : public MicroBatchedModel {
 };
 
 Result<std::unique_ptr<Model>> load(const format::GgufFile& gguf, MixerKind kind, const char* arch) {
-  auto m = std::make_unique<MambaModel>(kind);
-  CHIMERA_RETURN_IF_ERROR(m->init(gguf, arch));
-  return std::unique_ptr<Model>(std::move(m));
+  return init_model(std::make_unique<MambaModel>(kind), gguf, arch);
 }
 
 }  // namespace

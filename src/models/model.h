@@ -139,6 +139,15 @@ class MicroBatchedModel : public Model {
                       int64_t row0, bool last, ThreadPool* pool) = 0;
 };
 
+// Registry loaders: runs a freshly constructed family model's init(gguf, extra...)
+// and hands it back as a Model once that succeeds.
+template <class M, class... InitArgs>
+Result<std::unique_ptr<Model>> init_model(std::unique_ptr<M> m, const format::GgufFile& gguf,
+                                          const InitArgs&... init_args) {
+  CHIMERA_RETURN_IF_ERROR(m->init(gguf, init_args...));
+  return std::unique_ptr<Model>(std::move(m));
+}
+
 // Opens a GGUF file and builds the model for its general.architecture.
 Result<std::unique_ptr<Model>> load_model(const std::string& path);
 

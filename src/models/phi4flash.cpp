@@ -217,9 +217,7 @@ class Phi4FlashModel final : public MicroBatchedModel {
 }  // namespace
 
 Result<std::unique_ptr<Model>> load_phi4flash(const format::GgufFile& gguf) {
-  auto m = std::make_unique<Phi4FlashModel>();
-  CHIMERA_RETURN_IF_ERROR(m->init(gguf));
-  return std::unique_ptr<Model>(std::move(m));
+  return init_model(std::make_unique<Phi4FlashModel>(), gguf);
 }
 
 }  // namespace chimera::models

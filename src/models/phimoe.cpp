@@ -196,9 +196,7 @@ class PhiMoeModel final : public Model, public layers::MoeObservable {
 }  // namespace
 
 Result<std::unique_ptr<Model>> load_phimoe(const format::GgufFile& gguf) {
-  auto m = std::make_unique<PhiMoeModel>();
-  CHIMERA_RETURN_IF_ERROR(m->init(gguf));
-  return std::unique_ptr<Model>(std::move(m));
+  return init_model(std::make_unique<PhiMoeModel>(), gguf);
 }
 
 }  // namespace chimera::models

@@ -131,24 +131,13 @@ void attention_segments(const layers::AttentionConfig& c, const layers::Attentio
   w.wq.apply(h, rows, c.n_embd, q, nq, pool);
   w.wk.apply(h, rows, c.n_embd, k, nk, pool);
   w.wv.apply(h, rows, c.n_embd, v, nv, pool);
-  kernels::AttentionParams ap;
-  ap.n_head = c.n_head;
-  ap.n_head_kv = c.n_head_kv;
-  ap.head_dim = c.head_dim;
-  ap.scale = c.scale != 0.f ? c.scale : 1.0f / std::sqrt((float)c.head_dim);
-  ap.causal = c.causal;
-  ap.window = c.window;
+  const kernels::AttentionParams ap = layers::attention_params(c);
   for (const Segment& sg : segs) {
     layers::KvCache& cache = *sg.state().kv(layer);
     const int64_t pos0 = sg.state().n_past();
     float* qs = q + sg.row * nq;
     float* ks = k + sg.row * nk;
-    if (c.use_rope) {
-      for (int64_t t = 0; t < sg.T; ++t) {
-        kernels::rope(qs + t * nq, c.n_head, c.head_dim, pos0 + t, c.rope);
-        kernels::rope(ks + t * nk, c.n_head_kv, c.head_dim, pos0 + t, c.rope);
-      }
-    }
+    layers::rope_rows(c, qs, ks, sg.T, pos0);
     std::memcpy(cache.k_row(pos0), ks, (size_t)(sg.T * nk) * sizeof(float));
     std::memcpy(cache.v_row(pos0), v + sg.row * nv, (size_t)(sg.T * nv) * sizeof(float));
     kernels::attention(ap, qs, sg.T, nq, pos0, cache.k(), nk, cache.v(), nv, pos0 + sg.T, attn + sg.row * no, no,
