@@ -383,17 +383,8 @@ Result<QuantizeStats> quantize_model(const std::string& in_path, const std::stri
   }
   stats.n_tensors = count;
 
-  Status st = w.write(tmp);
-  if (!st) {
-    std::remove(tmp.c_str());
-    return st.with_context("cannot write '" + out_path + "'");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, out_path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    return io_error("cannot rename '" + tmp + "' to '" + out_path + "': " + ec.message());
-  }
+  // GgufWriter::write goes through out_path + ".partial" and renames on success.
+  if (Status st = w.write(out_path); !st) return st.with_context("cannot write '" + out_path + "'");
   return stats;
 }
 

@@ -163,19 +163,7 @@ Status convert(const std::string& model_path, const std::string& vocab_path, con
       CHIMERA_RETURN_IF_ERROR(add(base + ".scale", GgmlType::F32, {1}, f32_bytes(&m.scale, 1), "F32"));
     }
   }
-  const std::string tmp = out_path + ".partial";
-  Status st = w.write(tmp);
-  std::error_code ec;
-  if (!st.is_ok()) {
-    std::filesystem::remove(tmp, ec);
-    return st;
-  }
-  std::filesystem::rename(tmp, out_path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    return io_error("cannot move the output into place at '" + out_path + "': " + ec.message());
-  }
-  return Status::ok();
+  return w.write(out_path);  // via out_path + ".partial"
 }
 
 }  // namespace chimera::format::bitnet_llama2c

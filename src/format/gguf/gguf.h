@@ -173,6 +173,7 @@ class GgufWriter {
   // Same, but the writer keeps its own copy of the bytes.
   Status add_tensor_copy(const std::string& name, GgmlType type, std::vector<int64_t> ne,
                          std::vector<uint8_t> bytes);
+  // Writes path + ".partial", then renames it to path (removed on failure).
   Status write(const std::string& path) const;
   // The file image; an invalid alignment is replaced by 32 (see set_alignment).
   std::vector<uint8_t> to_bytes() const;

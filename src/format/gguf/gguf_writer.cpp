@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 
 #include "format/gguf/gguf.h"
@@ -155,13 +156,25 @@ void GgufWriter::emit(Sink& s) const {
 Status GgufWriter::write(const std::string& path) const {
   if (!valid_alignment(alignment_))
     return invalid_argument("alignment " + std::to_string(alignment_) + " is not a power of two");
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) return io_error("cannot create '" + path + "'");
+  // Written to path + ".partial" and renamed on success, so a failed or
+  // interrupted write never leaves a truncated file under the final name.
+  const std::string tmp = path + ".partial";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) return io_error("cannot create '" + tmp + "'");
   FileSink s{f};
   emit(s);
   bool ok = s.ok;
   if (std::fclose(f) != 0) ok = false;
-  if (!ok) return io_error("failed writing '" + path + "' (disk full?)");
+  std::error_code ec;
+  if (!ok) {
+    std::filesystem::remove(tmp, ec);
+    return io_error("failed writing '" + tmp + "' (disk full?)");
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    return io_error("cannot move the output into place at '" + path + "': " + ec.message());
+  }
   return Status::ok();
 }
 

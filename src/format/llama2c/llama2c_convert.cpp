@@ -158,19 +158,7 @@ Status convert(const std::string& model_path, const std::string& vocab_path, con
   auto writer = build_gguf(ck.value(), vocab.value(), opts);
   if (!writer) return writer.status().with_context("'" + model_path + "' with '" + vocab_path + "'");
 
-  const std::string tmp = out_path + ".partial";
-  Status st = writer.value().write(tmp);
-  std::error_code ec;
-  if (!st.is_ok()) {
-    std::filesystem::remove(tmp, ec);
-    return st;
-  }
-  std::filesystem::rename(tmp, out_path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    return io_error("cannot move the output into place at '" + out_path + "': " + ec.message());
-  }
-  return Status::ok();
+  return writer.value().write(out_path);  // via out_path + ".partial"
 }
 
 }  // namespace chimera::format::llama2c
