@@ -70,12 +70,9 @@ void matmul(const WeightView& w, const float* x, int64_t m, int64_t ldx, float* 
   if (!kern) std::abort();
 
   GemmArgs g;
-  g.w = static_cast<const uint8_t*>(w.data);
-  g.w_stride = w.row_bytes;
-  g.k = w.cols;
+  const GemmFn gemm = bind_weight(w, kern, g);
   g.y = y;
   g.ldy = ldy;
-  g.w_tail = g.w + (size_t)w.rows * w.row_bytes;
   if (kern->pack_act) {
     const size_t stride = (kern->act_bytes(w.cols) + kActAlign - 1) / kActAlign * kActAlign;
     uint8_t* buf = act_scratch(stride * (size_t)m);
@@ -89,17 +86,48 @@ void matmul(const WeightView& w, const float* x, int64_t m, int64_t ldx, float* 
 
   const bool parallel = pool && pool->size() > 1 && w.rows > kRowGrain && w.rows * w.cols * m >= kMinParallelMacs;
   if (!parallel) {
-    kern->gemm(g, 0, w.rows, 0, m);
+    gemm(g, 0, w.rows, 0, m);
     return;
   }
   // One captured pointer keeps the std::function in its small buffer (no heap).
   struct Job {
-    const MatmulKernel* kern;
+    GemmFn gemm;
     GemmArgs g;
     int64_t m;
-  } job{kern, g, m};
+  } job{gemm, g, m};
   pool->parallel_for(
-      w.rows, [p = &job](int64_t r0, int64_t r1, int) { p->kern->gemm(p->g, r0, r1, 0, p->m); }, kRowGrain);
+      w.rows, [p = &job](int64_t r0, int64_t r1, int) { p->gemm(p->g, r0, r1, 0, p->m); }, kRowGrain);
+}
+
+WeightView WeightView::rows_slice(int64_t r0, int64_t n) const {
+  WeightView v = *this;
+  v.data = static_cast<const uint8_t*>(data) + (size_t)r0 * row_bytes;
+  v.rows = n;
+  if (packed) {
+    const int g = packed_kernel->repack_rows;
+    if (g > 0 && r0 % g == 0 && n % g == 0) {
+      v.packed = static_cast<const uint8_t*>(packed) + (size_t)r0 * packed_row_bytes;
+    } else {
+      v.packed = nullptr;
+      v.packed_kernel = nullptr;
+      v.packed_row_bytes = 0;
+    }
+  }
+  return v;
+}
+
+GemmFnPtr bind_weight(const WeightView& w, const MatmulKernel* kern, GemmArgs& g) {
+  g.k = w.cols;
+  // The tail (I2_S's per-tensor scale) follows the storage-layout rows.
+  g.w_tail = static_cast<const uint8_t*>(w.data) + (size_t)w.rows * w.row_bytes;
+  if (w.packed && w.packed_kernel == kern && kern->gemm_packed) {
+    g.w = static_cast<const uint8_t*>(w.packed);
+    g.w_stride = w.packed_row_bytes;
+    return kern->gemm_packed;
+  }
+  g.w = static_cast<const uint8_t*>(w.data);
+  g.w_stride = w.row_bytes;
+  return kern->gemm;
 }
 
 void weight_row_to_f32(const WeightView& w, int64_t r, float* out) {

@@ -30,7 +30,26 @@ struct WeightView {
   int64_t rows = 0;      // output features (ggml ne1)
   int64_t cols = 0;      // input features (ggml ne0)
   size_t row_bytes = 0;  // bytes per row in storage
+
+  // Load-time repacked copy of the rows (kernels/repack.h), or null. Used only
+  // while `packed_kernel` is the kernel matmul picks (a test that lowers the
+  // ISA after loading gets the storage-layout path). Owned by a PackedWeights.
+  const void* packed = nullptr;
+  const struct MatmulKernel* packed_kernel = nullptr;
+  size_t packed_row_bytes = 0;  // packed bytes per row (averaged over a group)
+
+  // Rows [r0, r0 + n) as a view of their own (expert slices of a 3-D tensor).
+  // Keeps the packed copy when r0 falls on a packing group boundary.
+  WeightView rows_slice(int64_t r0, int64_t n) const;
 };
+
+struct MatmulKernel;
+struct GemmArgs;
+using GemmFnPtr = void (*)(const GemmArgs& args, int64_t r0, int64_t r1, int64_t i0, int64_t i1);
+// Fills args.w / w_stride / k / w_tail for `w` and returns the gemm function of
+// `kern` (the kernel matmul_kernel() picked for w.type): the packed one when w
+// carries a copy packed for this kernel, else the storage-layout one.
+GemmFnPtr bind_weight(const WeightView& w, const MatmulKernel* kern, GemmArgs& args);
 
 // True when matmul/row_to_f32 support weights of this type.
 bool matmul_supports(format::GgmlType type);

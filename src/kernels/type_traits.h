@@ -73,6 +73,24 @@ struct MatmulKernel {
   // Element layout pack_act writes: F32 (values already rounded to
   // vec_dot_type, widened back; exact) or vec_dot_type itself.
   format::GgmlType act_layout = format::GgmlType::F32;
+
+  // Optional load-time weight repacking (kernels/repack.h). When `repack` is
+  // set, a tensor whose row count is a multiple of repack_rows (a power of two
+  // <= 16) may be converted once into this kernel's own layout. matmul then
+  // calls gemm_packed (same pack_act / activation layout) with GemmArgs.w =
+  // the packed copy and w_stride = repack_row_bytes(k): bytes per row averaged
+  // over a group, so group g of repack_rows rows starts at
+  // g * repack_rows * w_stride. gemm_packed is called with r0 a multiple of
+  // repack_rows and r1 a multiple of it or the tensor's row count (itself a
+  // multiple). It keeps the invariant above (y[i][r] independent of bounds,
+  // m and thread count) and states its tolerance against the reference.
+  int repack_rows = 0;
+  size_t (*repack_row_bytes)(int64_t k) = nullptr;
+  // Converts n rows (n % repack_rows == 0) stored in the type's GGUF layout,
+  // row stride src_stride bytes, into the packed layout at dst
+  // (n * repack_row_bytes(k) bytes).
+  void (*repack)(const uint8_t* src, size_t src_stride, int64_t n, int64_t k, uint8_t* dst) = nullptr;
+  GemmFn gemm_packed = nullptr;
 };
 
 struct WeightTypeTraits {

@@ -112,7 +112,7 @@ Status check_routing(const RoutingParams& p) {
 }
 
 Result<ExpertTensor> bind_expert_tensor(const format::GgufFile& g, const std::string& name, int64_t cols,
-                                        int64_t rows, int64_t n_expert) {
+                                        int64_t rows, int64_t n_expert, kernels::PackedWeights* packs) {
   const format::GgufTensorInfo* t = g.find_tensor(name);
   if (!t) return not_found("missing tensor '" + name + "'");
   if (t->dim(0) != cols || t->dim(1) != rows || t->dim(2) != n_expert || t->dim(3) != 1)
@@ -130,6 +130,16 @@ Result<ExpertTensor> bind_expert_tensor(const format::GgufFile& g, const std::st
   e.expert_bytes = e.base.row_bytes * (size_t)rows;
   if (e.expert_bytes * (size_t)n_expert > t->n_bytes)
     return invalid_argument("tensor '" + name + "' is smaller than its shape requires");
+  if (packs) {
+    // Pack all experts as one matrix; expert(e) slices the copy.
+    kernels::WeightView all = e.base;
+    all.rows = rows * n_expert;
+    if (packs->pack(all)) {
+      e.base.packed = all.packed;
+      e.base.packed_kernel = all.packed_kernel;
+      e.base.packed_row_bytes = all.packed_row_bytes;
+    }
+  }
   return e;
 }
 
@@ -140,9 +150,9 @@ Result<MoeWeights> bind_moe(const WeightBinder& b, const format::GgufFile& g, co
   const int64_t E = c.routing.n_expert;
   MoeWeights w;
   CHIMERA_ASSIGN_OR_RETURN(w.router, bind_linear(b, p + ".ffn_gate_inp", c.n_embd, E));
-  CHIMERA_ASSIGN_OR_RETURN(w.gate, bind_expert_tensor(g, p + ".ffn_gate_exps.weight", c.n_embd, c.n_ff, E));
-  CHIMERA_ASSIGN_OR_RETURN(w.up, bind_expert_tensor(g, p + ".ffn_up_exps.weight", c.n_embd, c.n_ff, E));
-  CHIMERA_ASSIGN_OR_RETURN(w.down, bind_expert_tensor(g, p + ".ffn_down_exps.weight", c.n_ff, c.n_embd, E));
+  CHIMERA_ASSIGN_OR_RETURN(w.gate, bind_expert_tensor(g, p + ".ffn_gate_exps.weight", c.n_embd, c.n_ff, E, b.packs()));
+  CHIMERA_ASSIGN_OR_RETURN(w.up, bind_expert_tensor(g, p + ".ffn_up_exps.weight", c.n_embd, c.n_ff, E, b.packs()));
+  CHIMERA_ASSIGN_OR_RETURN(w.down, bind_expert_tensor(g, p + ".ffn_down_exps.weight", c.n_ff, c.n_embd, E, b.packs()));
   if (c.n_ff_shexp > 0) {
     CHIMERA_ASSIGN_OR_RETURN(w.shexp.gate, bind_linear(b, p + ".ffn_gate_shexp", c.n_embd, c.n_ff_shexp));
     CHIMERA_ASSIGN_OR_RETURN(w.shexp.up, bind_linear(b, p + ".ffn_up_shexp", c.n_embd, c.n_ff_shexp));

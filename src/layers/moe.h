@@ -104,16 +104,18 @@ struct ExpertTensor {
   kernels::WeightView base;  // rows/cols/row_bytes of one expert; data = expert 0
   int64_t n_expert = 0;
   size_t expert_bytes = 0;
+  // Expert e's rows (base.packed, when set, is the whole tensor's packed copy).
   kernels::WeightView expert(int64_t e) const {
-    kernels::WeightView v = base;
-    v.data = static_cast<const uint8_t*>(base.data) + (size_t)e * expert_bytes;
-    return v;
+    kernels::WeightView all = base;
+    all.rows = base.rows * n_expert;
+    return all.rows_slice(e * base.rows, base.rows);
   }
 };
 
 // Binds a 3-D tensor [cols, rows, n_expert] with shape and type checks.
+// With packs, the tensor is repacked for its kernel (kernels/repack.h).
 Result<ExpertTensor> bind_expert_tensor(const format::GgufFile& g, const std::string& name, int64_t cols,
-                                        int64_t rows, int64_t n_expert);
+                                        int64_t rows, int64_t n_expert, kernels::PackedWeights* packs = nullptr);
 
 struct MoeConfig {
   int64_t n_embd = 0;

@@ -29,6 +29,7 @@ bool same_packing(const GroupedMatmulTask& a, const kernels::MatmulKernel* ka, c
 
 struct Prepared {
   const kernels::MatmulKernel* kern;
+  kernels::GemmFn gemm;
   kernels::GemmArgs g;
   int64_t rows, m;
 };
@@ -57,7 +58,7 @@ void run_range(const Prepared* p, int64_t np, Split a, Split b) {
   for (int64_t t = a.task; t < np && (t < b.task || (t == b.task && b.row > 0)); ++t) {
     const int64_t r0 = t == a.task ? a.row : 0;
     const int64_t r1 = t == b.task ? b.row : p[t].rows;
-    if (r0 < r1) p[t].kern->gemm(p[t].g, r0, r1, 0, p[t].m);
+    if (r0 < r1) p[t].gemm(p[t].g, r0, r1, 0, p[t].m);
   }
 }
 
@@ -93,9 +94,7 @@ void grouped_matmul(const GroupedMatmulTask* tasks, int64_t n, uint8_t* scratch,
     p.kern = k;
     p.rows = task.w.rows;
     p.m = task.m;
-    p.g.w = static_cast<const uint8_t*>(task.w.data);
-    p.g.w_stride = task.w.row_bytes;
-    p.g.k = task.w.cols;
+    p.gemm = kernels::bind_weight(task.w, k, p.g);
     p.g.y = task.y;
     p.g.ldy = task.ldy;
     if (!k->pack_act) {
@@ -119,7 +118,7 @@ void grouped_matmul(const GroupedMatmulTask* tasks, int64_t n, uint8_t* scratch,
   if (np == 0) return;
   const int nt = pool ? pool->size() : 1;
   if (nt <= 1 || macs < min_parallel_macs) {
-    for (int64_t t = 0; t < np; ++t) prep[t].kern->gemm(prep[t].g, 0, prep[t].rows, 0, prep[t].m);
+    for (int64_t t = 0; t < np; ++t) prep[t].gemm(prep[t].g, 0, prep[t].rows, 0, prep[t].m);
     return;
   }
   struct Job {

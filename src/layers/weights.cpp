@@ -8,6 +8,12 @@
 namespace chimera::layers {
 
 Result<kernels::WeightView> WeightBinder::matrix(const std::string& name, int64_t cols, int64_t rows) const {
+  CHIMERA_ASSIGN_OR_RETURN(kernels::WeightView w, table(name, cols, rows));
+  if (packs_) packs_->pack(w);
+  return w;
+}
+
+Result<kernels::WeightView> WeightBinder::table(const std::string& name, int64_t cols, int64_t rows) const {
   const format::GgufTensorInfo* t = gguf_.find_tensor(name);
   if (!t) return not_found("missing tensor '" + name + "'");
   if (t->dim(2) != 1 || t->dim(3) != 1)

@@ -12,6 +12,7 @@
 #include "core/status.h"
 #include "format/gguf/gguf.h"
 #include "kernels/matmul.h"
+#include "kernels/repack.h"
 
 namespace chimera::layers {
 
@@ -24,10 +25,17 @@ struct Vec {
 
 class WeightBinder {
  public:
-  explicit WeightBinder(const format::GgufFile& gguf) : gguf_(gguf) {}
+  // With `packs`, matrices are repacked into their kernel's layout at bind
+  // time (kernels/repack.h) and the copies owned by *packs.
+  explicit WeightBinder(const format::GgufFile& gguf, kernels::PackedWeights* packs = nullptr)
+      : gguf_(gguf), packs_(packs) {}
 
-  // Matrix with ggml shape [cols, rows] (ne0 = cols = input features).
+  // Matrix with ggml shape [cols, rows] (ne0 = cols = input features), for matmul.
   Result<kernels::WeightView> matrix(const std::string& name, int64_t cols, int64_t rows) const;
+  // Same shape checks, never repacked: a lookup table read a row at a time
+  // (token embeddings).
+  Result<kernels::WeightView> table(const std::string& name, int64_t cols, int64_t rows) const;
+  kernels::PackedWeights* packs() const { return packs_; }
   // Same, but absent -> empty view (data == nullptr).
   Result<kernels::WeightView> optional_matrix(const std::string& name, int64_t cols, int64_t rows) const;
   // 1-D tensor of n elements widened to float32.
@@ -37,6 +45,7 @@ class WeightBinder {
 
  private:
   const format::GgufFile& gguf_;
+  kernels::PackedWeights* packs_ = nullptr;
 };
 
 }  // namespace chimera::layers

@@ -101,7 +101,7 @@ class BitnetModel final : public MicroBatchedModel {
     if (n_rot > head_dim_) return invalid_argument("rope.dimension_count exceeds the head size");
     CHIMERA_ASSIGN_OR_RETURN(rope_, read_rope(hp, kernels::RopeMode::kNeox, n_rot, info_.n_ctx_train));
 
-    layers::WeightBinder b(g);
+    layers::WeightBinder b(g, &packed_);
     CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
     info_.n_vocab = embd_.output.rows;
     const int64_t nq = n_head_ * head_dim_, nkv = n_head_kv_ * head_dim_;

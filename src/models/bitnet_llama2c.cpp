@@ -134,7 +134,7 @@ class BitnetLlama2cModel final : public MicroBatchedModel {
     info_.n_layer = n_layer;
     info_.n_embd = dim_;
     CHIMERA_ASSIGN_OR_RETURN(rope_, read_rope(hp, kernels::RopeMode::kNorm, head_dim_, info_.n_ctx_train));
-    layers::WeightBinder b(g);
+    layers::WeightBinder b(g, &packed_);
     CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, dim_, &embd_));
     info_.n_vocab = embd_.output.rows;
     layers_.resize((size_t)n_layer);

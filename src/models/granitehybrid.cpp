@@ -113,7 +113,7 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
       moe_cfg_.routing.renormalize = true;
     }
 
-    layers::WeightBinder b(g);
+    layers::WeightBinder b(g, &packed_);
     CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
     info_.n_vocab = embd_.output.rows;
     int64_t max_head = 0;

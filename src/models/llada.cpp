@@ -73,7 +73,7 @@ class DiffusionLm final : public Model {
     CHIMERA_ASSIGN_OR_RETURN(attn_cfg_.rope, read_rope(hp, fam.rope, n_rot, info_.n_ctx_train));
     attn_cfg_.scale = hp.real_or("attention.scale", 0.f);
 
-    layers::WeightBinder b(g);
+    layers::WeightBinder b(g, &packed_);
     CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
     info_.n_vocab = embd_.output.rows;
     layers_.resize((size_t)n_layer);

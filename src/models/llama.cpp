@@ -48,7 +48,7 @@ class LlamaModel final : public MicroBatchedModel {
     CHIMERA_ASSIGN_OR_RETURN(attn_cfg_.rope, read_rope(hp, kernels::RopeMode::kNorm, n_rot, info_.n_ctx_train));
     attn_cfg_.scale = hp.real_or("attention.scale", 0.f);
 
-    layers::WeightBinder b(g);
+    layers::WeightBinder b(g, &packed_);
     CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
     info_.n_vocab = embd_.output.rows;
     CHIMERA_ASSIGN_OR_RETURN(rope_freqs_, b.optional_vector("rope_freqs.weight", n_rot / 2));

@@ -59,7 +59,7 @@ class MambaModel final : public MicroBatchedModel {
       CHIMERA_RETURN_IF_ERROR(m2_.validate());
     }
 
-    layers::WeightBinder b(g);
+    layers::WeightBinder b(g, &packed_);
     CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
     info_.n_vocab = embd_.output.rows;
     layers_.resize((size_t)n_layer);

@@ -14,6 +14,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "format/gguf/gguf.h"
+#include "kernels/repack.h"
 #include "layers/state.h"
 #include "tokenizer/tokenizer.h"
 
@@ -85,6 +86,9 @@ class Model {
   virtual void forward_batch_impl(std::span<BatchItem> items, ThreadPool* pool);
 
   ModelInfo info_;
+  // Load-time repacked weight copies (WeightBinder(g, &packed_)); a base-class
+  // member, so it outlives the family's WeightViews that point into it.
+  kernels::PackedWeights packed_;
   std::unique_ptr<format::GgufFile> gguf_;
   std::unique_ptr<tokenizer::Tokenizer> tok_;
   friend Result<std::unique_ptr<Model>> load_model(const std::string& path);

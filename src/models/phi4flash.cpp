@@ -87,7 +87,7 @@ class Phi4FlashModel final : public MicroBatchedModel {
     mem_layer_ = half_;
     kv_layer_ = half_ + 1;
 
-    layers::WeightBinder b(g);
+    layers::WeightBinder b(g, &packed_);
     CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
     info_.n_vocab = embd_.output.rows;
     layers_.resize((size_t)n_layer);

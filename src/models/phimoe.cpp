@@ -76,7 +76,7 @@ class PhiMoeModel final : public Model, public layers::MoeObservable {
     if (n_rot > head_dim) return invalid_argument("rope.dimension_count exceeds the head size");
     CHIMERA_ASSIGN_OR_RETURN(attn_cfg_.rope, read_rope(hp, kernels::RopeMode::kNeox, n_rot, info_.n_ctx_train));
 
-    layers::WeightBinder b(g);
+    layers::WeightBinder b(g, &packed_);
     CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
     info_.n_vocab = embd_.output.rows;
     if (!embd_.output_norm_b.present()) return not_found("missing tensor 'output_norm.bias' (phimoe LayerNorm)");

@@ -12,7 +12,7 @@ Status bind_embeddings(const layers::WeightBinder& b, const format::GgufFile& g,
   const format::GgufTensorInfo* t = g.find_tensor("token_embd.weight");
   if (!t) return not_found("missing tensor 'token_embd.weight'");
   const int64_t n_vocab = t->dim(1);
-  CHIMERA_ASSIGN_OR_RETURN(e->tok, b.matrix("token_embd.weight", n_embd, n_vocab));
+  CHIMERA_ASSIGN_OR_RETURN(e->tok, b.table("token_embd.weight", n_embd, n_vocab));
   CHIMERA_ASSIGN_OR_RETURN(e->output_norm, b.vector("output_norm.weight", n_embd));
   CHIMERA_ASSIGN_OR_RETURN(e->output_norm_b, b.optional_vector("output_norm.bias", n_embd));
   if (b.has("output.weight")) {
@@ -20,7 +20,7 @@ Status bind_embeddings(const layers::WeightBinder& b, const format::GgufFile& g,
     CHIMERA_ASSIGN_OR_RETURN(e->output, b.matrix("output.weight", n_embd, o->dim(1)));
     CHIMERA_ASSIGN_OR_RETURN(e->output_b, b.optional_vector("output.bias", o->dim(1)));
   } else {
-    e->output = e->tok;
+    CHIMERA_ASSIGN_OR_RETURN(e->output, b.matrix("token_embd.weight", n_embd, n_vocab));
     e->tied = true;
   }
   return Status::ok();

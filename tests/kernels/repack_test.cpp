@@ -1,0 +1,120 @@
+// The load-time repacking plumbing: which gemm matmul binds for a view, and
+// how sub-range views (expert slices) carry the packed copy. The packed
+// kernels themselves are swept in their own tests.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+
+#include "kernels/dispatch.h"
+#include "kernels/matmul.h"
+#include "kernels/repack.h"
+#include "kernels/type_traits.h"
+
+namespace chimera::kernels {
+namespace {
+
+void gemm_a(const GemmArgs&, int64_t, int64_t, int64_t, int64_t) {}
+void gemm_b(const GemmArgs&, int64_t, int64_t, int64_t, int64_t) {}
+
+WeightView packed_view(const MatmulKernel* k, const uint8_t* data, const uint8_t* packed) {
+  WeightView w;
+  w.type = format::GgmlType::Q8_0;
+  w.data = data;
+  w.rows = 32;
+  w.cols = 64;
+  w.row_bytes = 68;
+  w.packed = packed;
+  w.packed_kernel = k;
+  w.packed_row_bytes = 70;
+  return w;
+}
+
+TEST(Repack, BindWeightPicksPackedOnlyForItsKernel) {
+  MatmulKernel k;
+  k.gemm = gemm_a;
+  k.gemm_packed = gemm_b;
+  k.repack_rows = 8;
+  MatmulKernel other = k;
+  static uint8_t data[32 * 68], packed[32 * 70];
+  const WeightView w = packed_view(&k, data, packed);
+
+  GemmArgs g;
+  EXPECT_EQ(bind_weight(w, &k, g), &gemm_b);
+  EXPECT_EQ(g.w, packed);
+  EXPECT_EQ(g.w_stride, 70u);
+  EXPECT_EQ(g.k, 64);
+  EXPECT_EQ(g.w_tail, data + 32 * 68);  // the tail follows the storage rows
+
+  GemmArgs h;
+  EXPECT_EQ(bind_weight(w, &other, h), &gemm_a);  // packed for another kernel (ISA)
+  EXPECT_EQ(h.w, data);
+  EXPECT_EQ(h.w_stride, 68u);
+
+  WeightView plain = w;
+  plain.packed = nullptr;
+  EXPECT_EQ(bind_weight(plain, &k, h), &gemm_a);
+}
+
+TEST(Repack, RowsSliceKeepsPackedOnGroupBoundaries) {
+  MatmulKernel k;
+  k.gemm = gemm_a;
+  k.gemm_packed = gemm_b;
+  k.repack_rows = 8;
+  static uint8_t data[32 * 68], packed[32 * 70];
+  const WeightView w = packed_view(&k, data, packed);
+
+  const WeightView s = w.rows_slice(16, 8);
+  EXPECT_EQ(s.rows, 8);
+  EXPECT_EQ(s.data, data + 16 * 68);
+  EXPECT_EQ(s.packed, packed + 16 * 70);
+  EXPECT_EQ(s.packed_kernel, &k);
+
+  const WeightView odd = w.rows_slice(4, 8);  // not on a group boundary: storage layout only
+  EXPECT_EQ(odd.data, data + 4 * 68);
+  EXPECT_EQ(odd.packed, nullptr);
+  GemmArgs g;
+  EXPECT_EQ(bind_weight(odd, &k, g), &gemm_a);
+
+  const WeightView part = w.rows_slice(8, 4);  // partial group
+  EXPECT_EQ(part.packed, nullptr);
+}
+
+TEST(Repack, PackIsANoOpWithoutAPackingKernelOrWhenDisabled) {
+  // F32 has no repacking kernel on any ISA: pack() leaves the view alone.
+  static float data[16 * 8];
+  WeightView w;
+  w.type = format::GgmlType::F32;
+  w.data = data;
+  w.rows = 16;
+  w.cols = 8;
+  w.row_bytes = 8 * sizeof(float);
+  PackedWeights packs;
+  EXPECT_FALSE(packs.pack(w));
+  EXPECT_EQ(w.packed, nullptr);
+  EXPECT_EQ(packs.count(), 0u);
+
+  setenv("CHIMERA_REPACK", "0", 1);
+  EXPECT_FALSE(repack_enabled());
+  unsetenv("CHIMERA_REPACK");
+  EXPECT_TRUE(repack_enabled());
+}
+
+// Every kernel that declares repacking declares all of it.
+TEST(Repack, KernelTablesDeclareCompleteRepacking) {
+  for (Isa isa : available_isas()) {
+    for (int t = 0; t < 64; ++t) {
+      const MatmulKernel* k = matmul_kernel((format::GgmlType)t, isa);
+      if (!k || !k->repack) continue;
+      SCOPED_TRACE(std::string(k->name ? k->name : "?") + " " + isa_name(isa));
+      EXPECT_NE(k->gemm_packed, nullptr);
+      EXPECT_NE(k->repack_row_bytes, nullptr);
+      EXPECT_GT(k->repack_rows, 0);
+      EXPECT_LE(k->repack_rows, 16);
+      EXPECT_EQ(16 % k->repack_rows, 0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace chimera::kernels
