@@ -63,6 +63,39 @@ inline ShellResult run_chimera(const std::string& args, bool with_stderr = true)
   return run_shell(chimera_binary() + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null"));
 }
 
+// A command's exit status with its standard output and error kept apart.
+struct SplitResult {
+  int exit_code = -1;     // exit status when it exited normally
+  bool signaled = false;  // a signal ended it (a crash)
+  std::string out, err;
+};
+
+inline std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// `chimera ARGS` (ARGS as shell words), stderr captured through a temp file.
+inline SplitResult run_chimera_split(const std::string& args) {
+  SplitResult r;
+  const std::string err_path = temp_path("split-stderr.txt");
+  const std::string cmd = "exec " + shell_quote(chimera_binary()) + " " + args + " 2>" + shell_quote(err_path);
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int status = ::pclose(p);
+  if (WIFSIGNALED(status)) r.signaled = true;
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  if (r.exit_code > 128) r.signaled = true;  // a shell that did not exec reports 128 + signal
+  std::ifstream e(err_path);
+  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
+  std::filesystem::remove(err_path);
+  return r;
+}
+
 }  // namespace chimera::test
 
 #define CHIMERA_REQUIRE_SHARED(var)                                       \

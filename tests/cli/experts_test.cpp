@@ -16,33 +16,9 @@
 namespace chimera::cli {
 namespace {
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-RunResult run_chimera(const std::string& args) {
-  RunResult r;
-  const std::string err_path = test::temp_path("experts-stderr.txt");
-  const std::string cmd = "exec " + quote(test::chimera_binary()) + " " + args + " 2>" + quote(err_path);
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  std::ifstream e(err_path);
-  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
-  std::filesystem::remove(err_path);
-  return r;
-}
+using RunResult = test::SplitResult;
+std::string quote(const std::string& s) { return test::shell_quote(s); }
+RunResult run_chimera(const std::string& args) { return test::run_chimera_split(args); }
 
 nlohmann::json read_json(const std::string& path) {
   std::ifstream f(path);

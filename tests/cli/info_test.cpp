@@ -19,38 +19,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct RunResult {
-  int exit_code = -1;
-  bool signaled = false;
-  std::string out;
-  std::string err;
-};
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-RunResult run_chimera(const std::string& args) {
-  RunResult r;
-  const std::string err_path = test::temp_path("info-stderr.txt");
-  const std::string cmd = "exec " + quote(test::chimera_binary()) + " " + args + " 2>" + quote(err_path);
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  if (WIFSIGNALED(status)) r.signaled = true;
-  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  // A shell that did not exec reports a signal as 128 + n.
-  if (r.exit_code > 128) r.signaled = true;
-  std::ifstream e(err_path);
-  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
-  fs::remove(err_path);
-  return r;
-}
+using RunResult = test::SplitResult;
+std::string quote(const std::string& s) { return test::shell_quote(s); }
+RunResult run_chimera(const std::string& args) { return test::run_chimera_split(args); }
 
 void write_bytes(const std::string& path, const std::vector<uint8_t>& b, size_t n) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);

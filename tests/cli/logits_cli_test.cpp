@@ -14,14 +14,11 @@
 namespace chimera::test {
 namespace {
 
+// Standard output of `cmd`; *status = its exit status (-1: a signal ended it).
 std::string run_capture(const std::string& cmd, int* status) {
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  *status = pclose(p);
-  return out;
+  ShellResult r = run_shell(cmd);
+  *status = r.rc;
+  return r.output;
 }
 
 TEST(LogitsCli, MatchesGoldenInEveryMode) {
