@@ -15,12 +15,6 @@ namespace {
 GgufValue u32(int64_t v) { return GgufValue::from_u32((uint32_t)v); }
 GgufValue f32(double v) { return GgufValue::from_f32((float)v); }
 
-void header(SynthPlan& p, const char* arch, std::string_view name) {
-  p.set("general.architecture", GgufValue::from_string(arch));
-  p.set("general.type", GgufValue::from_string("model"));
-  p.set("general.name", GgufValue::from_string(std::string(name)));
-  p.set("general.file_type", u32(0));
-}
 // Phi-3's added tokens at ids 32000-32010 (added_tokens.json of the Phi-3 / Phi-3.5 family),
 // control tokens, with eos <|endoftext|> as the converter writes it. llama.cpp looks
 // "<|endoftext|>" up by name for every model whose general.name contains "phi-3" and fails
@@ -78,7 +72,7 @@ Result<SynthPlan> build_phimoe_plan(const PhiMoeSynthConfig& cfg, const SynthReq
   const int64_t n_embd = cfg.n_embd, n_q = cfg.n_head * cfg.head_dim, n_kv = cfg.n_head_kv * cfg.head_dim;
   const std::string a = "phimoe.";
   SynthPlan p;
-  header(p, "phimoe", cfg.display_name);
+  set_general_header(p, "phimoe", cfg.display_name);
   p.set(a + "context_length", u32(cfg.n_ctx));
   p.set(a + "rope.scaling.original_context_length", u32(cfg.n_ctx_orig));
   p.set(a + "embedding_length", u32(n_embd));
@@ -135,7 +129,7 @@ Result<SynthPlan> build_llada_plan(const LladaSynthConfig& cfg, const SynthReque
   const int64_t n_embd = cfg.n_embd, head_dim = n_embd / cfg.n_head, n_kv = cfg.n_head_kv * head_dim;
   const std::string a = "llada.";
   SynthPlan p;
-  header(p, "llada", cfg.display_name);
+  set_general_header(p, "llada", cfg.display_name);
   set_llama_hparams(p, a, cfg, n_layer, n_vocab);
   p.set(a + "attention.causal", GgufValue::from_bool(false));
   p.set("diffusion.shift_logits", GgufValue::from_bool(false));
@@ -165,7 +159,7 @@ Result<SynthPlan> build_bitnet_plan(const BitnetSynthConfig& cfg, const SynthReq
   const int64_t n_embd = cfg.n_embd, head_dim = n_embd / cfg.n_head, n_kv = cfg.n_head_kv * head_dim;
   const std::string a = "bitnet.";
   SynthPlan p;
-  header(p, "bitnet", cfg.display_name);
+  set_general_header(p, "bitnet", cfg.display_name);
   set_llama_hparams(p, a, cfg, n_layer, n_vocab);
   // chimera's switch for the 2B-4T squared-ReLU FFN under arch "bitnet" (models/bitnet.cpp).
   if (cfg.relu2) p.set(a + "ffn_activation", GgufValue::from_string("relu2"));

@@ -118,6 +118,9 @@ Result<SynthPlan> build_phi4flash_plan(const Phi4FlashSynthConfig& cfg, const Sy
 void add_attention_tensors(SynthPlan& p, const std::string& b, int64_t n_embd, int64_t n_q, int64_t n_kv,
                            const SynthInit& w, bool bias);
 
+// general.architecture / type / name and file_type (0 until apply_type sets it).
+void set_general_header(SynthPlan& p, const std::string& arch, std::string_view name);
+
 // Tensors of one Mamba-2 block under prefix b ("blk.N."), as llama.cpp names them.
 void add_mamba2_tensors(SynthPlan& p, const std::string& b, int64_t n_embd, const Mamba2Geometry& g);
 

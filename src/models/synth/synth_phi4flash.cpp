@@ -29,10 +29,7 @@ Result<SynthPlan> build_phi4flash_plan(const Phi4FlashSynthConfig& cfg, const Sy
   const int64_t d_inner = cfg.mamba_expand * d;
   const std::string a = "phi4flash.";
   SynthPlan p;
-  p.set("general.architecture", GgufValue::from_string("phi4flash"));
-  p.set("general.type", GgufValue::from_string("model"));
-  p.set("general.name", GgufValue::from_string(std::string(cfg.display_name)));
-  p.set("general.file_type", u32(0));
+  set_general_header(p, "phi4flash", cfg.display_name);
   p.set(a + "context_length", u32(cfg.n_ctx));
   p.set(a + "embedding_length", u32(d));
   p.set(a + "block_count", u32(n_layer));

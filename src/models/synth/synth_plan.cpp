@@ -6,6 +6,7 @@
 #include <numbers>
 
 #include "models/synth/synth.h"
+#include "models/synth/synth_families.h"
 
 namespace chimera::models::synth {
 
@@ -50,6 +51,13 @@ uint64_t SynthPlan::total_elements() const {
   uint64_t n = 0;
   for (const auto& t : tensors) n += t.n_elements();
   return n;
+}
+
+void set_general_header(SynthPlan& p, const std::string& arch, std::string_view name) {
+  p.set("general.architecture", GgufValue::from_string(arch));
+  p.set("general.type", GgufValue::from_string("model"));
+  p.set("general.name", GgufValue::from_string(std::string(name)));
+  p.set("general.file_type", GgufValue::from_u32(0));
 }
 
 namespace {

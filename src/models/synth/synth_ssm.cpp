@@ -42,10 +42,7 @@ Result<SynthPlan> build_mamba2_plan(const Mamba2SynthConfig& cfg, const SynthReq
   const int64_t n_embd = cfg.n_embd;
   const std::string a = "mamba2.";
   SynthPlan p;
-  p.set("general.architecture", GgufValue::from_string("mamba2"));
-  p.set("general.type", GgufValue::from_string("model"));
-  p.set("general.name", GgufValue::from_string(std::string(cfg.display_name)));
-  p.set("general.file_type", u32(0));
+  set_general_header(p, "mamba2", cfg.display_name);
   p.set(a + "context_length", u32(cfg.n_ctx));
   p.set(a + "embedding_length", u32(n_embd));
   p.set(a + "feed_forward_length", u32(0));
@@ -88,10 +85,7 @@ Result<SynthPlan> build_granitehybrid_plan(const GraniteHybridSynthConfig& cfg, 
 
   const std::string a = "granitehybrid.";
   SynthPlan p;
-  p.set("general.architecture", GgufValue::from_string("granitehybrid"));
-  p.set("general.type", GgufValue::from_string("model"));
-  p.set("general.name", GgufValue::from_string(std::string(cfg.display_name)));
-  p.set("general.file_type", u32(0));
+  set_general_header(p, "granitehybrid", cfg.display_name);
   p.set(a + "context_length", u32(cfg.n_ctx));
   p.set(a + "embedding_length", u32(n_embd));
   p.set(a + "block_count", u32(n_layer));
