@@ -57,6 +57,8 @@ class Model {
   const ModelInfo& info() const { return info_; }
   const tokenizer::Tokenizer& tokenizer() const { return *tok_; }
   const format::GgufFile& gguf() const { return *gguf_; }
+  // Bytes of the weight copies repacked at load for the active ISA's kernels.
+  size_t repacked_bytes() const { return packed_.bytes(); }
 
   // What each layer keeps per sequence.
   virtual std::vector<layers::LayerStateSpec> state_specs() const = 0;
