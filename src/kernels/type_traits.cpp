@@ -9,7 +9,9 @@
 
 #include "core/fp16.h"
 #include "quant/kquant_blocks.h"
+#include "kernels/matmul_iq4xs.h"
 #include "quant/i2s.h"
+#include "quant/iq4xs_blocks.h"
 #include "quant/legacy_blocks.h"
 #include "quant/ternary_blocks.h"
 
@@ -111,6 +113,14 @@ struct Table {
                                  quant_to_f32<block_q5_K, dequantize_row_q5_K>));
     entries.push_back(make_entry(GgmlType::Q6_K, GgmlType::Q8_K, 256, sizeof(block_q6_K), q8_K,
                                  quant_to_f32<block_q6_K, dequantize_row_q6_K>));
+    // IQ4_XS: kernels in matmul_iq4xs_*.cpp (not routed through the per-ISA providers).
+    WeightTypeTraits xs = make_entry(GgmlType::IQ4_XS, GgmlType::Q8_K, 256, sizeof(block_iq4_xs), q8_K,
+                                     quant_to_f32<block_iq4_xs, dequantize_row_iq4_xs>);
+    xs.kernels[(int)Isa::kScalar] = iq4xs::kernel_scalar(GgmlType::IQ4_XS);
+    xs.kernels[(int)Isa::kAvx2] = iq4xs::kernel_avx2(GgmlType::IQ4_XS);
+    xs.kernels[(int)Isa::kAvx512] = iq4xs::kernel_avx512(GgmlType::IQ4_XS);
+    xs.kernels[(int)Isa::kAvx512Vnni] = iq4xs::kernel_avx512vnni(GgmlType::IQ4_XS);
+    entries.push_back(xs);
     entries.push_back(make_entry(GgmlType::TQ1_0, GgmlType::Q8_K, 256, sizeof(block_tq1_0), q8_K,
                                  quant_to_f32<block_tq1_0, dequantize_row_tq1_0>));
     entries.push_back(make_entry(GgmlType::TQ2_0, GgmlType::Q8_K, 256, sizeof(block_tq2_0), q8_K,

@@ -16,6 +16,7 @@
 #include "core/fp16.h"
 #include "core/thread_pool.h"
 #include "format/gguf/gguf.h"
+#include "quant/iq4xs_blocks.h"
 #include "quant/kquant_blocks.h"
 #include "quant/legacy_blocks.h"
 #include "quant/ternarize.h"
@@ -82,7 +83,8 @@ GgmlType mix_rule(const QuantMix& mix, const MixContext& ctx, const TensorShape&
     return type;
   }
   if (!is_kquant(mix.base) && mix.base != GgmlType::Q4_0 && mix.base != GgmlType::Q4_1 &&
-      mix.base != GgmlType::Q5_0 && mix.base != GgmlType::Q5_1 && mix.base != GgmlType::Q8_0)
+      mix.base != GgmlType::Q5_0 && mix.base != GgmlType::Q5_1 && mix.base != GgmlType::Q8_0 &&
+      mix.base != GgmlType::IQ4_XS)
     return type;  // float "mixes" convert every quantizable tensor to the base type
   const int64_t layer = layer_of(n);
   if (n == "output.weight" || (!ctx.has_output && n == "token_embd.weight")) {
@@ -96,12 +98,14 @@ GgmlType mix_rule(const QuantMix& mix, const MixContext& ctx, const TensorShape&
     else if (m == "Q3_K_M") type = i < 2 ? GgmlType::Q5_K : GgmlType::Q4_K;
     else if ((m == "Q4_K_M" || m == "Q5_K_M") && use_more_bits(i, ctx.n_attn_v)) type = GgmlType::Q6_K;
     else if (m == "Q4_K_S" && i < 4) type = GgmlType::Q5_K;
+    else if (m == "IQ4_XS" && ctx.n_gqa >= 4) type = GgmlType::Q5_K;
   } else if (contains(n, "ffn_down")) {
     const int64_t i = layer < 0 ? 0 : layer, nl = ctx.n_ffn_down;
     if (m == "Q2_K") type = GgmlType::Q3_K;
     else if (m == "Q3_K_M") type = i < nl / 16 ? GgmlType::Q5_K : GgmlType::Q4_K;
     else if ((m == "Q4_K_M" || m == "Q5_K_M") && use_more_bits(i, nl)) type = GgmlType::Q6_K;
     else if (m == "Q4_K_S" && i < nl / 8) type = GgmlType::Q5_K;
+    else if (m == "IQ4_XS" && i < nl / 8) type = GgmlType::Q5_K;  // llama.cpp: without an imatrix
   } else if (contains(n, "attn_output.weight")) {
     if (m == "Q2_K") type = GgmlType::Q3_K;
     else if (m == "Q3_K_M") type = GgmlType::Q4_K;
@@ -119,7 +123,7 @@ const std::vector<QuantMix>& quant_mixes() {
       {"Q3_K_M", 12, GgmlType::Q3_K}, {"Q4_K_S", 14, GgmlType::Q4_K}, {"Q4_K_M", 15, GgmlType::Q4_K},
       {"Q5_K_S", 16, GgmlType::Q5_K}, {"Q5_K_M", 17, GgmlType::Q5_K}, {"Q6_K", 18, GgmlType::Q6_K},
       {"F16", 1, GgmlType::F16},      {"BF16", 32, GgmlType::BF16},   {"F32", 0, GgmlType::F32},
-      {"TQ1_0", 36, GgmlType::TQ1_0}, {"TQ2_0", 37, GgmlType::TQ2_0},
+      {"TQ1_0", 36, GgmlType::TQ1_0}, {"TQ2_0", 37, GgmlType::TQ2_0}, {"IQ4_XS", 30, GgmlType::IQ4_XS},
   };
   return kMixes;
 }
@@ -173,6 +177,7 @@ GgmlType choose_tensor_type(const QuantMix& mix, const MixContext& ctx, const Te
     case GgmlType::Q4_K: type = GgmlType::Q5_0; break;
     case GgmlType::Q5_K: type = GgmlType::Q5_1; break;
     case GgmlType::Q6_K: type = GgmlType::Q8_0; break;
+    case GgmlType::IQ4_XS: type = GgmlType::IQ4_NL; break;
     default: type = GgmlType::F16; break;  // llama.cpp refuses legacy types here; F16 is always possible
   }
   if (format::ggml_row_size(type, nx) == 0) type = GgmlType::F16;
@@ -208,6 +213,7 @@ void encode_one(GgmlType type, const float* x, int64_t n, uint8_t* y) {
     case GgmlType::Q4_K: quantize_row_q4_K_ref(x, (block_q4_K*)y, n); break;
     case GgmlType::Q5_K: quantize_row_q5_K_ref(x, (block_q5_K*)y, n); break;
     case GgmlType::Q6_K: quantize_row_q6_K_ref(x, (block_q6_K*)y, n); break;
+    case GgmlType::IQ4_XS: quantize_row_iq4_xs_ref(x, (block_iq4_xs*)y, n); break;
     // Row-wise TQ encoding is llama.cpp's (per-block absmax, as llama-quantize and synth do);
     // quantize_model ternarizes whole matrices with absmean instead (ternarize_matrices).
     case GgmlType::TQ1_0: quantize_row_tq1_0(x, (block_tq1_0*)y, n); break;
@@ -221,7 +227,7 @@ bool can_encode(GgmlType t) {
     case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: case GgmlType::Q8_0: case GgmlType::Q4_0:
     case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::IQ4_NL: case GgmlType::Q2_K:
     case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: case GgmlType::TQ1_0:
-    case GgmlType::TQ2_0:
+    case GgmlType::TQ2_0: case GgmlType::IQ4_XS:
       return true;
     default:
       return false;
@@ -296,6 +302,7 @@ Status decode_row(GgmlType type, const uint8_t* x, int64_t n, float* y) {
     case GgmlType::Q4_K: dequantize_row_q4_K((const block_q4_K*)x, y, n); break;
     case GgmlType::Q5_K: dequantize_row_q5_K((const block_q5_K*)x, y, n); break;
     case GgmlType::Q6_K: dequantize_row_q6_K((const block_q6_K*)x, y, n); break;
+    case GgmlType::IQ4_XS: dequantize_row_iq4_xs((const block_iq4_xs*)x, y, n); break;
     case GgmlType::Q8_K: dequantize_row_q8_K((const block_q8_K*)x, y, n); break;
     case GgmlType::TQ1_0: dequantize_row_tq1_0((const block_tq1_0*)x, y, n); break;
     case GgmlType::TQ2_0: dequantize_row_tq2_0((const block_tq2_0*)x, y, n); break;

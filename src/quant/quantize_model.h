@@ -11,6 +11,9 @@
 // attn_qkv and attn_kv_b follow the attn_v rules (llama.cpp's category_is_attn_v);
 // a tensor whose row length is not a multiple of the chosen type's block falls
 // back (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K/Q3_K -> Q4_0, then F16).
+// IQ4_XS (LLAMA_FTYPE_MOSTLY_IQ4_XS, no imatrix): output head as above (Q6_K),
+// attn_v Q5_K when n_gqa >= 4, ffn_down Q5_K on the first n/8 layers, the rest
+// IQ4_XS; rows that are not whole 256-blocks fall back to IQ4_NL.
 // TQ1_0 / TQ2_0 (llama.cpp's LLAMA_FTYPE_MOSTLY_TQ*): the output head (or tied
 // token_embd) gets Q6_K (Q8_0 if its rows are not whole 256-blocks), an untied
 // token_embd Q4_K, 1-D tensors and norms stay as they are, every other matrix is
@@ -79,7 +82,7 @@ format::GgmlType choose_tensor_type(const QuantMix& mix, const MixContext& ctx, 
 
 // Encodes n_rows rows of n_cols floats into `type` (ggml_row_size(type, n_cols)
 // bytes per row). Supports F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL,
-// Q2_K..Q6_K, TQ1_0, TQ2_0 (per-block absmax, llama.cpp's quantizer). With a pool, rows are split across its threads.
+// Q2_K..Q6_K, IQ4_XS, TQ1_0, TQ2_0 (per-block absmax, llama.cpp's quantizer). With a pool, rows are split across its threads.
 Status encode_rows(format::GgmlType type, const float* src, int64_t n_rows, int64_t n_cols, uint8_t* dst,
                    ThreadPool* pool = nullptr);
 // Absmean ternarization (quant/ternarize.h) of a tensor with ggml shape `ne`
