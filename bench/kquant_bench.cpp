@@ -22,15 +22,30 @@
 #include "format/gguf/ggml_types.h"
 #include "kernels/dispatch.h"
 #include "kernels/matmul.h"
+#include "kernels/type_traits.h"
+#include "kernels/repack.h"
 
 namespace chimera::kernels {
 namespace {
 
 using format::GgmlType;
-void run_kq(benchmark::State& state, GgmlType type, int64_t n, int64_t m, int threads, Isa isa, bool cold) {
+// packed: every copy repacked at "load" (kernels/repack.h) for `isa`, as a
+// model's weights are; the storage copies are then released.
+void run_kq(benchmark::State& state, GgmlType type, int64_t n, int64_t m, int threads, Isa isa, bool cold,
+            bool packed = false) {
   ScopedIsa scoped(isa);
   ThreadPool pool(threads);
-  bench::time_matmul(state, bench::make_quantized_weights(type, n, n, cold), m, pool);
+  bench::WeightSet w = bench::make_quantized_weights(type, n, n, cold);
+  PackedWeights packs;
+  if (packed) {
+    for (WeightView& v : w.views) {
+      if (!packs.pack(v)) {
+        state.SkipWithError("no repacking kernel for this type/ISA");
+        return;
+      }
+    }
+  }
+  bench::time_matmul(state, w, m, pool);
 }
 
 struct Registrar {
@@ -46,6 +61,12 @@ struct Registrar {
                                          [=](benchmark::State& s) { run_kq(s, type, n, 1, threads, isa, true); })
                 ->UseRealTime()
                 ->Unit(benchmark::kMicrosecond);
+            if (matmul_kernel(type, isa)->repack) {
+              benchmark::RegisterBenchmark(("kq_gemv_packed/" + shape + suffix).c_str(),
+                                           [=](benchmark::State& s) { run_kq(s, type, n, 1, threads, isa, true, true); })
+                  ->UseRealTime()
+                  ->Unit(benchmark::kMicrosecond);
+            }
             // Cache-warm GEMV: weights L3-resident (n) and L2-resident (n/4):
             // the kernel's compute ceiling.
             for (int64_t nh : {n, n / 4}) {
@@ -60,6 +81,13 @@ struct Registrar {
                                            [=](benchmark::State& s) { run_kq(s, type, n, m, threads, isa, false); })
                   ->UseRealTime()
                   ->Unit(benchmark::kMillisecond);
+              if (matmul_kernel(type, isa)->repack) {
+                benchmark::RegisterBenchmark(
+                    ("kq_gemm_packed/" + shape + "/m:" + std::to_string(m) + suffix).c_str(),
+                    [=](benchmark::State& s) { run_kq(s, type, n, m, threads, isa, false, true); })
+                    ->UseRealTime()
+                    ->Unit(benchmark::kMillisecond);
+              }
             }
           }
         }

@@ -74,6 +74,19 @@ MatmulKernel kquant_kernel_avx512vnni(format::GgmlType type);
 // by the AVX-512 kernels. Null for non-K-quant types / other architectures.
 KqDecodeFn kq_decode_avx2(format::GgmlType type);
 
+// Load-time repacked layout (matmul_kquant_repack.cpp), offered by the AVX2
+// and AVX-512 kernels: rows in groups of kKqGroup, and within a group the
+// super-blocks interleaved — block sb of rows 4g, 4g+1, 4g+2, 4g+3, then
+// block sb+1 ... — each block byte-identical to its GGUF form. A group is one
+// contiguous stream (the GEMV prefetches a fixed distance ahead in it instead
+// of one stream per row) and the whole tensor is one stream across groups.
+// Same bytes as storage (repack_row_bytes(k) == row bytes), same arithmetic:
+// gemm_packed is bit-identical to gemm of the same ISA.
+constexpr int kKqGroup = 4;
+// Fills repack_rows / repack_row_bytes / repack of a K-quant kernel and sets
+// gemm_packed = packed.
+void kq_set_repack(format::GgmlType type, GemmFn packed, MatmulKernel& k);
+
 namespace detail {
 
 // Thread-local decoded-panel scratch (grows, never shrinks: steady-state calls
@@ -125,9 +138,21 @@ struct KqTiles {
   int rows_for[kMaxActs + 1];
 };
 
+// Address of weight super-block sb of row `row`: storage layout, or the
+// repacked one (kKqGroup rows interleaved per super-block, see above).
+template <bool kPacked>
+inline const uint8_t* kq_block(const GemmArgs& g, int64_t row, int64_t sb, size_t block_bytes) {
+  if constexpr (kPacked) {
+    return g.w + (size_t)(row & ~(int64_t)(kKqGroup - 1)) * g.w_stride +
+           ((size_t)sb * kKqGroup + (size_t)(row & (kKqGroup - 1))) * block_bytes;
+  } else {
+    return g.w + (size_t)row * g.w_stride + (size_t)sb * block_bytes;
+  }
+}
+
 // Panel driver: decodes rows [r, r+rr) once per activation block and runs the
 // tiles over the block's activations. Results do not depend on the blocking.
-template <int kMaxRows, int kMaxActs>
+template <int kMaxRows, int kMaxActs, bool kPacked = false>
 void kq_gemm(const KqTiles<kMaxRows, kMaxActs>& ts, const KqTypeInfo& t, KqDecodeFn decode, const GemmArgs& g,
              int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
   const size_t block_bytes = t.block_bytes;
@@ -143,13 +168,12 @@ void kq_gemm(const KqTiles<kMaxRows, kMaxActs>& ts, const KqTypeInfo& t, KqDecod
     for (int64_t r = r0; r < r1; r += rows) {
       const int rr = (int)std::min<int64_t>(rows, r1 - r);
       for (int k = 0; k < rr; ++k) {
-        const uint8_t* w = g.w + (size_t)(r + k) * g.w_stride;
         // Decode streams weights from DRAM (GEMV): prefetch the next panel's
         // row into L2 (read, moderate locality = T1).
-        const uint8_t* pf = w + (size_t)rows * g.w_stride;
         for (int64_t sb = 0; sb < nsb; ++sb) {
-          for (size_t o = 0; o < block_bytes; o += 64) __builtin_prefetch(pf + (size_t)sb * block_bytes + o, 0, 2);
-          decode(w + (size_t)sb * block_bytes, &p.dec[k * nsb + sb], &p.dd[(k * nsb + sb) * 2]);
+          const uint8_t* pf = kq_block<kPacked>(g, r + k + rows, sb, block_bytes);
+          for (size_t o = 0; o < block_bytes; o += 64) __builtin_prefetch(pf + o, 0, 2);
+          decode(kq_block<kPacked>(g, r + k, sb, block_bytes), &p.dec[k * nsb + sb], &p.dd[(k * nsb + sb) * 2]);
         }
       }
       for (int64_t i = ib; i < ie; i += kMaxActs) {

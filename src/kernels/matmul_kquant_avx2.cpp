@@ -264,10 +264,18 @@ constexpr detail::KqTiles<kRows, kActs> make_tiles() {
 constexpr detail::KqTiles<kRows, kActs> kTilesPlain = make_tiles<false>();
 constexpr detail::KqTiles<kRows, kActs> kTilesOffset = make_tiles<true>();
 
-template <GgmlType T>
+// kPacked: the repacked layout (matmul_kquant.h); same panels, same bits.
+template <GgmlType T, bool kPacked = false>
 void gemm_avx2(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
   const KqTypeInfo* t = kq_type_info(T);
-  detail::kq_gemm(t->offset ? kTilesOffset : kTilesPlain, *t, kq_decode_avx2(T), g, r0, r1, i0, i1);
+  detail::kq_gemm<kRows, kActs, kPacked>(t->offset ? kTilesOffset : kTilesPlain, *t, kq_decode_avx2(T), g, r0, r1, i0,
+                                         i1);
+}
+
+template <GgmlType T>
+MatmulKernel with_repack(MatmulKernel k) {
+  kq_set_repack(T, gemm_avx2<T, true>, k);
+  return k;
 }
 
 }  // namespace
@@ -285,11 +293,21 @@ KqDecodeFn kq_decode_avx2(format::GgmlType type) {
 
 MatmulKernel kquant_kernel_avx2(format::GgmlType type) {
   switch (type) {
-    case GgmlType::Q2_K: return {kq_pack_act, kq_act_bytes, gemm_avx2<GgmlType::Q2_K>, "gemm_q2_K_q8_K_avx2", GgmlType::Q8_K};
-    case GgmlType::Q3_K: return {kq_pack_act, kq_act_bytes, gemm_avx2<GgmlType::Q3_K>, "gemm_q3_K_q8_K_avx2", GgmlType::Q8_K};
-    case GgmlType::Q4_K: return {kq_pack_act, kq_act_bytes, gemm_avx2<GgmlType::Q4_K>, "gemm_q4_K_q8_K_avx2", GgmlType::Q8_K};
-    case GgmlType::Q5_K: return {kq_pack_act, kq_act_bytes, gemm_avx2<GgmlType::Q5_K>, "gemm_q5_K_q8_K_avx2", GgmlType::Q8_K};
-    case GgmlType::Q6_K: return {kq_pack_act, kq_act_bytes, gemm_avx2<GgmlType::Q6_K>, "gemm_q6_K_q8_K_avx2", GgmlType::Q8_K};
+    case GgmlType::Q2_K:
+      return with_repack<GgmlType::Q2_K>(
+          {kq_pack_act, kq_act_bytes, gemm_avx2<GgmlType::Q2_K>, "gemm_q2_K_q8_K_avx2", GgmlType::Q8_K});
+    case GgmlType::Q3_K:
+      return with_repack<GgmlType::Q3_K>(
+          {kq_pack_act, kq_act_bytes, gemm_avx2<GgmlType::Q3_K>, "gemm_q3_K_q8_K_avx2", GgmlType::Q8_K});
+    case GgmlType::Q4_K:
+      return with_repack<GgmlType::Q4_K>(
+          {kq_pack_act, kq_act_bytes, gemm_avx2<GgmlType::Q4_K>, "gemm_q4_K_q8_K_avx2", GgmlType::Q8_K});
+    case GgmlType::Q5_K:
+      return with_repack<GgmlType::Q5_K>(
+          {kq_pack_act, kq_act_bytes, gemm_avx2<GgmlType::Q5_K>, "gemm_q5_K_q8_K_avx2", GgmlType::Q8_K});
+    case GgmlType::Q6_K:
+      return with_repack<GgmlType::Q6_K>(
+          {kq_pack_act, kq_act_bytes, gemm_avx2<GgmlType::Q6_K>, "gemm_q6_K_q8_K_avx2", GgmlType::Q8_K});
     default: return {};
   }
 }

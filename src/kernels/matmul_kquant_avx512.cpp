@@ -17,6 +17,15 @@
 // l+8 are added to give the AVX2 lane l, then f32 exactly as the AVX2 kernel
 // (matmul_kquant.h), so results are bit-identical to Isa::kScalar and
 // Isa::kAvx2. Tolerance: matmul_kquant.h.
+// Per-super-block epilogue: Q4_K's mins come from the 8 per-32 mins times the
+// activations' pair-summed bsums (as the fused GEMV); for Q4_K and the
+// no-min offset types (Q3_K, Q6_K) with an even tile width, two activations'
+// f32 lanes share one register. Same int32 values, same f32 operations lane
+// for lane: the bits above are unchanged.
+// Load-time repacking (gemm_packed, every K-quant type): super-blocks of 4
+// rows interleaved (matmul_kquant.h); the panel path decodes the same blocks
+// from their new addresses, the fused GEMV walks the group as one stream with
+// a prefetch kPackedPfBytes ahead. Bit-identical to gemm.
 #include "kernels/matmul_kquant.h"
 
 #if defined(__x86_64__)
@@ -97,7 +106,10 @@ struct Acc<true> {
   }
 };
 
-template <int R, int M, bool kOffset, bool kVnni>
+// kQ4: Q4_K's mins (kLanes4) from the per-32 mins and the activations'
+// pair-summed bsums, shared by the rows / activations of the tile (the fused
+// GEMV's way; the same exact int32 B_2k + B_2k+1, so the same bits).
+template <int R, int M, bool kOffset, bool kVnni, bool kQ4 = false>
 CHIMERA_T_KQ512 void tile(const KqDecoded* dec, const float* dd, int64_t nsb, const KqTypeInfo& t, const GemmArgs& g,
                           int64_t r, int64_t i) {
   constexpr size_t kAb = sizeof(q::block_q8_K);
@@ -111,6 +123,18 @@ CHIMERA_T_KQ512 void tile(const KqDecoded* dec, const float* dd, int64_t nsb, co
     acc[o] = _mm256_setzero_ps();
     accm[o] = _mm_setzero_ps();
     summs[o] = 0.f;
+  }
+  // kPair (Q4_K and the no-min offset types, M even): the f32 state of
+  // activations 2p and 2p+1 of a row shares one zmm (8 lanes each; Q4_K's 4
+  // min lanes one ymm), halving the per-super-block epilogue and the
+  // accumulator registers. Lane for lane the same operations: same bits.
+  constexpr bool kPair = (kQ4 || kOffset) && M % 2 == 0;
+  constexpr int kP = kPair ? R * M / 2 : 1;
+  __m512 acc2[kP];
+  __m256 accm2[kP];
+  CHIMERA_UNROLL for (int o = 0; o < kP; ++o) {
+    acc2[o] = _mm512_setzero_ps();
+    accm2[o] = _mm256_setzero_ps();
   }
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const KqDecoded* D[R];
@@ -137,6 +161,66 @@ CHIMERA_T_KQ512 void tile(const KqDecoded* dec, const float* dd, int64_t nsb, co
         }
       }
     }
+    if constexpr (kPair) {
+      [[maybe_unused]] __m256i mins16[R];
+      if constexpr (kQ4) {
+        CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
+          const __m256i v =
+              _mm256_and_si256(_mm256_load_si256((const __m256i*)D[rr]->bc), _mm256_set1_epi32(0xFFFF));
+          const __m128i m8 = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+          mins16[rr] = _mm256_set_m128i(m8, m8);
+        }
+      }
+      CHIMERA_UNROLL for (int pp = 0; pp < M / 2; ++pp) {
+        float dy0, dy1;
+        std::memcpy(&dy0, A[2 * pp], 4);
+        std::memcpy(&dy1, A[2 * pp + 1], 4);
+        const __m512 dyv = _mm512_insertf32x8(_mm512_set1_ps(dy0), _mm256_set1_ps(dy1), 1);
+        [[maybe_unused]] __m256 ndyv;
+        [[maybe_unused]] __m256i bsp;
+        if constexpr (kQ4) {
+          ndyv = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(-dy0)), _mm_set1_ps(-dy1), 1);
+          const __m128i b0 = _mm_hadd_epi16(_mm_loadu_si128((const __m128i*)(A[2 * pp] + 260)),
+                                            _mm_loadu_si128((const __m128i*)(A[2 * pp] + 276)));
+          const __m128i b1 = _mm_hadd_epi16(_mm_loadu_si128((const __m128i*)(A[2 * pp + 1] + 260)),
+                                            _mm_loadu_si128((const __m128i*)(A[2 * pp + 1] + 276)));
+          bsp = _mm256_set_m128i(b1, b0);
+        }
+        CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
+          const int o0 = rr * M + 2 * pp, o1 = o0 + 1, q = rr * (M / 2) + pp;
+          const float* ds = dd + (rr * nsb + sb) * 2;
+          if constexpr (kQ4) {
+            const __m256i b4 = _mm256_madd_epi16(mins16[rr], bsp);
+            accm2[q] = _mm256_fmadd_ps(_mm256_mul_ps(ndyv, _mm256_set1_ps(ds[1])), _mm256_cvtepi32_ps(b4), accm2[q]);
+          }
+          const __m512i S = _mm512_add_epi32(_mm512_shuffle_i64x2(s[o0], s[o1], 0x44),
+                                             _mm512_shuffle_i64x2(s[o0], s[o1], 0xEE));
+          acc2[q] = _mm512_fmadd_ps(_mm512_mul_ps(dyv, _mm512_set1_ps(ds[0])), _mm512_cvtepi32_ps(S), acc2[q]);
+        }
+      }
+      continue;
+    }
+    if constexpr (kQ4) {
+      __m128i mins8[R];
+      CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
+        const __m256i v = _mm256_and_si256(_mm256_load_si256((const __m256i*)D[rr]->bc), _mm256_set1_epi32(0xFFFF));
+        mins8[rr] = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+      }
+      CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
+        float dy;
+        std::memcpy(&dy, A[mm], 4);
+        const __m128i bsp = _mm_hadd_epi16(_mm_loadu_si128((const __m128i*)(A[mm] + 260)),
+                                           _mm_loadu_si128((const __m128i*)(A[mm] + 276)));
+        CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
+          const int o = rr * M + mm;
+          const float* ds = dd + (rr * nsb + sb) * 2;
+          const __m128i b4 = _mm_madd_epi16(mins8[rr], bsp);
+          accm[o] = _mm_fmadd_ps(_mm_set1_ps(-dy * ds[1]), _mm_cvtepi32_ps(b4), accm[o]);
+          acc[o] = _mm256_fmadd_ps(_mm256_set1_ps(dy * ds[0]), _mm256_cvtepi32_ps(fold256(s[o])), acc[o]);
+        }
+      }
+      continue;
+    }
     CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
       float dy;
       std::memcpy(&dy, A[mm], 4);
@@ -149,6 +233,21 @@ CHIMERA_T_KQ512 void tile(const KqDecoded* dec, const float* dd, int64_t nsb, co
         kq_update(min, dy * ds[0], -dy * ds[1], fold256(s[o]), B, acc[o], accm[o], summs[o]);
       }
     }
+  }
+  if constexpr (kPair) {
+    CHIMERA_UNROLL for (int pp = 0; pp < M / 2; ++pp) {
+      CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
+        const int q = rr * (M / 2) + pp;
+        alignas(64) float a16[16];
+        alignas(32) float m8[8];
+        _mm512_store_ps(a16, acc2[q]);
+        _mm256_store_ps(m8, accm2[q]);
+        const KqMin mn = kQ4 ? KqMin::kLanes4 : KqMin::kNone;
+        g.y[(i + 2 * pp) * g.ldy + r + rr] = detail::kq_finish(a16, m8, 0.f, mn);
+        g.y[(i + 2 * pp + 1) * g.ldy + r + rr] = detail::kq_finish(a16 + 8, m8 + 4, 0.f, mn);
+      }
+    }
+    return;
   }
   CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
     CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
@@ -206,7 +305,12 @@ CHIMERA_T_KQ512_INLINE __m512i cat256(__m256i lo, __m256i hi) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
-template <GgmlType T, int R, bool kVnni>
+// Repacked (kPacked, R == kKqGroup): the group's rows are one interleaved
+// stream (matmul_kquant.h); it is prefetched kPackedPfBytes ahead — across
+// group boundaries, as the whole tensor is one stream.
+constexpr size_t kPackedPfBytes = 24 * 1024;
+
+template <GgmlType T, int R, bool kVnni, bool kPacked = false>
 CHIMERA_T_KQ512 void gemv_fused(const GemmArgs& g, int64_t r) {
   constexpr bool kQ6 = T == GgmlType::Q6_K;
   constexpr bool kQ5 = T == GgmlType::Q5_K;
@@ -220,8 +324,13 @@ CHIMERA_T_KQ512 void gemv_fused(const GemmArgs& g, int64_t r) {
   // Q6_K high bits: lo half 0 << 4, half 1 << 2; hi half 0 >> 0, half 1 >> 2.
   const __m512i q6_sl = _mm512_set_epi64(2, 2, 2, 2, 4, 4, 4, 4);
   const __m512i q6_sr = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0);
+  static_assert(!kPacked || R == kKqGroup);
   const uint8_t* W[R];
-  CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) W[rr] = g.w + (size_t)(r + rr) * g.w_stride;
+  CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
+    W[rr] = kPacked ? g.w + (size_t)r * g.w_stride + (size_t)rr * kBb : g.w + (size_t)(r + rr) * g.w_stride;
+  }
+  // bytes from one super-block of a row to its next
+  constexpr size_t kSbStep = kPacked ? kBb * R : kBb;
   __m256 acc[R];
   __m128 accm[R];
   float summs[R];
@@ -236,15 +345,21 @@ CHIMERA_T_KQ512 void gemv_fused(const GemmArgs& g, int64_t r) {
     std::memcpy(&dy, A, 4);
     __m512i s[R], s2[R];
     __m512i s16[R];
+    if constexpr (kPacked) {
+      const char* pf = (const char*)(W[0] + (size_t)sb * kSbStep + kPackedPfBytes);
+      CHIMERA_UNROLL for (size_t o = 0; o < kSbStep; o += 64) _mm_prefetch(pf + o, _MM_HINT_T1);
+    }
     CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
       s[rr] = _mm512_setzero_si512();
       s2[rr] = _mm512_setzero_si512();
-      const uint8_t* blk = W[rr] + (size_t)sb * kBb;
-      // Prefetch the next row group's super-block (R rows further) into L2:
-      // far enough ahead to cover DRAM latency, same order as the compute
-      // (T1 measured ~1.5x faster than T0 or none for cold weights).
-      const char* pf = (const char*)(blk + (size_t)R * g.w_stride);
-      CHIMERA_UNROLL for (size_t o = 0; o < kBb; o += 64) _mm_prefetch(pf + o, _MM_HINT_T1);
+      const uint8_t* blk = W[rr] + (size_t)sb * kSbStep;
+      if constexpr (!kPacked) {
+        // Prefetch the next row group's super-block (R rows further) into L2:
+        // far enough ahead to cover DRAM latency, same order as the compute
+        // (T1 measured ~1.5x faster than T0 or none for cold weights).
+        const char* pf = (const char*)(blk + (size_t)R * g.w_stride);
+        CHIMERA_UNROLL for (size_t o = 0; o < kBb; o += 64) _mm_prefetch(pf + o, _MM_HINT_T1);
+      }
       if constexpr (kQ6) {
         s16[rr] = _mm512_castsi256_si512(
             _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(blk + offsetof(q::block_q6_K, scales)))));
@@ -275,7 +390,7 @@ CHIMERA_T_KQ512 void gemv_fused(const GemmArgs& g, int64_t r) {
       const __m512i ilo = kQ6 ? word_bcast_ctl(0, 1, 2, 3) : word_bcast_ctl(4 * h, 4 * h, 4 * h + 2, 4 * h + 2);
       const __m512i ihi = kQ6 ? word_bcast_ctl(4, 5, 6, 7) : word_bcast_ctl(4 * h + 1, 4 * h + 1, 4 * h + 3, 4 * h + 3);
       CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
-        const uint8_t* blk = W[rr] + (size_t)sb * kBb;
+        const uint8_t* blk = W[rr] + (size_t)sb * kSbStep;
         const __m512i bsc = _mm512_broadcast_i32x4(kQ6 && h == 1 ? _mm512_extracti32x4_epi32(s16[rr], 1)
                                                                  : _mm512_castsi512_si128(s16[rr]));
         __m512i wlo, whi;
@@ -320,7 +435,7 @@ CHIMERA_T_KQ512 void gemv_fused(const GemmArgs& g, int64_t r) {
       bsp = _mm_hadd_epi16(b0, b1);
     }
     CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
-      const uint8_t* blk = W[rr] + (size_t)sb * kBb;
+      const uint8_t* blk = W[rr] + (size_t)sb * kSbStep;
       const __m256i S = fold256(_mm512_add_epi32(s[rr], s2[rr]));
       if constexpr (kQ6) {
         const float d = dy * f16_at(blk + offsetof(q::block_q6_K, d));
@@ -365,11 +480,11 @@ void gemv_fused_range(const GemmArgs& g, int64_t r0, int64_t r1) {
 
 constexpr int kRows = 4, kActs = 4;
 
-template <bool kOffset, bool kVnni>
+template <bool kOffset, bool kVnni, bool kQ4 = false>
 constexpr detail::KqTiles<kRows, kActs> make_tiles() {
   detail::KqTiles<kRows, kActs> t{};
   [&]<int... I>(std::integer_sequence<int, I...>) {
-    ((t.fn[I / kActs][I % kActs] = &tile<I / kActs + 1, I % kActs + 1, kOffset, kVnni>), ...);
+    ((t.fn[I / kActs][I % kActs] = &tile<I / kActs + 1, I % kActs + 1, kOffset, kVnni, kQ4>), ...);
   }(std::make_integer_sequence<int, kRows * kActs>{});
   // accumulators R*M + R weights + R scales + 2 <= 32 zmm
   t.rows_for[0] = 0;
@@ -381,30 +496,45 @@ template <bool kVnni>
 struct TileTables {
   static constexpr detail::KqTiles<kRows, kActs> plain = make_tiles<false, kVnni>();
   static constexpr detail::KqTiles<kRows, kActs> offset = make_tiles<true, kVnni>();
+  static constexpr detail::KqTiles<kRows, kActs> q4 = make_tiles<false, kVnni, true>();
 };
 
-template <GgmlType T, bool kVnni>
+// kPacked: the repacked layout; r0, r1 are multiples of kKqGroup.
+template <GgmlType T, bool kVnni, bool kPacked = false>
 void gemm_kq512(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
   if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q5_K || T == GgmlType::Q6_K) {
     if (i1 - i0 == 1) {
       GemmArgs g1 = g;
       g1.a = g.a + (size_t)i0 * g.a_stride;
       g1.y = g.y + i0 * g.ldy;
-      gemv_fused_range<T, kVnni>(g1, r0, r1);
+      if constexpr (kPacked) {
+        for (int64_t r = r0; r < r1; r += kKqGroup) gemv_fused<T, kKqGroup, kVnni, true>(g1, r);
+      } else {
+        gemv_fused_range<T, kVnni>(g1, r0, r1);
+      }
       return;
     }
   }
   const KqTypeInfo* t = kq_type_info(T);
-  detail::kq_gemm(t->offset ? TileTables<kVnni>::offset : TileTables<kVnni>::plain, *t, kq_decode_avx2(T), g, r0, r1,
-                  i0, i1);
+  const auto& tiles = T == GgmlType::Q4_K ? TileTables<kVnni>::q4
+                     : t->offset          ? TileTables<kVnni>::offset
+                                          : TileTables<kVnni>::plain;
+  detail::kq_gemm<kRows, kActs, kPacked>(tiles, *t, kq_decode_avx2(T), g, r0, r1, i0, i1);
+}
+
+template <GgmlType T, bool kVnni>
+MatmulKernel with_repack(MatmulKernel k) {
+  kq_set_repack(T, gemm_kq512<T, kVnni, true>, k);
+  return k;
 }
 
 template <bool kVnni>
 MatmulKernel make_kernel(format::GgmlType type) {
 #define CHIMERA_KQ_ENTRY(T, NAME)                                                                              \
   case GgmlType::T:                                                                                            \
-    return {kq_pack_act, kq_act_bytes, gemm_kq512<GgmlType::T, kVnni>,                                         \
-            kVnni ? "gemm_" NAME "_q8_K_avx512vnni" : "gemm_" NAME "_q8_K_avx512", GgmlType::Q8_K};
+    return with_repack<GgmlType::T, kVnni>({kq_pack_act, kq_act_bytes, gemm_kq512<GgmlType::T, kVnni>,         \
+                                            kVnni ? "gemm_" NAME "_q8_K_avx512vnni" : "gemm_" NAME "_q8_K_avx512", \
+                                            GgmlType::Q8_K});
   switch (type) {
     CHIMERA_KQ_ENTRY(Q2_K, "q2_K")
     CHIMERA_KQ_ENTRY(Q3_K, "q3_K")

@@ -21,6 +21,7 @@
 #include "core/thread_pool.h"
 #include "kernels/dispatch.h"
 #include "kernels/matmul.h"
+#include "kernels/repack.h"
 #include "kernels/type_traits.h"
 #include "quant/kquant_blocks.h"
 
@@ -463,6 +464,68 @@ TEST(KQuantMatmul, LargeBatchAndZeroRows) {
       ASSERT_EQ(std::memcmp(yi.data(), y.data() + i * p.rows, (size_t)p.rows * 4), 0) << isa_name(isa) << " " << i;
     }
   }
+}
+
+// Load-time repacked K-quant weights (super-blocks of 4 rows interleaved):
+// through kernels::matmul with a view packed by PackedWeights, on every ISA,
+// row counts that are multiples of the group, m across the tile and GEMV
+// paths, 1-3 threads. The packed kernels must give the storage-layout kernel's
+// bits (same integer sums, same f32 order) and so stay within the reference
+// tolerance.
+TEST(KQuantRepack, PackedMatchesStorageLayoutBitForBit) {
+  ThreadPool pool3(3);
+  int packed_isas = 0;
+  for (GgmlType t : kKTypes) {
+    for (int64_t k : {256, 1024}) {
+      for (int64_t rows : {4, 12, 36, 68}) {
+        const Problem p = make_problem(t, rows, k, 17, (uint32_t)(k * 7 + rows), rows == 12);
+        const size_t row_bytes = (size_t)(k / 256) * block_bytes(t);
+        for (Isa isa : available_isas()) {
+          ScopedIsa scoped(isa);
+          const std::string name = matmul_kernel(t, isa)->name;
+          // PackedWeights releases the storage pages it packed from: pack a copy.
+          std::vector<uint8_t> copy = p.w;
+          WeightView wp{t, copy.data(), rows, k, row_bytes};
+          PackedWeights packs;
+          const bool packed = packs.pack(wp);
+          if (!packed) {
+            EXPECT_EQ(matmul_kernel(t, isa)->repack, nullptr) << name;
+            continue;
+          }
+          ++packed_isas;
+          ASSERT_EQ(packs.bytes(), (size_t)rows * row_bytes) << name;
+          std::fill(copy.begin(), copy.end(), (uint8_t)0xA5);  // the packed path must not read storage
+          for (int64_t m : {1, 2, 3, 4, 5, 9, 17}) {
+            for (ThreadPool* pool : {(ThreadPool*)nullptr, &pool2(), &pool3}) {
+              const std::vector<float> y0 = run(p, m, p.x.data(), pool);
+              std::vector<float> y((size_t)(m * rows), -12345.f);
+              matmul(wp, p.x.data(), m, k, y.data(), rows, pool);
+              ASSERT_EQ(std::memcmp(y0.data(), y.data(), y.size() * 4), 0)
+                  << name << " k=" << k << " rows=" << rows << " m=" << m;
+              for (int64_t i = 0; i < m; ++i) {
+                for (int64_t r = 0; r < rows; ++r) {
+                  const double tol = (double)(k / 256 + 8) * std::ldexp(1.0, -23) * p.mag[i * rows + r];
+                  ASSERT_LE(std::fabs((double)y[i * rows + r] - p.ref[i * rows + r]), tol) << name;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(packed_isas, 0);
+  RecordProperty("packed_isa_cases", packed_isas);
+}
+
+// A row count that is not a multiple of the group is left in storage layout.
+TEST(KQuantRepack, OddRowCountsStayUnpacked) {
+  const Problem p = make_problem(GgmlType::Q4_K, 6, 256, 1, 3, false);
+  std::vector<uint8_t> copy = p.w;
+  WeightView w{GgmlType::Q4_K, copy.data(), 6, 256, block_bytes(GgmlType::Q4_K)};
+  PackedWeights packs;
+  EXPECT_FALSE(packs.pack(w));
+  EXPECT_EQ(w.packed, nullptr);
 }
 
 }  // namespace
