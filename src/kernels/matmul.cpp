@@ -21,6 +21,7 @@ constexpr size_t kActAlign = 64;
 // Below this many multiply-adds the pool's wake-up costs more than it saves.
 constexpr int64_t kMinParallelMacs = 1 << 18;
 constexpr int64_t kRowGrain = 16;
+constexpr int64_t kMinParallelPack = 1 << 16;  // activation values
 
 struct Scratch {
   struct Free {
@@ -76,7 +77,15 @@ void matmul(const WeightView& w, const float* x, int64_t m, int64_t ldx, float* 
   if (kern->pack_act) {
     const size_t stride = (kern->act_bytes(w.cols) + kActAlign - 1) / kActAlign * kActAlign;
     uint8_t* buf = act_scratch(stride * (size_t)m);
-    for (int64_t i = 0; i < m; ++i) kern->pack_act(x + i * ldx, w.cols, buf + (size_t)i * stride);
+    // Packing is row-wise: at prefill sizes split it over the pool (same bytes;
+    // only where the GEMM below runs on the pool too).
+    auto pack = [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) kern->pack_act(x + i * ldx, w.cols, buf + (size_t)i * stride);
+    };
+    if (pool && pool->size() > 1 && m > 1 && w.rows > kRowGrain && m * w.cols >= kMinParallelPack)
+      pool->parallel_for(m, [&pack](int64_t i0, int64_t i1, int) { pack(i0, i1); });
+    else
+      pack(0, m);
     g.a = buf;
     g.a_stride = stride;
   } else {

@@ -179,42 +179,112 @@ void MoeScratch::reserve(const MoeConfig& c, int64_t T) {
   }
   // Packed activations are at most 4 bytes per value plus 64 bytes of row
   // padding; gate/up may pack every gathered row twice (different kernels).
-  const int64_t fr = std::min(fused_max_rows, T * k);
-  const size_t gate_up = 2 * (size_t)fr * ((size_t)c.n_embd * 4 + 64), down = (size_t)fr * ((size_t)c.n_ff * 4 + 64);
+  // A chunk holds at most fr rows in all (routed rows plus the shared
+  // expert's T rows).
+  const int64_t fr = std::min(fused_max_rows, T * (k + (c.n_ff_shexp > 0 ? 1 : 0)));
+  packed_rows = fr;
+  const int64_t ff_max = std::max(c.n_ff, c.n_ff_shexp);
+  const size_t gate_up = 2 * (size_t)fr * ((size_t)c.n_embd * 4 + 64), down = (size_t)fr * ((size_t)ff_max * 4 + 64);
   packed.resize(fr > 0 ? std::max(gate_up, down) : 0);
 }
 
 namespace {
 
-// Gate+up of every used expert as one grouped job, SiLU·mul, then every down
-// projection as a second grouped job. Returns false (nothing done) when the
-// call does not fit the fused path's limits; the caller then runs per expert.
-bool run_experts_fused(const MoeConfig& c, const MoeWeights& w, const int32_t* ex, const int32_t* rows, int64_t R,
-                       MoeScratch& s, ThreadPool* pool) {
+// One gated FFN on m rows: the gate/up/down weights, its input rows x
+// (stride ldx) and where its gate, up and output rows go. A routed expert's
+// rows are a contiguous range of the gathered buffers; the shared expert
+// reads the block input h and writes s.shexp / s.ys.
+struct Seg {
+  kernels::WeightView gate, up, down;
+  const float* x;
+  int64_t m, ldx;
+  float *g, *u;  // [m][ff]
+  int64_t ff;
+  float* y;      // [m][n_embd]
+};
+
+Seg routed_seg(const MoeConfig& c, const MoeWeights& w, int64_t e, int64_t i, int64_t m, MoeScratch& s) {
   const int64_t d = c.n_embd, ff = c.n_ff;
-  if (R > s.fused_max_rows) return false;
+  return {w.gate.expert(e), w.up.expert(e), w.down.expert(e), s.xg.data() + i * d, m, d,
+          s.g.data() + i * ff, s.u.data() + i * ff, ff, s.y.data() + i * d};
+}
+
+// One FFN alone, as three plain (internally parallel) matmuls.
+void run_single(const MoeConfig& c, const Seg& q, ThreadPool* pool) {
+  kernels::matmul(q.gate, q.x, q.m, q.ldx, q.g, q.ff, pool);
+  kernels::matmul(q.up, q.x, q.m, q.ldx, q.u, q.ff, pool);
+  kernels::silu_mul(q.g, q.u, q.g, q.m * q.ff);
+  kernels::matmul(q.down, q.g, q.m, q.ff, q.y, c.n_embd, pool);
+}
+
+// Runs n FFNs as two grouped jobs: gate+up of all of them, SiLU·mul, then
+// every down projection.
+void run_chunk(const MoeConfig& c, const Seg* q, int64_t n, MoeScratch& s, ThreadPool* pool) {
   GroupedMatmulTask gu[kGroupedMatmulMaxTasks], dn[kGroupedMatmulMaxTasks / 2];
-  int64_t n_gu = 0, n_dn = 0;
-  const float* xg = s.xg.data();
-  float* g = s.g.data();
-  float* u = s.u.data();
-  float* y = s.y.data();
+  for (int64_t i = 0; i < n; ++i) {
+    gu[2 * i] = {q[i].gate, q[i].x, q[i].m, q[i].ldx, q[i].g, q[i].ff};
+    gu[2 * i + 1] = {q[i].up, q[i].x, q[i].m, q[i].ldx, q[i].u, q[i].ff};
+    dn[i] = {q[i].down, q[i].g, q[i].m, q[i].ff, q[i].y, c.n_embd};
+  }
+  const size_t cap = s.packed.size();
+  if (grouped_matmul_scratch_bytes(gu, 2 * n) > cap || grouped_matmul_scratch_bytes(dn, n) > cap) {
+    for (int64_t i = 0; i < n; ++i) run_single(c, q[i], pool);
+    return;
+  }
+  grouped_matmul(gu, 2 * n, s.packed.data(), pool);
+  for (int64_t i = 0; i < n; ++i) kernels::silu_mul(q[i].g, q[i].u, q[i].g, q[i].m * q[i].ff);
+  grouped_matmul(dn, n, s.packed.data(), pool);
+}
+
+bool shexp_has_bias(const MoeWeights& w) {
+  return w.shexp.gate.bias.present() || w.shexp.up.bias.present() || w.shexp.down.bias.present();
+}
+
+// Grouped execution: the shared expert (when it has no biases and its T rows
+// fit) and then consecutive routed experts are collected into chunks of at
+// most s.grouped_rows() rows (and kGroupedMatmulMaxTasks / 2 FFNs), each chunk
+// run as two grouped jobs. Decode fits one chunk; a prefill of T tokens takes
+// about T*(k+1) / fused_max_rows chunks instead of one pool job per expert
+// projection. An FFN with more rows than a chunk holds runs alone through
+// kernels::matmul (enough work for the pool by itself). Every y element is
+// computed by the same kernel call either way, so all paths give equal bits.
+// Returns false (nothing done) when the grouped path is disabled; sets
+// *shexp_done when the shared expert's output is in s.ys.
+bool run_experts_grouped(const MoeConfig& c, const MoeWeights& w, const float* h, int64_t T, const int32_t* ex,
+                         const int32_t* rows, int64_t R, MoeScratch& s, ThreadPool* pool, bool* shexp_done) {
+  const int64_t cap = s.grouped_rows();
+  *shexp_done = false;
+  if (cap <= 0) return false;
+  constexpr int64_t kMaxSeg = kGroupedMatmulMaxTasks / 2;
+  Seg seg[kMaxSeg];
+  int64_t n_seg = 0, n_rows = 0;
+  auto flush = [&] {
+    if (n_seg > 0) run_chunk(c, seg, n_seg, s, pool);
+    n_seg = n_rows = 0;
+  };
+  auto add = [&](const Seg& q) {
+    if (q.m > cap) {
+      run_single(c, q, pool);
+      return;
+    }
+    if (n_seg == kMaxSeg || n_rows + q.m > cap) flush();
+    seg[n_seg++] = q;
+    n_rows += q.m;
+  };
+  if (w.has_shexp() && !shexp_has_bias(w)) {
+    const int64_t ffs = c.n_ff_shexp;
+    add({w.shexp.gate.w, w.shexp.up.w, w.shexp.down.w, h, T, c.n_embd, s.shexp.g.data(), s.shexp.u.data(), ffs,
+         s.ys.data()});
+    *shexp_done = true;
+  }
   for (int64_t i = 0; i < R;) {
     const int64_t e = ex[rows[i]];
     int64_t j = i;
     while (j < R && ex[rows[j]] == e) ++j;
-    if (n_dn == kGroupedMatmulMaxTasks / 2) return false;
-    const int64_t m = j - i;
-    gu[n_gu++] = {w.gate.expert(e), xg + i * d, m, d, g + i * ff, ff};
-    gu[n_gu++] = {w.up.expert(e), xg + i * d, m, d, u + i * ff, ff};
-    dn[n_dn++] = {w.down.expert(e), g + i * ff, m, ff, y + i * d, d};
+    add(routed_seg(c, w, e, i, j - i, s));
     i = j;
   }
-  const size_t cap = s.packed.size();
-  if (grouped_matmul_scratch_bytes(gu, n_gu) > cap || grouped_matmul_scratch_bytes(dn, n_dn) > cap) return false;
-  grouped_matmul(gu, n_gu, s.packed.data(), pool);
-  kernels::silu_mul(g, u, g, R * ff);
-  grouped_matmul(dn, n_dn, s.packed.data(), pool);
+  flush();
   return true;
 }
 
@@ -222,7 +292,7 @@ bool run_experts_fused(const MoeConfig& c, const MoeWeights& w, const int32_t* e
 
 void moe_forward(const MoeConfig& c, const MoeWeights& w, const float* h, int64_t T, MoeScratch& s, float* out,
                  ThreadPool* pool, int64_t layer, MoeObserver* observer) {
-  const int64_t d = c.n_embd, ff = c.n_ff, E = c.routing.n_expert, k = c.routing.k;
+  const int64_t d = c.n_embd, E = c.routing.n_expert, k = c.routing.k;
   const int64_t R = T * k;  // routed (token, slot) rows
 
   // 1. Router logits and per-token routing.
@@ -246,26 +316,22 @@ void moe_forward(const MoeConfig& c, const MoeWeights& w, const float* h, int64_
   float* xg = s.xg.data();
   for (int64_t i = 0; i < R; ++i) std::memcpy(xg + i * d, h + (rows[i] / k) * d, (size_t)d * sizeof(float));
 
-  // 3. One GEMM per used expert (a GEMV when it holds one row), or for small
-  //    calls all experts' GEMVs fused into two grouped jobs.
-  float* g = s.g.data();
-  float* u = s.u.data();
+  // 3. Experts in chunks of grouped jobs (run_experts_grouped), or, with the
+  //    grouped path disabled, one GEMM per used expert and projection.
   float* y = s.y.data();
-  const bool fused = run_experts_fused(c, w, ex, rows, R, s, pool);
-  for (int64_t i = 0; i < R && !fused;) {
+  bool shexp_done = false;
+  const bool grouped = run_experts_grouped(c, w, h, T, ex, rows, R, s, pool, &shexp_done);
+  for (int64_t i = 0; i < R && !grouped;) {
     const int64_t e = ex[rows[i]];
     int64_t j = i;
     while (j < R && ex[rows[j]] == e) ++j;
-    const int64_t m = j - i;
-    kernels::matmul(w.gate.expert(e), xg + i * d, m, d, g + i * ff, ff, pool);
-    kernels::matmul(w.up.expert(e), xg + i * d, m, d, u + i * ff, ff, pool);
-    kernels::silu_mul(g + i * ff, u + i * ff, g + i * ff, m * ff);
-    kernels::matmul(w.down.expert(e), g + i * ff, m, ff, y + i * d, d, pool);
+    run_single(c, routed_seg(c, w, e, i, j - i, s), pool);
     i = j;
   }
 
   // 4. Shared expert (reads h, so it runs before out, which may alias h, is written).
-  if (w.has_shexp()) gated_mlp_forward(w.shexp, h, T, d, s.shexp, s.ys.data(), pool);
+  //    (Done in the grouped path unless it has biases or too many rows.)
+  if (w.has_shexp() && !shexp_done) gated_mlp_forward(w.shexp, h, T, d, s.shexp, s.ys.data(), pool);
 
   // 5. Combine per token in slot order, then the shared expert.
   for (int64_t t = 0; t < T; ++t) {

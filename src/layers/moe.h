@@ -11,11 +11,13 @@
 // Execution: all T tokens are routed first; then, for every expert that was
 // chosen at least once, the rows that chose it are gathered and run as one
 // GEMM per projection (kernels::matmul on a WeightView slice of the 3-D
-// tensor). Small calls (decode: T*k <= MoeScratch::fused_max_rows routed rows)
-// instead run the gate and up projections of all selected experts as ONE
-// parallel job over their rows, then all down projections as a second one
-// (layers/moe_grouped.h): 2 pool jobs per block instead of 3 per expert, and
-// every thread busy across expert boundaries. Both paths give identical bits.
+// tensor). By default consecutive experts are collected into chunks of up to
+// MoeScratch::fused_max_rows gathered rows; each chunk runs the gate and up
+// projections of all its experts as ONE parallel job over their rows, then
+// all down projections as a second one (layers/moe_grouped.h): 2 pool jobs
+// per chunk instead of 3 per expert, and every thread busy across expert
+// boundaries. Decode is one chunk; a 512-token prefill a few. Both paths give
+// identical bits.
 // Each (token, slot) result lands in its own row; the per-token combination
 // runs afterwards in slot order j = 0..k-1 (then the shared expert), so the
 // output does not depend on thread count, batch size or how tokens were
@@ -150,11 +152,14 @@ struct MoeScratch {
   AlignedBuffer<float> y;        // expert outputs in gathered order [T*k][n_embd]
   AlignedBuffer<float> ys;       // shared-expert output [T][n_embd]
   MlpScratch shexp;
-  AlignedBuffer<uint8_t> packed;  // activation packing of the fused small-call path
+  AlignedBuffer<uint8_t> packed;  // activation packing of the grouped path
   int64_t max_tokens = 0;
-  // Routed rows (T*k) up to which the fused path runs; 0 disables it (tests
-  // compare the two paths). Set before reserve().
-  int64_t fused_max_rows = 16;
+  // Gathered rows per grouped chunk (decode: one chunk; prefill: about
+  // T*k / fused_max_rows chunks of two pool jobs each); 0 disables the grouped
+  // path (tests compare the two paths). Set before reserve().
+  int64_t fused_max_rows = 1024;
+  int64_t packed_rows = 0;  // min(fused_max_rows, reserved T*k), set by reserve()
+  int64_t grouped_rows() const { return packed_rows; }
   void reserve(const MoeConfig& c, int64_t max_tokens);
 };
 

@@ -6,6 +6,9 @@
 // barrier each, and a 448-row GEMV split over 2 threads leaves little work per
 // thread. One job over all rows keeps every thread busy until the phase ends.
 //
+// Activation packing (quantization for the integer kernels) is row-wise and
+// runs over the pool as well when there is enough of it.
+//
 // Work is partitioned by cost (rows × activation rows m), so tasks with
 // different m share the threads fairly. Each y element is still computed by
 // exactly one kernel call with the kernel's own fixed summation order, and
@@ -25,6 +28,9 @@ namespace chimera::layers {
 constexpr int64_t kGroupedMatmulMaxTasks = 64;
 // Below this many multiply-adds in all tasks together, the pool is not woken.
 constexpr int64_t kGroupedMatmulMinParallelMacs = 1 << 18;
+// From this many activation values to pack in all tasks, packing is split
+// over the pool too (a 512-token prefill packs millions per call).
+constexpr int64_t kGroupedMatmulMinParallelPack = 1 << 16;
 
 struct GroupedMatmulTask {
   kernels::WeightView w;

@@ -390,3 +390,99 @@ TEST(MoeForward, FusedSmallCallsMatchPerExpertPath) {
 
 }  // namespace
 }  // namespace chimera::layers
+
+namespace chimera::layers {
+namespace {
+
+// The grouped path at prefill sizes: gathered rows split into chunks of at
+// most fused_max_rows rows and 32 experts (40 experts force a split by the
+// expert limit; a cap of 7 rows sends experts with more rows down the
+// single-expert fallback; 1024 is the default, one or two chunks), odd token
+// counts, every ISA, 1-3 threads: bit-identical to the per-expert path.
+TEST(MoeForward, GroupedPrefillChunksMatchPerExpertPath) {
+  const int64_t d = 256, ff = 256, E = 40;
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  auto encode = [&](format::GgmlType type, int64_t rows, int64_t cols, std::vector<uint8_t>& buf) {
+    std::vector<float> f((size_t)(E * rows * cols));
+    for (float& v : f) v = 0.2f * dist(rng);
+    buf.resize(format::ggml_row_size(type, cols) * (size_t)(E * rows));
+    EXPECT_TRUE(models::synth::encode_values(type, f.data(), E * rows * cols, buf.data()).is_ok());
+    ExpertTensor t;
+    t.base.type = type;
+    t.base.data = buf.data();
+    t.base.rows = rows;
+    t.base.cols = cols;
+    t.base.row_bytes = format::ggml_row_size(type, cols);
+    t.n_expert = E;
+    t.expert_bytes = buf.size() / (size_t)E;
+    return t;
+  };
+  std::vector<uint8_t> gb, ub, db;
+  std::vector<float> router((size_t)(E * d));
+  for (float& v : router) v = dist(rng);
+  MoeConfig c;
+  c.n_embd = d;
+  c.n_ff = ff;
+  c.routing.kind = MoeRouting::kSoftmaxTopK;
+  c.routing.n_expert = E;
+  c.routing.k = 4;
+  c.routing.renormalize = true;
+  MoeWeights w;
+  w.router.w = {format::GgmlType::F32, router.data(), E, d, (size_t)d * sizeof(float)};
+  w.gate = encode(format::GgmlType::Q4_K, ff, d, gb);
+  w.up = encode(format::GgmlType::Q4_K, ff, d, ub);
+  w.down = encode(format::GgmlType::Q6_K, d, ff, db);
+  const int64_t T = 67, ffs = 96;
+  std::vector<float> x((size_t)(T * d));
+  for (float& v : x) v = dist(rng);
+  std::vector<uint8_t> sgb, sub, sdb;
+  auto encode2d = [&](int64_t rows, int64_t cols, std::vector<uint8_t>& buf) {
+    std::vector<float> f((size_t)(rows * cols));
+    for (float& v : f) v = 0.2f * dist(rng);
+    buf.resize(format::ggml_row_size(format::GgmlType::Q8_0, cols) * (size_t)rows);
+    EXPECT_TRUE(models::synth::encode_values(format::GgmlType::Q8_0, f.data(), rows * cols, buf.data()).is_ok());
+    return kernels::WeightView{format::GgmlType::Q8_0, buf.data(), rows, cols,
+                               format::ggml_row_size(format::GgmlType::Q8_0, cols)};
+  };
+  const kernels::WeightView sg = encode2d(ffs, d, sgb), su = encode2d(ffs, d, sub), sd = encode2d(d, ffs, sdb);
+  for (bool with_shexp : {false, true}) {
+  SCOPED_TRACE(with_shexp ? "with shared expert" : "without shared expert");
+  c.n_ff_shexp = with_shexp ? ffs : 0;
+  w.shexp = {};
+  if (with_shexp) {
+    w.shexp.gate.w = sg;
+    w.shexp.up.w = su;
+    w.shexp.down.w = sd;
+  }
+  MoeScratch plain;
+  plain.fused_max_rows = 0;
+  plain.reserve(c, T);
+  std::vector<MoeScratch> grouped(3);
+  const int64_t caps[] = {7, 40, 1024};
+  for (int i = 0; i < 3; ++i) {
+    grouped[i].fused_max_rows = caps[i];
+    grouped[i].reserve(c, T);
+    ASSERT_EQ(grouped[i].grouped_rows(), std::min<int64_t>(caps[i], T * (c.routing.k + (with_shexp ? 1 : 0))));
+  }
+  for (kernels::Isa isa : kernels::available_isas()) {
+    kernels::ScopedIsa scoped(isa);
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      for (int64_t n : {1, 13, 67}) {
+        std::vector<float> a((size_t)(n * d)), b((size_t)(n * d));
+        moe_forward(c, w, x.data(), n, plain, a.data(), &pool);
+        for (int i = 0; i < 3; ++i) {
+          moe_forward(c, w, x.data(), n, grouped[i], b.data(), &pool);
+          for (size_t j = 0; j < a.size(); ++j)
+            ASSERT_EQ(a[j], b[j]) << kernels::isa_name(isa) << " threads " << threads << " T " << n << " cap "
+                                  << caps[i] << " j " << j;
+        }
+      }
+    }
+  }
+  }
+}
+
+}  // namespace
+}  // namespace chimera::layers
