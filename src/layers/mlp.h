@@ -15,13 +15,16 @@ Result<GatedMlp> bind_gated_mlp(const WeightBinder& b, const std::string& prefix
 
 struct MlpScratch {
   AlignedBuffer<float> g, u;
+  AlignedBuffer<uint8_t> packed;  // activation packing of the fused gate/up job (grows on demand)
   void reserve(int64_t n_ff, int64_t max_tokens) {
     g.resize((size_t)(n_ff * max_tokens));
     u.resize((size_t)(n_ff * max_tokens));
   }
 };
 
-// out[T][n_embd] = MLP(h[T][n_embd]).
+// out[T][n_embd] = MLP(h[T][n_embd]). Without biases, gate and up run as one
+// grouped job (layers/moe_grouped.h): the activations are packed once and the
+// pool is woken once for both; results are bit-identical to two matmuls.
 void gated_mlp_forward(const GatedMlp& m, const float* h, int64_t T, int64_t n_embd, MlpScratch& s, float* out,
                        ThreadPool* pool);
 

@@ -4,6 +4,7 @@
 // row counts, shared and unshared packing, 1-3 threads and every ISA.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "format/gguf/ggml_types.h"
 #include "kernels/dispatch.h"
 #include "kernels/matmul.h"
+#include "layers/mlp.h"
 #include "layers/moe_grouped.h"
 #include "models/synth/synth.h"
 
@@ -113,6 +115,55 @@ TEST(GroupedMatmulScratch, SharedPackingCountsOnce) {
   const size_t separate = grouped_matmul_scratch_bytes(t, 2);
   EXPECT_GT(shared, 0u);
   EXPECT_EQ(separate, 2 * shared);
+}
+
+}  // namespace
+}  // namespace chimera::layers
+
+// The gated MLP runs gate and up as one grouped job when neither has a bias:
+// same bits as three separate matmuls plus silu_mul, any thread count.
+namespace chimera::layers {
+namespace {
+
+TEST(GatedMlp, FusedGateUpMatchesSeparateMatmuls) {
+  std::mt19937 rng(11);
+  const int64_t d = 256, ff = 224;  // ff: odd multiple of 32 (Q8_0 down rows)
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::F16}) {
+    Weights g = make_weights(type, ff, d, rng), u = make_weights(type, ff, d, rng);
+    Weights dn = make_weights(type == GgmlType::Q4_K ? GgmlType::Q8_0 : type, d, ff, rng);
+    GatedMlp m;
+    m.gate.w = g.view;
+    m.up.w = u.view;
+    m.down.w = dn.view;
+    for (int64_t T : {1, 7, 40}) {
+      std::vector<float> x((size_t)(T * d));
+      std::normal_distribution<float> nd(0.f, 1.f);
+      for (float& v : x) v = nd(rng);
+      std::vector<float> gv((size_t)(T * ff)), uv((size_t)(T * ff)), want((size_t)(T * d));
+      kernels::matmul(g.view, x.data(), T, d, gv.data(), ff, nullptr);
+      kernels::matmul(u.view, x.data(), T, d, uv.data(), ff, nullptr);
+      for (size_t i = 0; i < gv.size(); ++i) gv[i] = gv[i] / (1.f + std::exp(-gv[i])) * uv[i];
+      kernels::matmul(dn.view, gv.data(), T, ff, want.data(), d, nullptr);
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        MlpScratch s;
+        s.reserve(ff, T);
+        std::vector<float> got((size_t)(T * d));
+        gated_mlp_forward(m, x.data(), T, d, s, got.data(), &pool);
+        float max_diff = 0;
+        for (size_t i = 0; i < got.size(); ++i) max_diff = std::max(max_diff, std::fabs(got[i] - want[i]));
+        // silu_mul is a SIMD op here and a scalar loop above: allow its rounding only.
+        EXPECT_LE(max_diff, 1e-3f) << format::ggml_type_name(type) << " T=" << T << " threads=" << threads;
+        // Against the same call on one thread: bit-identical.
+        ThreadPool one(1);
+        MlpScratch s1;
+        s1.reserve(ff, T);
+        std::vector<float> ref((size_t)(T * d));
+        gated_mlp_forward(m, x.data(), T, d, s1, ref.data(), &one);
+        EXPECT_EQ(got, ref) << format::ggml_type_name(type) << " T=" << T << " threads=" << threads;
+      }
+    }
+  }
 }
 
 }  // namespace
