@@ -16,6 +16,7 @@
 #include "core/thread_pool.h"
 #include "kernels/dispatch.h"
 #include "kernels/matmul.h"
+#include "kernels/repack.h"
 #include "kernels/type_traits.h"
 
 namespace chimera::kernels {
@@ -46,7 +47,62 @@ void run_qmatmul(benchmark::State& state, GgmlType type, int64_t n, int64_t m, i
   state.SetLabel(matmul_kernel(type, isa)->name);
 }
 
+// Load-time repacked vs storage-layout Q8_0 (matmul_q8_0_repack.h) on a
+// rows x cols weight: the same random codes, packed by PackedWeights when
+// `packed` (the storage copies are separate, pack() releases their pages).
+void run_q8_repack(benchmark::State& state, int64_t rows, int64_t cols, int64_t m, bool packed, int threads, Isa isa,
+                   bool cold) {
+  ScopedIsa scoped(isa);
+  ThreadPool pool(threads);
+  std::mt19937 rng(42);
+  std::uniform_int_distribution<int> byte(0, 255);
+  bench::WeightSet w = bench::make_weight_copies(GgmlType::Q8_0, rows, cols, cold, [&](size_t, uint8_t* data) {
+    const size_t bytes = format::ggml_row_size(GgmlType::Q8_0, cols) * (size_t)rows;
+    for (size_t i = 0; i < bytes; ++i) data[i] = (uint8_t)byte(rng);
+    for (size_t b = 0; b < bytes / 34; ++b) {
+      data[b * 34] = 0x00;
+      data[b * 34 + 1] = 0x20;
+    }
+  });
+  PackedWeights packs;
+  if (packed) {
+    for (WeightView& v : w.views) {
+      if (!packs.pack(v)) {
+        state.SkipWithError("no repacking kernel");
+        return;
+      }
+    }
+  }
+  bench::time_matmul(state, w, m, pool);
+  // Bytes actually streamed per call are the same in both layouts (34 per block).
+  const MatmulKernel* k = matmul_kernel(GgmlType::Q8_0, isa);
+  state.SetLabel(std::string(k->name) + (packed ? " packed" : ""));
+}
+
+void register_q8_repack() {
+  struct Shape {
+    int64_t rows, cols;
+  };
+  for (Isa isa : available_isas()) {
+    const MatmulKernel* k = matmul_kernel(GgmlType::Q8_0, isa);
+    if (isa == Isa::kScalar || !k || !k->repack) continue;
+    for (Shape sh : {Shape{2048, 2048}, Shape{8192, 2048}, Shape{2048, 8192}}) {
+      for (int packed : {0, 1}) {
+        const std::string name = "q8_repack/" + std::to_string(sh.rows) + "x" + std::to_string(sh.cols) +
+                                 "/packed:" + std::to_string(packed) + "/threads:1/isa:" + isa_name(isa);
+        benchmark::RegisterBenchmark((name + "/m:256").c_str(), [=](benchmark::State& s) {
+          run_q8_repack(s, sh.rows, sh.cols, 256, packed != 0, 1, isa, false);
+        })->UseRealTime()->Unit(benchmark::kMillisecond);
+        benchmark::RegisterBenchmark((name + "/m:1").c_str(), [=](benchmark::State& s) {
+          run_q8_repack(s, sh.rows, sh.cols, 1, packed != 0, 1, isa, true);
+        })->UseRealTime()->Unit(benchmark::kMicrosecond);
+      }
+    }
+  }
+}
+
 bool register_quant() {
+  register_q8_repack();
   const GgmlType types[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
                             GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::IQ4_NL};
   for (Isa isa : available_isas()) {

@@ -6,6 +6,8 @@
 // GFLOP/s on cache-warm weights. Names look like
 //   tq_gemv/TQ2_0/6912x2560/threads:1/isa:avx512vnni
 //   tq_gemm/TQ2_0/2560x2560/m:64/threads:2/isa:avx2
+//   tq_gemv_packed/... : the same on load-time repacked weights (kernels whose
+//   table entry repacks), copies packed like a model load does.
 // Registered by a static initializer; main() lives in matmul_bench.cpp.
 #include <benchmark/benchmark.h>
 
@@ -21,6 +23,8 @@
 #include "format/gguf/ggml_types.h"
 #include "kernels/dispatch.h"
 #include "kernels/matmul.h"
+#include "kernels/repack.h"
+#include "kernels/type_traits.h"
 #include "quant/i2s.h"
 
 namespace chimera::kernels {
@@ -41,7 +45,7 @@ void quantize_rows(GgmlType t, const float* x, uint8_t* out, int64_t rows, int64
 }
 
 void run(benchmark::State& state, GgmlType type, int64_t rows, int64_t cols, int64_t m, int threads, Isa isa,
-         bool cold) {
+         bool cold, bool packed = false) {
   ScopedIsa scoped(isa);
   ThreadPool pool(threads);
   bench::WeightSet w = bench::make_quantized_weights(type, rows, cols, cold, quantize_rows);
@@ -49,6 +53,9 @@ void run(benchmark::State& state, GgmlType type, int64_t rows, int64_t cols, int
     const float scale = 0.05f;
     for (auto& c : w.copies) std::memcpy(c.data() + format::ggml_row_size(type, cols) * (size_t)rows, &scale, 4);
   }
+  PackedWeights packs;  // load-time repacked copies (kernels/repack.h)
+  if (packed)
+    for (auto& v : w.views) packs.pack(v);
   bench::time_matmul(state, w, m, pool);
 }
 
@@ -73,6 +80,18 @@ struct Registrar {
                 ->UseRealTime()
                 ->Unit(benchmark::kMicrosecond);
             if (ternary) {
+              if (kernels::matmul_kernel(type, isa)->repack) {
+                benchmark::RegisterBenchmark(
+                    ("tq_gemv_packed/" + shape + suffix).c_str(),
+                    [=](benchmark::State& s) { run(s, type, rows, cols, 1, threads, isa, true, true); })
+                    ->UseRealTime()
+                    ->Unit(benchmark::kMicrosecond);
+                benchmark::RegisterBenchmark(
+                    ("tq_gemm_packed/" + shape + "/m:64" + suffix).c_str(),
+                    [=](benchmark::State& s) { run(s, type, rows, cols, 64, threads, isa, false, true); })
+                    ->UseRealTime()
+                    ->Unit(benchmark::kMillisecond);
+              }
               benchmark::RegisterBenchmark(
                   ("tq_gemv_hot/" + shape + suffix).c_str(),
                   [=](benchmark::State& s) { run(s, type, rows, cols, 1, threads, isa, false); })

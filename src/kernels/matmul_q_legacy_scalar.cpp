@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "core/fp16.h"
+#include "kernels/matmul_q8_0_repack.h"
 #include "kernels/matmul_q_legacy.h"
 #include "quant/legacy_blocks.h"
 
@@ -135,7 +136,11 @@ PackActFn legacy_pack_fn(format::GgmlType t) {
 
 MatmulKernel legacy_quant_kernel_scalar(format::GgmlType t) {
   switch (t) {
-    case GgmlType::Q8_0: return make<GgmlType::Q8_0>("gemm_q8_0_q8_0_scalar");
+    case GgmlType::Q8_0: {
+      MatmulKernel k = make<GgmlType::Q8_0>("gemm_q8_0_q8_0_scalar");
+      q8r::add_repacking(k, q8r::gemm_packed_scalar);  // reference of the packed layout
+      return k;
+    }
     case GgmlType::Q4_0: return make<GgmlType::Q4_0>("gemm_q4_0_q8_0_scalar");
     case GgmlType::Q4_1: return make<GgmlType::Q4_1>("gemm_q4_1_q8_1_scalar");
     case GgmlType::Q5_0: return make<GgmlType::Q5_0>("gemm_q5_0_q8_0_scalar");

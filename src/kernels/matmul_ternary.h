@@ -20,20 +20,25 @@
 //   (k/256 + 8) * 2^-23 * sum_e |w_e| |a_e| + same with |w| -> |d|.
 //
 // Layouts:
-//   - scalar kernel and AVX2 TQ1_0: block_q8_K activations, each weight row
-//     decoded into TqDecoded (trits in natural element order) once per call.
+//   - scalar kernel (and AVX2 TQ1_0 with CHIMERA_TQ1_2BIT=0): block_q8_K
+//     activations, each weight row decoded into TqDecoded (trits in natural
+//     element order) once per call.
 //   - TQ2_0 / I2_S (AVX2, AVX-512): TqAct8 activations in "plane order":
 //     chunk n (0..3) = bytes 64n..64n+63 = elements [32n..32n+31 |
 //     128+32n..128+32n+31], which is the order (x >> shift_n) & 3 yields from
 //     the 64 qs bytes of a TQ2_0 block (or two I2_S blocks) — so decode is one
 //     shift + and per 64 elements, straight from storage. Every 4-byte group
 //     holds one lane class: byte p of a chunk has class (p / 4) mod 8.
-//   - TQ1_0 (AVX-512): TqAct16, int16 activations in 9 chunks of 32 matching
+//   - TQ1_0 (AVX2, AVX-512) by default: TqAct8 too; the weights are repacked
+//     at load into the 2-bit grouped layout below (the TQ2_0 packed kernels).
+//   - TQ1_0 (AVX-512, CHIMERA_TQ1_2BIT=0): TqAct16, int16 activations in 9 chunks of 32 matching
 //     the base-3 decoder's u16 lanes (matmul_ternary_avx512.cpp); the int32
 //     lane j of a vpdpwssd / vpmaddwd has class j / 2.
 // TqAct*.corr[l] = bsums[2l] + bsums[2l+1] (subtracted from S_l).
 // GEMV (m == 1) decodes in registers with an L2 prefetch of the rows ahead;
-// GEMM decodes each weight row once into a plane-order panel.
+// GEMM decodes each weight row once into a plane-order panel. Repacked
+// weights (TQ2_0, TQ1_0; AVX2 and AVX-512): kTqGroup rows per pass over one
+// contiguous buffer, bit-identical to the storage-layout kernels.
 #pragma once
 
 #include <algorithm>
@@ -80,6 +85,38 @@ size_t tq_act8_bytes(int64_t k);
 void tq_pack_act8(const float* x, int64_t k, void* out);
 size_t tq_act16_bytes(int64_t k);
 void tq_pack_act16(const float* x, int64_t k, void* out);
+
+// Load-time repacked TQ2_0 (MatmulKernel::repack, AVX-512 kernels): groups of
+// kTqGroup rows; group layout = [f16 scales, [block sb][row j], zero-padded to
+// a multiple of 64 bytes] then [64 qs bytes of block sb of row j at
+// (sb * kTqGroup + j) * 64] — storage bytes unchanged, so every 64-byte qs
+// unit is cache-line aligned and a GEMV streams one contiguous buffer, reading
+// kTqGroup rows per pass with one set of activation loads.
+// Group of 4 rather than 8: 1-thread cold GEMV, us, 2560x2560 / 6912x2560 /
+// 2560x6912 / 640x2560 (loaded machine, 3 alternating rounds): 4 rows
+// 91-129 / 315-349 / 347-371 / 32-38, 8 rows 119-134 / 322-357 / 504-561 /
+// 33-37 (the storage-layout kernel: 134-197 / 367-532 / 464-643).
+constexpr int kTqGroup = 4;
+size_t tq_packed_scale_bytes(int64_t k);  // per group
+size_t tq_packed_row_bytes(int64_t k);    // averaged over a group
+void tq2_0_repack(const uint8_t* src, size_t src_stride, int64_t n, int64_t k, uint8_t* dst);
+// TQ1_0 rows re-encoded into the same 2-bit layout (trits and f16 scales
+// unchanged: the packed kernel is TQ2_0's; 66 instead of 54 bytes per block,
+// but a shift + and per 64 weights instead of the base-3 multiplies).
+void tq1_0_repack(const uint8_t* src, size_t src_stride, int64_t n, int64_t k, uint8_t* dst);
+// TQ1_0 kernels (AVX2, AVX-512) run on TqAct8 activations and 2-bit repacked
+// weights unless CHIMERA_TQ1_2BIT=0 (read when the kernel table is built)
+// selects the base-3 kernels (block_q8_K / TqAct16 activations), kept for
+// comparison: 1-thread cold GEMV, us, 2560x2560 / 6912x2560 / 2560x6912 /
+// 640x2560, AVX-512 VNNI, loaded 2-vCPU Zen 4: base-3 227-338 / 629-880 /
+// 659-939 / 79-88, 2-bit packed 114 / 279-285 / 211-308 / 32-33 (TQ2_0
+// packed 115 / 204-278 / 312-329 / 29-31). The storage-layout TQ1_0 kernels
+// on TqAct8 (tensors left unpacked) re-encode each row with the scalar
+// decoder: correct, slow for GEMV.
+bool tq1_as_2bit();
+// One TQ1_0 block as the 64 qs bytes of the TQ2_0 block of the same trits;
+// returns its f16 scale bits.
+uint16_t tq1_0_to_tq2_qs(const uint8_t* blk, uint8_t* qs);
 
 // Per-ISA providers (empty kernel for non-ternary types / other architectures).
 MatmulKernel ternary_kernel_scalar(format::GgmlType type);

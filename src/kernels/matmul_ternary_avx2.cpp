@@ -6,8 +6,12 @@
 //   saturation) + vpmaddwd(1) -> int32 lane l of class l. GEMV (m == 1)
 //   decodes in registers with an L2 prefetch of the rows ahead; GEMM decodes
 //   each row once into a plane-order panel.
-//   TQ1_0: block_q8_K activations, each weight row decoded once per call into
-//   natural-order trits (shared scalar decoder), 8 chunks of 32 per block.
+//   Repacked TQ2_0 / TQ1_0 (2-bit grouped layout, matmul_ternary.h): the same
+//   planes_dot per row and block over one contiguous buffer, kTqGroup rows per
+//   pass. TQ1_0 runs on TqAct8 (repacked, or re-encoded per row when not).
+//   TQ1_0 with CHIMERA_TQ1_2BIT=0: block_q8_K activations, each weight row
+//   decoded once per call into natural-order trits (shared scalar decoder),
+//   8 chunks of 32 per block.
 // Then minus the lane-class corrections, vfmadd into 8 f32 lanes and the
 // fixed reduction of matmul_ternary.h.
 #include "kernels/matmul_ternary.h"
@@ -142,15 +146,82 @@ CHIMERA_T_AVX2 float dot_avx2(const TqDecoded* w, const float* wd, const uint8_t
   return detail::tq_finish(l);
 }
 
+// ---- Repacked TQ2_0 / TQ1_0 (2-bit grouped layout, matmul_ternary.h) and
+// TQ1_0 on TqAct8 in storage layout. Same planes_dot / plane_update per row
+// and block as gemm_planes: bit-identical to it and to Isa::kScalar.
+CHIMERA_T_AVX2 inline float f16_bits(uint16_t h) { return _cvtsh_ss(h); }
+
+CHIMERA_T_AVX2 void gemm_packed(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+  constexpr int G = kTqGroup;
+  const int64_t nsb = g.k / q::kQK_K;
+  const size_t sc_bytes = tq_packed_scale_bytes(g.k);
+  const size_t group_bytes = (size_t)G * g.w_stride;
+  for (int64_t r = r0; r < r1; r += G) {
+    const uint8_t* grp = g.w + (size_t)(r / G) * group_bytes;
+    const auto* sc = reinterpret_cast<const uint16_t*>(grp);
+    const uint8_t* qs = grp + sc_bytes;
+    for (int64_t i = i0; i < i1; ++i) {
+      const auto* act = reinterpret_cast<const TqAct8*>(g.a + (size_t)i * g.a_stride);
+      __m256 acc[G];
+      for (int j = 0; j < G; ++j) acc[j] = _mm256_setzero_ps();
+      for (int64_t sb = 0; sb < nsb; ++sb) {
+        for (int j = 0; j < G; ++j) {
+          acc[j] = plane_update(planes_dot<false>(qs + (size_t)(sb * G + j) * 64, act[sb]), act[sb],
+                                f16_bits(sc[sb * G + j]), acc[j]);
+        }
+      }
+      for (int j = 0; j < G; ++j) g.y[i * g.ldy + r + j] = lanes_finish(acc[j]);
+    }
+  }
+}
+
+CHIMERA_T_AVX2 void gemm_tq1_act8(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+  const int64_t nsb = g.k / q::kQK_K;
+  thread_local std::vector<uint8_t> panel;
+  thread_local std::vector<float> dd;
+  if ((int64_t)dd.size() < nsb) {
+    panel.resize((size_t)nsb * 64);
+    dd.resize((size_t)nsb);
+  }
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* w = g.w + (size_t)r * g.w_stride;
+    for (int64_t sb = 0; sb < nsb; ++sb)
+      dd[(size_t)sb] = f16_bits(tq1_0_to_tq2_qs(w + (size_t)sb * sizeof(q::block_tq1_0), &panel[(size_t)sb * 64]));
+    for (int64_t i = i0; i < i1; ++i) {
+      const auto* act = reinterpret_cast<const TqAct8*>(g.a + (size_t)i * g.a_stride);
+      __m256 acc = _mm256_setzero_ps();
+      for (int64_t sb = 0; sb < nsb; ++sb)
+        acc = plane_update(planes_dot<false>(&panel[(size_t)sb * 64], act[sb]), act[sb], dd[(size_t)sb], acc);
+      g.y[i * g.ldy + r] = lanes_finish(acc);
+    }
+  }
+}
+
+void set_repack(MatmulKernel& k, void (*repack)(const uint8_t*, size_t, int64_t, int64_t, uint8_t*)) {
+  k.repack_rows = kTqGroup;
+  k.repack_row_bytes = tq_packed_row_bytes;
+  k.repack = repack;
+  k.gemm_packed = gemm_packed;
+}
+
 }  // namespace
 
 MatmulKernel ternary_kernel_avx2(format::GgmlType type) {
   switch (type) {
-    case GgmlType::TQ1_0:
-      return {kq_pack_act, kq_act_bytes, detail::tq_gemm<tq1_0_decode, sizeof(q::block_tq1_0), dot_avx2>,
-              "gemm_tq1_0_q8_K_avx2", GgmlType::Q8_K};
-    case GgmlType::TQ2_0:
-      return {tq_pack_act8, tq_act8_bytes, gemm_planes<false>, "gemm_tq2_0_q8_K_avx2", GgmlType::Q8_K};
+    case GgmlType::TQ1_0: {
+      if (!tq1_as_2bit()) {
+        return {kq_pack_act, kq_act_bytes, detail::tq_gemm<tq1_0_decode, sizeof(q::block_tq1_0), dot_avx2>,
+                "gemm_tq1_0_q8_K_avx2", GgmlType::Q8_K};
+      }
+      MatmulKernel k{tq_pack_act8, tq_act8_bytes, gemm_tq1_act8, "gemm_tq1_0_q8_K_avx2_2bit", GgmlType::Q8_K};
+      set_repack(k, tq1_0_repack);
+      return k;
+    }
+    case GgmlType::TQ2_0: {
+      MatmulKernel k{tq_pack_act8, tq_act8_bytes, gemm_planes<false>, "gemm_tq2_0_q8_K_avx2", GgmlType::Q8_K};
+      set_repack(k, tq2_0_repack);
+      return k;
+    }
     case GgmlType::I2_S:
       return {tq_pack_act8, tq_act8_bytes, gemm_planes<true>, "gemm_i2_s_q8_K_avx2", GgmlType::Q8_K};
     default: return {};

@@ -26,6 +26,10 @@
 // end; 4-16 KiB ahead was 5-25% slower — re-measure on a quiet machine).
 // GEMM decodes each weight row once into a plane-order panel and runs up to 4
 // activation rows per panel pass.
+//
+// Load-time repacked TQ2_0 and TQ1_0 (2-bit grouped layout, matmul_ternary.h):
+// gemv_packed / gemm_packed below, bit-identical to the storage-layout TQ2_0
+// kernel (TQ1_0 by default runs on TqAct8 and the same packed kernel).
 #include "kernels/matmul_ternary.h"
 
 #if defined(__x86_64__)
@@ -247,15 +251,177 @@ CHIMERA_T_TQ512 void gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0,
   }
 }
 
+// ---- Repacked TQ2_0 (layout: matmul_ternary.h, kTqGroup rows per group) ----
+// GEMV: one pass per group streams its kTqGroup x 64 bytes per block from one
+// contiguous, line-aligned buffer; the 4 activation vectors of a block are
+// loaded once for the whole group; two rows' 16-lane sums fold into one
+// 512-bit vector (shuffle_i64x2 + add) so the correction, conversion and FMA
+// run once per row pair. Per lane the same integer S_l and the same f32
+// operations as gemv<kTq2>: bit-identical to the storage-layout kernel.
+// No software prefetch: the stream is contiguous and the hardware prefetcher
+// keeps up (1-thread cold GEMV on the loaded 2-vCPU Zen 4 VM, us for
+// 2560x2560 / 6912x2560 / 2560x6912 / 640x2560: no prefetch 122 321 292 34,
+// 1 KiB ahead 137 397 384 39, 2 KiB 144 392 477 40, 4 KiB 141 371 400 37).
+template <bool kVnni>
+CHIMERA_T_TQ512 void gemv_packed(const GemmArgs& g, int64_t r0, int64_t r1) {
+  constexpr int G = kTqGroup;
+  constexpr int P = G / 2;
+  static_assert(G == 4 || G == 8);
+  const int64_t nsb = g.k / q::kQK_K;
+  const auto* act = reinterpret_cast<const TqAct8*>(g.a);
+  const size_t sc_bytes = tq_packed_scale_bytes(g.k);
+  const size_t group_bytes = (size_t)G * g.w_stride;
+  const __m512i mask = _mm512_set1_epi8(3);
+  const __m512i ones = _mm512_set1_epi16(1);
+  __m512i idx[P];
+  CHIMERA_UNROLL for (int p = 0; p < P; ++p) {
+    idx[p] = _mm512_inserti64x4(_mm512_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1), 1);
+  }
+  for (int64_t r = r0; r < r1; r += G) {
+    const uint8_t* grp = g.w + (size_t)(r / G) * group_bytes;
+    const auto* sc = reinterpret_cast<const uint16_t*>(grp);
+    const uint8_t* qs = grp + sc_bytes;
+    __m512 acc[P];
+    CHIMERA_UNROLL for (int p = 0; p < P; ++p) acc[p] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      const uint8_t* blk = qs + (size_t)sb * G * 64;
+      const TqAct8& a = act[sb];
+      __m512i y[4];
+      CHIMERA_UNROLL for (int n = 0; n < 4; ++n) y[n] = _mm512_load_si512((const void*)(a.qs + 64 * n));
+      __m512i s[G];
+      CHIMERA_UNROLL for (int j = 0; j < G; ++j) {
+        const __m512i x = _mm512_load_si512((const void*)(blk + 64 * j));
+        s[j] = _mm512_setzero_si512();
+        CHIMERA_UNROLL for (int n = 0; n < 4; ++n) {
+          const __m512i t = _mm512_and_si512(_mm512_srli_epi16(x, 2 * n), mask);
+          if constexpr (kVnni) {
+            s[j] = _mm512_dpbusd_epi32(s[j], t, y[n]);
+          } else {
+            s[j] = _mm512_add_epi32(s[j], _mm512_madd_epi16(_mm512_maddubs_epi16(t, y[n]), ones));
+          }
+        }
+      }
+      __m256 d8;
+      if constexpr (G == 8) {
+        d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(sc + sb * G)));
+      } else {
+        d8 = _mm256_castps128_ps256(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i*)(sc + sb * G))));
+      }
+      const __m512 dz = _mm512_castps256_ps512(_mm256_mul_ps(d8, _mm256_set1_ps(a.d)));
+      const __m512i corr = _mm512_broadcast_i64x4(_mm256_load_si256((const __m256i*)a.corr));
+      CHIMERA_UNROLL for (int p = 0; p < P; ++p) {
+        const __m512i lo = _mm512_shuffle_i64x2(s[2 * p], s[2 * p + 1], 0x44);
+        const __m512i hi = _mm512_shuffle_i64x2(s[2 * p], s[2 * p + 1], 0xEE);
+        const __m512i v = _mm512_sub_epi32(_mm512_add_epi32(lo, hi), corr);
+        acc[p] = _mm512_fmadd_ps(_mm512_permutexvar_ps(idx[p], dz), _mm512_cvtepi32_ps(v), acc[p]);
+      }
+    }
+    CHIMERA_UNROLL for (int p = 0; p < P; ++p) {
+      alignas(64) float l[16];
+      _mm512_store_ps(l, acc[p]);
+      g.y[r + 2 * p] = detail::tq_finish(l);
+      g.y[r + 2 * p + 1] = detail::tq_finish(l + 8);
+    }
+  }
+}
+
+// GEMM on packed weights: decode each row of a group into the plane-order
+// panel (same values as decode<kTq2>) and reuse panel_dot.
+template <bool kVnni>
+CHIMERA_T_TQ512 void gemm_packed(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+  if (i1 - i0 == 1) {
+    GemmArgs g1 = g;
+    g1.a = g.a + (size_t)i0 * g.a_stride;
+    g1.y = g.y + i0 * g.ldy;
+    gemv_packed<kVnni>(g1, r0, r1);
+    return;
+  }
+  constexpr int G = kTqGroup;
+  const int64_t nsb = g.k / q::kQK_K;
+  thread_local std::vector<Vec64> panel;
+  thread_local std::vector<float> dd;
+  if ((int64_t)dd.size() < nsb) {
+    panel.resize((size_t)(nsb * 4));
+    dd.resize((size_t)nsb);
+  }
+  const size_t sc_bytes = tq_packed_scale_bytes(g.k);
+  const size_t group_bytes = (size_t)G * g.w_stride;
+  const __m512i mask = _mm512_set1_epi8(3);
+  for (int64_t r = r0; r < r1; r += G) {
+    const uint8_t* grp = g.w + (size_t)(r / G) * group_bytes;
+    const uint8_t* qs = grp + sc_bytes;
+    for (int j = 0; j < G; ++j) {
+      for (int64_t sb = 0; sb < nsb; ++sb) {
+        const __m512i x = _mm512_load_si512((const void*)(qs + (size_t)(sb * G + j) * 64));
+        CHIMERA_UNROLL for (int n = 0; n < 4; ++n) {
+          _mm512_store_si512((void*)panel[(size_t)(sb * 4 + n)].b, _mm512_and_si512(_mm512_srli_epi16(x, 2 * n), mask));
+        }
+        dd[(size_t)sb] = f16_at(grp + (size_t)(sb * G + j) * 2);
+      }
+      int64_t i = i0;
+      const auto* p = reinterpret_cast<const __m512i*>(panel.data());
+      for (; i + 4 <= i1; i += 4) panel_dot<Kind::kTq2, kVnni, 4>(p, dd.data(), g, nsb, i, r + j);
+      for (; i < i1; ++i) panel_dot<Kind::kTq2, kVnni, 1>(p, dd.data(), g, nsb, i, r + j);
+    }
+  }
+}
+
+// TQ1_0 with TqAct8 activations, storage layout (used only where a tensor is
+// not repacked: CHIMERA_REPACK=0 or a row count not a multiple of kTqGroup):
+// each row decoded (scalar base-3 decoder) into the plane-order panel, then
+// the TQ2_0 panel dot. Same integer S_l, same f32 operations: bit-identical.
+template <bool kVnni>
+CHIMERA_T_TQ512 void gemm_tq1_act8(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+  const int64_t nsb = g.k / q::kQK_K;
+  thread_local std::vector<Vec64> panel;
+  thread_local std::vector<float> dd;
+  if ((int64_t)dd.size() < nsb) {
+    panel.resize((size_t)(nsb * 4));
+    dd.resize((size_t)nsb);
+  }
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* w = g.w + (size_t)r * g.w_stride;
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      TqDecoded t;
+      dd[(size_t)sb] = tq1_0_decode(w + (size_t)sb * sizeof(q::block_tq1_0), &t);
+      for (int n = 0; n < 4; ++n) {
+        uint8_t* o = panel[(size_t)(sb * 4 + n)].b;
+        std::memcpy(o, t.t + 32 * n, 32);
+        std::memcpy(o + 32, t.t + 128 + 32 * n, 32);
+      }
+    }
+    int64_t i = i0;
+    const auto* p = reinterpret_cast<const __m512i*>(panel.data());
+    for (; i + 4 <= i1; i += 4) panel_dot<Kind::kTq2, kVnni, 4>(p, dd.data(), g, nsb, i, r);
+    for (; i < i1; ++i) panel_dot<Kind::kTq2, kVnni, 1>(p, dd.data(), g, nsb, i, r);
+  }
+}
+
 template <bool kVnni>
 MatmulKernel make_kernel(format::GgmlType type) {
   switch (type) {
-    case GgmlType::TQ1_0:
-      return {tq_pack_act16, tq_act16_bytes, gemm<Kind::kTq1, kVnni>,
-              kVnni ? "gemm_tq1_0_q8_K_avx512vnni" : "gemm_tq1_0_q8_K_avx512", GgmlType::Q8_K};
-    case GgmlType::TQ2_0:
-      return {tq_pack_act8, tq_act8_bytes, gemm<Kind::kTq2, kVnni>,
-              kVnni ? "gemm_tq2_0_q8_K_avx512vnni" : "gemm_tq2_0_q8_K_avx512", GgmlType::Q8_K};
+    case GgmlType::TQ1_0: {
+      if (!tq1_as_2bit()) {
+        return {tq_pack_act16, tq_act16_bytes, gemm<Kind::kTq1, kVnni>,
+                kVnni ? "gemm_tq1_0_q8_K_avx512vnni" : "gemm_tq1_0_q8_K_avx512", GgmlType::Q8_K};
+      }
+      MatmulKernel k{tq_pack_act8, tq_act8_bytes, gemm_tq1_act8<kVnni>,
+                     kVnni ? "gemm_tq1_0_q8_K_avx512vnni_2bit" : "gemm_tq1_0_q8_K_avx512_2bit", GgmlType::Q8_K};
+      k.repack_rows = kTqGroup;
+      k.repack_row_bytes = tq_packed_row_bytes;
+      k.repack = tq1_0_repack;
+      k.gemm_packed = gemm_packed<kVnni>;
+      return k;
+    }
+    case GgmlType::TQ2_0: {
+      MatmulKernel k{tq_pack_act8, tq_act8_bytes, gemm<Kind::kTq2, kVnni>,
+                     kVnni ? "gemm_tq2_0_q8_K_avx512vnni" : "gemm_tq2_0_q8_K_avx512", GgmlType::Q8_K};
+      k.repack_rows = kTqGroup;
+      k.repack_row_bytes = tq_packed_row_bytes;
+      k.repack = tq2_0_repack;
+      k.gemm_packed = gemm_packed<kVnni>;
+      return k;
+    }
     case GgmlType::I2_S:
       return {tq_pack_act8, tq_act8_bytes, gemm<Kind::kI2s, kVnni>,
               kVnni ? "gemm_i2_s_q8_K_avx512vnni" : "gemm_i2_s_q8_K_avx512", GgmlType::Q8_K};
