@@ -26,7 +26,13 @@ size_t tq_packed_row_bytes(int64_t k) {
   return (size_t)(k / q::kQK_K) * 64 + tq_packed_scale_bytes(k) / kTqGroup;
 }
 
-void tq2_0_repack(const uint8_t* src, size_t src_stride, int64_t n, int64_t k, uint8_t* dst) {
+namespace {
+
+// The packed groups, filled block by block: put(storage block, packed qs slot)
+// writes the block's 64 code bytes in TQ2_0 order and returns its f16 d.
+template <class PutBlock>
+void repack_groups(const uint8_t* src, size_t src_stride, int64_t n, int64_t k, size_t block_bytes, uint8_t* dst,
+                   PutBlock put) {
   const int64_t nsb = k / q::kQK_K;
   const size_t sc_bytes = tq_packed_scale_bytes(k);
   const size_t group_bytes = (size_t)kTqGroup * tq_packed_row_bytes(k);
@@ -37,14 +43,23 @@ void tq2_0_repack(const uint8_t* src, size_t src_stride, int64_t n, int64_t k, u
     uint8_t* qs = out + sc_bytes;
     for (int j = 0; j < kTqGroup; ++j) {
       const uint8_t* row = src + (size_t)(g * kTqGroup + j) * src_stride;
-      for (int64_t sb = 0; sb < nsb; ++sb) {
-        q::block_tq2_0 b;
-        std::memcpy(&b, row + (size_t)sb * sizeof(b), sizeof(b));
-        std::memcpy(qs + (size_t)(sb * kTqGroup + j) * 64, b.qs, 64);
-        sc[sb * kTqGroup + j] = b.d;
-      }
+      for (int64_t sb = 0; sb < nsb; ++sb)
+        sc[sb * kTqGroup + j] = put(row + (size_t)sb * block_bytes, qs + (size_t)(sb * kTqGroup + j) * 64);
     }
   }
+}
+
+}  // namespace
+
+void tq2_0_repack(const uint8_t* src, size_t src_stride, int64_t n, int64_t k, uint8_t* dst) {
+  repack_groups(src, src_stride, n, k, sizeof(q::block_tq2_0), dst, [](const uint8_t* blk, uint8_t* qs) {
+    q::block_tq2_0 b;
+    std::memcpy(&b, blk, sizeof(b));
+    std::memcpy(qs, b.qs, 64);
+    uint16_t d;
+    std::memcpy(&d, &b.d, 2);
+    return d;
+  });
 }
 
 uint16_t tq1_0_to_tq2_qs(const uint8_t* blk, uint8_t* qs) {
@@ -63,22 +78,7 @@ uint16_t tq1_0_to_tq2_qs(const uint8_t* blk, uint8_t* qs) {
 }
 
 void tq1_0_repack(const uint8_t* src, size_t src_stride, int64_t n, int64_t k, uint8_t* dst) {
-  const int64_t nsb = k / q::kQK_K;
-  const size_t sc_bytes = tq_packed_scale_bytes(k);
-  const size_t group_bytes = (size_t)kTqGroup * tq_packed_row_bytes(k);
-  for (int64_t g = 0; g < n / kTqGroup; ++g) {
-    uint8_t* out = dst + (size_t)g * group_bytes;
-    std::memset(out, 0, sc_bytes);
-    auto* sc = reinterpret_cast<uint16_t*>(out);
-    uint8_t* qs = out + sc_bytes;
-    for (int j = 0; j < kTqGroup; ++j) {
-      const uint8_t* row = src + (size_t)(g * kTqGroup + j) * src_stride;
-      for (int64_t sb = 0; sb < nsb; ++sb) {
-        sc[sb * kTqGroup + j] =
-            tq1_0_to_tq2_qs(row + (size_t)sb * sizeof(q::block_tq1_0), qs + (size_t)(sb * kTqGroup + j) * 64);
-      }
-    }
-  }
+  repack_groups(src, src_stride, n, k, sizeof(q::block_tq1_0), dst, tq1_0_to_tq2_qs);
 }
 
 }  // namespace chimera::kernels
