@@ -53,9 +53,7 @@ void attention_forward(const AttentionConfig& c, const AttentionWeights& w, cons
   float* q = s.q.data();
   float* k = cache.k_row(pos0);
   float* v = cache.v_row(pos0);
-  w.wq.apply(h, T, c.n_embd, q, nq, pool);
-  w.wk.apply(h, T, c.n_embd, k, nk, pool);
-  w.wv.apply(h, T, c.n_embd, v, nv, pool);
+  apply_same_input({{&w.wq, q, nq}, {&w.wk, k, nk}, {&w.wv, v, nv}}, h, T, c.n_embd, s.packed, pool);
   rope_rows(c, q, k, T, pos0);
   kernels::attention(attention_params(c), q, T, nq, pos0, cache.k(), nk, cache.v(), nv, n_kv, s.attn.data(), c.n_head * c.head_dim_v,
                      pool);

@@ -2,7 +2,6 @@
 #include "layers/mlp.h"
 
 #include "kernels/ops.h"
-#include "layers/moe_grouped.h"
 
 namespace chimera::layers {
 
@@ -17,16 +16,7 @@ Result<GatedMlp> bind_gated_mlp(const WeightBinder& b, const std::string& p, int
 void gated_mlp_forward(const GatedMlp& m, const float* h, int64_t T, int64_t n_embd, MlpScratch& s, float* out,
                        ThreadPool* pool) {
   const int64_t ff = m.n_ff();
-  if (!m.gate.bias.present() && !m.up.bias.present()) {
-    const GroupedMatmulTask tasks[2] = {{m.gate.w, h, T, n_embd, s.g.data(), ff},
-                                        {m.up.w, h, T, n_embd, s.u.data(), ff}};
-    const size_t need = grouped_matmul_scratch_bytes(tasks, 2);
-    if (s.packed.size() < need) s.packed.resize(need);
-    grouped_matmul(tasks, 2, s.packed.data(), pool);
-  } else {
-    m.gate.apply(h, T, n_embd, s.g.data(), ff, pool);
-    m.up.apply(h, T, n_embd, s.u.data(), ff, pool);
-  }
+  apply_same_input({{&m.gate, s.g.data(), ff}, {&m.up, s.u.data(), ff}}, h, T, n_embd, s.packed, pool);
   kernels::silu_mul(s.g.data(), s.u.data(), s.g.data(), T * ff);
   m.down.apply(s.g.data(), T, ff, out, n_embd, pool);
 }

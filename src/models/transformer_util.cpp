@@ -128,9 +128,7 @@ void attention_segments(const layers::AttentionConfig& c, const layers::Attentio
   float* k = s.k.data();
   float* v = s.v.data();
   float* attn = s.base.attn.data();
-  w.wq.apply(h, rows, c.n_embd, q, nq, pool);
-  w.wk.apply(h, rows, c.n_embd, k, nk, pool);
-  w.wv.apply(h, rows, c.n_embd, v, nv, pool);
+  layers::apply_same_input({{&w.wq, q, nq}, {&w.wk, k, nk}, {&w.wv, v, nv}}, h, rows, c.n_embd, s.base.packed, pool);
   const kernels::AttentionParams ap = layers::attention_params(c);
   for (const Segment& sg : segs) {
     layers::KvCache& cache = *sg.state().kv(layer);
