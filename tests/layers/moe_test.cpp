@@ -330,6 +330,21 @@ TEST(MoeForward, RenormalisedWeightsSumToOne) {
   for (int t = 0; t < 5; ++t) EXPECT_NEAR(obs.w[2 * t] + obs.w[2 * t + 1], 1.f, 1e-6);
 }
 
+// An ExpertTensor view of buf: E experts, base `rows` x `cols` of `type`,
+// buf.size() / E bytes apart.
+ExpertTensor expert_tensor_over(const std::vector<uint8_t>& buf, format::GgmlType type, int64_t rows, int64_t cols,
+                                int64_t E) {
+  ExpertTensor t;
+  t.base.type = type;
+  t.base.data = buf.data();
+  t.base.rows = rows;
+  t.base.cols = cols;
+  t.base.row_bytes = format::ggml_row_size(type, cols);
+  t.n_expert = E;
+  t.expert_bytes = buf.size() / (size_t)E;
+  return t;
+}
+
 // The fused small-call path (decode: all selected experts' gate/up as one job,
 // then all downs) against the per-expert path, on quantized experts (Q8_0
 // gate/up, Q4_K down: different kernels in one block), every ISA, 1-3
@@ -342,15 +357,7 @@ TEST(MoeForward, FusedSmallCallsMatchPerExpertPath) {
     fill(f, (size_t)(rows * cols), rng, 0.2f);
     buf.resize(format::ggml_row_size(type, cols) * (size_t)rows);
     EXPECT_TRUE(models::synth::encode_values(type, f.data(), rows * cols, buf.data()).is_ok());
-    ExpertTensor t;
-    t.base.type = type;
-    t.base.data = buf.data();
-    t.base.rows = rows;
-    t.base.cols = cols;
-    t.base.row_bytes = format::ggml_row_size(type, cols);
-    t.n_expert = E;
-    t.expert_bytes = buf.size() / (size_t)E;
-    return t;
+    return expert_tensor_over(buf, type, rows, cols, E);
   };
   std::vector<uint8_t> gb, ub, db;
   std::vector<float> router;
@@ -408,15 +415,7 @@ TEST(MoeForward, GroupedPrefillChunksMatchPerExpertPath) {
     for (float& v : f) v = 0.2f * dist(rng);
     buf.resize(format::ggml_row_size(type, cols) * (size_t)(E * rows));
     EXPECT_TRUE(models::synth::encode_values(type, f.data(), E * rows * cols, buf.data()).is_ok());
-    ExpertTensor t;
-    t.base.type = type;
-    t.base.data = buf.data();
-    t.base.rows = rows;
-    t.base.cols = cols;
-    t.base.row_bytes = format::ggml_row_size(type, cols);
-    t.n_expert = E;
-    t.expert_bytes = buf.size() / (size_t)E;
-    return t;
+    return expert_tensor_over(buf, type, rows, cols, E);
   };
   std::vector<uint8_t> gb, ub, db;
   std::vector<float> router((size_t)(E * d));
