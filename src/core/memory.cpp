@@ -27,4 +27,18 @@ uint64_t read_status_kb(const char* key) {
 uint64_t peak_rss_bytes() { return read_status_kb("VmHWM:"); }
 uint64_t current_rss_bytes() { return read_status_kb("VmRSS:"); }
 
+PageRange page_range(const uint8_t* data, size_t bytes, size_t page, bool outward) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(data), b = a + bytes;
+  PageRange r;
+  if (outward) {
+    r.begin = a / page * page;
+    r.end = (b + page - 1) / page * page;
+  } else {
+    r.begin = (a + page - 1) / page * page;
+    r.end = b / page * page;
+    if (r.end < r.begin) r.end = r.begin;
+  }
+  return r;
+}
+
 }  // namespace chimera

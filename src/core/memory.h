@@ -48,4 +48,12 @@ uint64_t peak_rss_bytes();
 // Current resident set size in bytes (VmRSS), 0 if unknown.
 uint64_t current_rss_bytes();
 
+// Page-granular byte range [begin, end) of a buffer: widened (outward) or
+// narrowed (inward; may be empty) to multiples of page_size.
+struct PageRange {
+  uintptr_t begin = 0, end = 0;
+  size_t bytes() const { return end > begin ? end - begin : 0; }
+};
+PageRange page_range(const uint8_t* data, size_t bytes, size_t page_size, bool outward);
+
 }  // namespace chimera

@@ -23,10 +23,9 @@ namespace {
 // a read-only file mapping faults them back in from the page cache.
 void release_pages(const void* p, size_t n) {
   const long page = sysconf(_SC_PAGESIZE);
-  if (page <= 0 || n == 0) return;
-  const uintptr_t b = ((uintptr_t)p + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
-  const uintptr_t e = ((uintptr_t)p + n) / (uintptr_t)page * (uintptr_t)page;
-  if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+  if (page <= 0) return;
+  const PageRange r = page_range(static_cast<const uint8_t*>(p), n, (size_t)page, /*outward=*/false);
+  if (r.bytes() > 0) madvise(reinterpret_cast<void*>(r.begin), r.bytes(), MADV_DONTNEED);
 }
 
 }  // namespace

@@ -73,20 +73,6 @@ Result<std::vector<std::vector<ExpertTier>>> read_placement_tiers(const std::str
   return tiers;
 }
 
-PageRange page_range(const uint8_t* data, size_t bytes, size_t page, bool outward) {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(data), b = a + bytes;
-  PageRange r;
-  if (outward) {
-    r.begin = a / page * page;
-    r.end = (b + page - 1) / page * page;
-  } else {
-    r.begin = (a + page - 1) / page * page;
-    r.end = b / page * page;
-    if (r.end < r.begin) r.end = r.begin;
-  }
-  return r;
-}
-
 std::string PlacementReport::summary() const {
   char buf[320];
   std::snprintf(buf, sizeof buf,

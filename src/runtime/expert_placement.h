@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "core/memory.h"  // page_range
 #include "core/status.h"
 #include "format/gguf/gguf.h"
 #include "runtime/expert_stats.h"
@@ -47,14 +48,6 @@ Result<std::vector<ExpertSlice>> expert_slices(const format::GgufFile& g);
 // range for `n_expert_per_layer` (0 = no MoE block in that layer).
 Result<std::vector<std::vector<ExpertTier>>> read_placement_tiers(const std::string& json_path,
                                                                   const std::vector<int64_t>& n_expert_per_layer);
-
-// Page-granular byte range [begin, end) of a slice: widened (outward) or
-// narrowed (inward; may be empty) to multiples of page_size.
-struct PageRange {
-  uintptr_t begin = 0, end = 0;
-  size_t bytes() const { return end > begin ? end - begin : 0; }
-};
-PageRange page_range(const uint8_t* data, size_t bytes, size_t page_size, bool outward);
 
 struct PlacementReport {
   int64_t resident = 0, prefetch = 0, cold = 0;  // experts per tier
