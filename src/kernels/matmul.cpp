@@ -6,6 +6,7 @@
 // partition, so any thread count gives bit-identical results.
 #include "kernels/matmul.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cstdlib>
 #include <cstring>
@@ -21,7 +22,6 @@ constexpr size_t kActAlign = 64;
 // Below this many multiply-adds the pool's wake-up costs more than it saves.
 constexpr int64_t kMinParallelMacs = 1 << 18;
 constexpr int64_t kRowGrain = 16;
-constexpr int64_t kMinParallelPack = 1 << 16;  // activation values
 
 struct Scratch {
   struct Free {
@@ -49,6 +49,31 @@ uint8_t* act_scratch(size_t bytes) {
 
 }  // namespace
 
+size_t act_stride(const MatmulKernel* k, int64_t cols) {
+  return (k->act_bytes(cols) + kActAlign - 1) / kActAlign * kActAlign;
+}
+
+void pack_activations(const ActPackJob* jobs, int64_t n, ThreadPool* pool) {
+  int64_t rows = 0, values = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    rows += jobs[j].m;
+    values += jobs[j].m * jobs[j].cols;
+  }
+  auto pack_range = [jobs, n](int64_t r0, int64_t r1) {
+    int64_t base = 0;
+    for (int64_t j = 0; j < n && base < r1; base += jobs[j].m, ++j) {
+      const ActPackJob& p = jobs[j];
+      const int64_t a = std::max<int64_t>(r0 - base, 0), b = std::min<int64_t>(r1 - base, p.m);
+      for (int64_t i = a; i < b; ++i) p.kern->pack_act(p.x + i * p.ldx, p.cols, p.out + (size_t)i * p.stride);
+    }
+  };
+  if (!pool || pool->size() <= 1 || values < kMinParallelPackValues || rows < 2) {
+    pack_range(0, rows);
+    return;
+  }
+  pool->parallel_for(rows, [&pack_range](int64_t r0, int64_t r1, int) { pack_range(r0, r1); });
+}
+
 bool matmul_supports(format::GgmlType type) { return weight_type_traits(type) != nullptr; }
 
 Status check_matmul_type(format::GgmlType type) {
@@ -75,17 +100,12 @@ void matmul(const WeightView& w, const float* x, int64_t m, int64_t ldx, float* 
   g.y = y;
   g.ldy = ldy;
   if (kern->pack_act) {
-    const size_t stride = (kern->act_bytes(w.cols) + kActAlign - 1) / kActAlign * kActAlign;
+    const size_t stride = act_stride(kern, w.cols);
     uint8_t* buf = act_scratch(stride * (size_t)m);
-    // Packing is row-wise: at prefill sizes split it over the pool (same bytes;
-    // only where the GEMM below runs on the pool too).
-    auto pack = [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) kern->pack_act(x + i * ldx, w.cols, buf + (size_t)i * stride);
-    };
-    if (pool && pool->size() > 1 && m > 1 && w.rows > kRowGrain && m * w.cols >= kMinParallelPack)
-      pool->parallel_for(m, [&pack](int64_t i0, int64_t i1, int) { pack(i0, i1); });
-    else
-      pack(0, m);
+    // At prefill sizes packing is split over the pool, only where the GEMM
+    // below runs on the pool too.
+    const ActPackJob job{kern, x, m, ldx, w.cols, buf, stride};
+    pack_activations(&job, 1, w.rows > kRowGrain ? pool : nullptr);
     g.a = buf;
     g.a_stride = stride;
   } else {
@@ -125,7 +145,7 @@ WeightView WeightView::rows_slice(int64_t r0, int64_t n) const {
   return v;
 }
 
-GemmFnPtr bind_weight(const WeightView& w, const MatmulKernel* kern, GemmArgs& g) {
+GemmFn bind_weight(const WeightView& w, const MatmulKernel* kern, GemmArgs& g) {
   g.k = w.cols;
   // The tail (I2_S's per-tensor scale) follows the storage-layout rows.
   g.w_tail = static_cast<const uint8_t*>(w.data) + (size_t)w.rows * w.row_bytes;

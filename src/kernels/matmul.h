@@ -43,13 +43,6 @@ struct WeightView {
   WeightView rows_slice(int64_t r0, int64_t n) const;
 };
 
-struct MatmulKernel;
-struct GemmArgs;
-using GemmFnPtr = void (*)(const GemmArgs& args, int64_t r0, int64_t r1, int64_t i0, int64_t i1);
-// Fills args.w / w_stride / k / w_tail for `w` and returns the gemm function of
-// `kern` (the kernel matmul_kernel() picked for w.type): the packed one when w
-// carries a copy packed for this kernel, else the storage-layout one.
-GemmFnPtr bind_weight(const WeightView& w, const MatmulKernel* kern, GemmArgs& args);
 
 // True when matmul/row_to_f32 support weights of this type.
 bool matmul_supports(format::GgmlType type);

@@ -31,8 +31,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/thread_pool.h"
 #include "format/gguf/ggml_types.h"
 #include "kernels/dispatch.h"
+#include "kernels/matmul.h"
 
 namespace chimera::kernels {
 
@@ -107,6 +109,31 @@ struct WeightTypeTraits {
   // that has one (ending at kScalar, which every entry must fill).
   MatmulKernel kernels[kIsaCount];
 };
+
+// Bytes between packed activation rows of kernel k (act_bytes rounded up to
+// 64-byte alignment).
+size_t act_stride(const MatmulKernel* k, int64_t cols);
+
+// Activation rows one product packs: x rows [0, m) (stride ldx floats) into
+// out, `stride` bytes apart, with kern->pack_act.
+struct ActPackJob {
+  const MatmulKernel* kern;
+  const float* x;
+  int64_t m, ldx, cols;
+  uint8_t* out;
+  size_t stride;
+};
+// From this many activation values in all jobs, packing is split over the pool.
+constexpr int64_t kMinParallelPackValues = 1 << 16;
+// Packs the rows of every job, flattened as one row range split over the pool
+// when there are at least kMinParallelPackValues values (packing is
+// row-independent: same bytes either way). pool may be null.
+void pack_activations(const ActPackJob* jobs, int64_t n, ThreadPool* pool);
+
+// Fills args.w / w_stride / k / w_tail for `w` and returns the gemm function of
+// `kern` (the kernel matmul_kernel() picked for w.type): the packed one when w
+// carries a copy packed for this kernel, else the storage-layout one.
+GemmFn bind_weight(const WeightView& w, const MatmulKernel* kern, GemmArgs& args);
 
 // The entry for `type`, or null when matmul does not support it.
 const WeightTypeTraits* weight_type_traits(format::GgmlType type);

@@ -14,12 +14,7 @@
 namespace chimera::layers {
 namespace {
 
-constexpr size_t kActAlign = 64;
 constexpr int64_t kRowGrain = 16;
-
-size_t packed_stride(const kernels::MatmulKernel* k, int64_t cols) {
-  return (k->act_bytes(cols) + kActAlign - 1) / kActAlign * kActAlign;
-}
 
 bool same_packing(const GroupedMatmulTask& a, const kernels::MatmulKernel* ka, const GroupedMatmulTask& b,
                   const kernels::MatmulKernel* kb) {
@@ -37,40 +32,6 @@ struct Prepared {
 struct Split {
   int64_t task, row;
 };
-
-// Activation rows one task packs: x rows [0, m) into out, stride bytes apart.
-struct PackJob {
-  const kernels::MatmulKernel* kern;
-  const float* x;
-  int64_t m, ldx, cols;
-  uint8_t* out;
-  size_t stride;
-};
-
-// Packs the rows of every job, flattened as one row range split over the pool
-// when there are enough values (packing is row-independent: same bytes either
-// way). At prefill sizes this is several MB of activations per call that the
-// calling thread would otherwise quantize while the others wait.
-void pack_all(const PackJob* jobs, int64_t n, ThreadPool* pool) {
-  int64_t rows = 0, values = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    rows += jobs[j].m;
-    values += jobs[j].m * jobs[j].cols;
-  }
-  auto pack_range = [jobs, n](int64_t r0, int64_t r1) {
-    int64_t base = 0;
-    for (int64_t j = 0; j < n && base < r1; base += jobs[j].m, ++j) {
-      const PackJob& p = jobs[j];
-      const int64_t a = std::max<int64_t>(r0 - base, 0), b = std::min<int64_t>(r1 - base, p.m);
-      for (int64_t i = a; i < b; ++i) p.kern->pack_act(p.x + i * p.ldx, p.cols, p.out + (size_t)i * p.stride);
-    }
-  };
-  if (!pool || pool->size() <= 1 || values < kGroupedMatmulMinParallelPack || rows < 2) {
-    pack_range(0, rows);
-    return;
-  }
-  pool->parallel_for(rows, [&pack_range](int64_t r0, int64_t r1, int) { pack_range(r0, r1); });
-}
 
 // First (task, row) whose cost offset is >= u, row rounded up to the grain.
 Split split_at(const Prepared* p, int64_t n, int64_t u) {
@@ -105,7 +66,7 @@ size_t grouped_matmul_scratch_bytes(const GroupedMatmulTask* tasks, int64_t n) {
     const kernels::MatmulKernel* k = kernels::matmul_kernel(tasks[t].w.type, kernels::active_isa());
     if (!k) return 0;
     if (k->pack_act && !(t > 0 && prev && same_packing(tasks[t], k, tasks[t - 1], prev)))
-      bytes += packed_stride(k, tasks[t].w.cols) * (size_t)tasks[t].m;
+      bytes += kernels::act_stride(k, tasks[t].w.cols) * (size_t)tasks[t].m;
     prev = k;
   }
   return bytes;
@@ -116,7 +77,7 @@ void grouped_matmul(const GroupedMatmulTask* tasks, int64_t n, uint8_t* scratch,
   assert(n <= kGroupedMatmulMaxTasks);
   if (n > kGroupedMatmulMaxTasks) std::abort();
   Prepared prep[kGroupedMatmulMaxTasks];
-  PackJob packs[kGroupedMatmulMaxTasks];
+  kernels::ActPackJob packs[kGroupedMatmulMaxTasks];
   int64_t np = 0, n_packs = 0, total = 0, macs = 0;
   uint8_t* buf = scratch;
   for (int64_t t = 0; t < n; ++t) {
@@ -140,7 +101,7 @@ void grouped_matmul(const GroupedMatmulTask* tasks, int64_t n, uint8_t* scratch,
       p.g.a = prep[np - 1].g.a;
       p.g.a_stride = prep[np - 1].g.a_stride;
     } else {
-      const size_t stride = packed_stride(k, task.w.cols);
+      const size_t stride = kernels::act_stride(k, task.w.cols);
       packs[n_packs++] = {k, task.x, task.m, task.ldx, task.w.cols, buf, stride};
       p.g.a = buf;
       p.g.a_stride = stride;
@@ -151,7 +112,7 @@ void grouped_matmul(const GroupedMatmulTask* tasks, int64_t n, uint8_t* scratch,
     ++np;
   }
   if (np == 0) return;
-  pack_all(packs, n_packs, pool);
+  kernels::pack_activations(packs, n_packs, pool);
   const int nt = pool ? pool->size() : 1;
   if (nt <= 1 || macs < min_parallel_macs) {
     for (int64_t t = 0; t < np; ++t) prep[t].gemm(prep[t].g, 0, prep[t].rows, 0, prep[t].m);

@@ -28,9 +28,6 @@ namespace chimera::layers {
 constexpr int64_t kGroupedMatmulMaxTasks = 64;
 // Below this many multiply-adds in all tasks together, the pool is not woken.
 constexpr int64_t kGroupedMatmulMinParallelMacs = 1 << 18;
-// From this many activation values to pack in all tasks, packing is split
-// over the pool too (a 512-token prefill packs millions per call).
-constexpr int64_t kGroupedMatmulMinParallelPack = 1 << 16;
 
 struct GroupedMatmulTask {
   kernels::WeightView w;
