@@ -131,9 +131,11 @@ inline float tq_finish(const float* acc) {
   return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
-// Row driver shared by every ISA; results do not depend on [r0,r1) x [i0,i1).
-template <TqDecodeFn Decode, size_t kBlockBytes, TqDotFn Dot>
-void tq_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+// Row driver shared by every ISA: each weight row is decoded block by block
+// (decode_block(row, sb, out) returns the block's scale) and dotted with every
+// activation row; results do not depend on [r0,r1) x [i0,i1).
+template <TqDotFn Dot, class DecodeBlock>
+void decoded_rows_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1, DecodeBlock decode_block) {
   const int64_t nsb = g.k / quant::kQK_K;
   thread_local std::vector<TqDecoded> dec;
   thread_local std::vector<float> dd;
@@ -143,31 +145,28 @@ void tq_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) 
   }
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* w = g.w + (size_t)r * g.w_stride;
-    for (int64_t sb = 0; sb < nsb; ++sb) dd[(size_t)sb] = Decode(w + (size_t)sb * kBlockBytes, &dec[(size_t)sb]);
+    for (int64_t sb = 0; sb < nsb; ++sb) dd[(size_t)sb] = decode_block(w, sb, &dec[(size_t)sb]);
     for (int64_t i = i0; i < i1; ++i) g.y[i * g.ldy + r] = Dot(dec.data(), dd.data(), g.a + (size_t)i * g.a_stride, nsb);
   }
+}
+
+// TQ1_0 / TQ2_0 storage blocks of kBlockBytes, each with its own scale.
+template <TqDecodeFn Decode, size_t kBlockBytes, TqDotFn Dot>
+void tq_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+  decoded_rows_gemm<Dot>(g, r0, r1, i0, i1, [](const uint8_t* w, int64_t sb, TqDecoded* out) {
+    return Decode(w + (size_t)sb * kBlockBytes, out);
+  });
 }
 
 // Scalar-layout driver for I2_S: 64-byte decode units, one tensor scale.
 template <TqDotFn Dot>
 void i2s_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
-  const int64_t nsb = g.k / quant::kQK_K;
   float scale;
   std::memcpy(&scale, g.w_tail, sizeof(scale));
-  thread_local std::vector<TqDecoded> dec;
-  thread_local std::vector<float> dd;
-  if ((int64_t)dec.size() < nsb) {
-    dec.resize((size_t)nsb);
-    dd.resize((size_t)nsb);
-  }
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* w = g.w + (size_t)r * g.w_stride;
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-      i2s_decode(w + (size_t)sb * 64, &dec[(size_t)sb]);
-      dd[(size_t)sb] = scale;
-    }
-    for (int64_t i = i0; i < i1; ++i) g.y[i * g.ldy + r] = Dot(dec.data(), dd.data(), g.a + (size_t)i * g.a_stride, nsb);
-  }
+  decoded_rows_gemm<Dot>(g, r0, r1, i0, i1, [scale](const uint8_t* w, int64_t sb, TqDecoded* out) {
+    i2s_decode(w + (size_t)sb * 64, out);
+    return scale;
+  });
 }
 
 }  // namespace detail

@@ -63,6 +63,37 @@ CHIMERA_T_AVX2 inline float lanes_finish(__m256 acc) {
   return detail::tq_finish(l);
 }
 
+// One weight row's blocks as 64-byte code units (TQ2_0 qs order, or I2_S as
+// stored) and their block scales; per thread, grown on demand.
+struct RowPanel {
+  std::vector<uint8_t> qs;
+  std::vector<float> dd;
+  uint8_t* block(int64_t sb) { return &qs[(size_t)sb * 64]; }
+};
+
+inline RowPanel& row_panel(int64_t nsb) {
+  thread_local RowPanel p;
+  if (p.dd.size() < (size_t)nsb) {
+    p.qs.resize((size_t)nsb * 64);
+    p.dd.resize((size_t)nsb);
+  }
+  return p;
+}
+
+// y[i][r] for every activation row i in [i0, i1) from row r's panel; the
+// decode stays in registers (two shifts per 64 elements are cheaper than
+// reloading decoded planes).
+template <bool kI2s>
+CHIMERA_T_AVX2 void panel_rows(RowPanel& pr, const GemmArgs& g, int64_t nsb, int64_t i0, int64_t i1, int64_t r) {
+  for (int64_t i = i0; i < i1; ++i) {
+    const auto* act = reinterpret_cast<const TqAct8*>(g.a + (size_t)i * g.a_stride);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb)
+      acc = plane_update(planes_dot<kI2s>(pr.block(sb), act[sb]), act[sb], pr.dd[(size_t)sb], acc);
+    g.y[i * g.ldy + r] = lanes_finish(acc);
+  }
+}
+
 template <bool kI2s>
 CHIMERA_T_AVX2 void gemm_planes(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
   constexpr size_t kBytes = kI2s ? 64 : sizeof(q::block_tq2_0);
@@ -91,34 +122,22 @@ CHIMERA_T_AVX2 void gemm_planes(const GemmArgs& g, int64_t r0, int64_t r1, int64
     }
     return;
   }
-  // Panel: the row's blocks repacked to 64 bytes (TQ2_0 qs / I2_S as is) so
-  // every activation row reuses one contiguous copy; the decode stays in
-  // registers (two shifts per 64 elements are cheaper than reloading planes).
-  thread_local std::vector<uint8_t> panel;
-  thread_local std::vector<float> dd;
-  if ((int64_t)dd.size() < nsb) {
-    panel.resize((size_t)nsb * 64);
-    dd.resize((size_t)nsb);
-  }
+  // Panel: the row's blocks copied to 64-byte units so every activation row
+  // reuses one contiguous copy.
+  RowPanel& pr = row_panel(nsb);
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* w = g.w + (size_t)r * g.w_stride;
     for (int64_t sb = 0; sb < nsb; ++sb) {
-      std::memcpy(&panel[(size_t)sb * 64], w + (size_t)sb * kBytes, 64);
+      std::memcpy(pr.block(sb), w + (size_t)sb * kBytes, 64);
       if (kI2s) {
-        dd[(size_t)sb] = ts;
+        pr.dd[(size_t)sb] = ts;
       } else {
         uint16_t h;
         std::memcpy(&h, w + (size_t)sb * kBytes + 64, 2);
-        dd[(size_t)sb] = _cvtsh_ss(h);
+        pr.dd[(size_t)sb] = _cvtsh_ss(h);
       }
     }
-    for (int64_t i = i0; i < i1; ++i) {
-      const auto* act = reinterpret_cast<const TqAct8*>(g.a + (size_t)i * g.a_stride);
-      __m256 acc = _mm256_setzero_ps();
-      for (int64_t sb = 0; sb < nsb; ++sb)
-        acc = plane_update(planes_dot<kI2s>(&panel[(size_t)sb * 64], act[sb]), act[sb], dd[(size_t)sb], acc);
-      g.y[i * g.ldy + r] = lanes_finish(acc);
-    }
+    panel_rows<kI2s>(pr, g, nsb, i0, i1, r);
   }
 }
 
@@ -177,23 +196,12 @@ CHIMERA_T_AVX2 void gemm_packed(const GemmArgs& g, int64_t r0, int64_t r1, int64
 
 CHIMERA_T_AVX2 void gemm_tq1_act8(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
   const int64_t nsb = g.k / q::kQK_K;
-  thread_local std::vector<uint8_t> panel;
-  thread_local std::vector<float> dd;
-  if ((int64_t)dd.size() < nsb) {
-    panel.resize((size_t)nsb * 64);
-    dd.resize((size_t)nsb);
-  }
+  RowPanel& pr = row_panel(nsb);
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* w = g.w + (size_t)r * g.w_stride;
     for (int64_t sb = 0; sb < nsb; ++sb)
-      dd[(size_t)sb] = f16_bits(tq1_0_to_tq2_qs(w + (size_t)sb * sizeof(q::block_tq1_0), &panel[(size_t)sb * 64]));
-    for (int64_t i = i0; i < i1; ++i) {
-      const auto* act = reinterpret_cast<const TqAct8*>(g.a + (size_t)i * g.a_stride);
-      __m256 acc = _mm256_setzero_ps();
-      for (int64_t sb = 0; sb < nsb; ++sb)
-        acc = plane_update(planes_dot<false>(&panel[(size_t)sb * 64], act[sb]), act[sb], dd[(size_t)sb], acc);
-      g.y[i * g.ldy + r] = lanes_finish(acc);
-    }
+      pr.dd[(size_t)sb] = f16_bits(tq1_0_to_tq2_qs(w + (size_t)sb * sizeof(q::block_tq1_0), pr.block(sb)));
+    panel_rows<false>(pr, g, nsb, i0, i1, r);
   }
 }
 

@@ -218,6 +218,31 @@ CHIMERA_T_TQ512_INLINE void panel_dot(const __m512i* p, const float* dd, const G
   CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) g.y[(i + mm) * g.ldy + r] = finish(acc[mm]);
 }
 
+// One weight row decoded into plane-order vectors (vecs per block) and its
+// block scales; per thread, grown on demand and reused by every GEMM kernel.
+struct RowPanel {
+  std::vector<Vec64> v;
+  std::vector<float> dd;
+  uint8_t* block(int64_t i) { return v[(size_t)i].b; }
+};
+
+inline RowPanel& row_panel(int64_t nsb, int vecs) {
+  thread_local RowPanel p;
+  if (p.v.size() < (size_t)(nsb * vecs)) p.v.resize((size_t)(nsb * vecs));
+  if (p.dd.size() < (size_t)nsb) p.dd.resize((size_t)nsb);
+  return p;
+}
+
+// y[i][r] for every activation row i in [i0, i1) from row r's panel.
+template <Kind K, bool kVnni>
+CHIMERA_T_TQ512_INLINE void panel_rows(const RowPanel& pr, const GemmArgs& g, int64_t nsb, int64_t i0, int64_t i1,
+                                       int64_t r) {
+  const auto* p = reinterpret_cast<const __m512i*>(pr.v.data());
+  int64_t i = i0;
+  for (; i + 4 <= i1; i += 4) panel_dot<K, kVnni, 4>(p, pr.dd.data(), g, nsb, i, r);
+  for (; i < i1; ++i) panel_dot<K, kVnni, 1>(p, pr.dd.data(), g, nsb, i, r);
+}
+
 template <Kind K, bool kVnni>
 CHIMERA_T_TQ512 void gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
   if (i1 - i0 == 1) {
@@ -229,25 +254,17 @@ CHIMERA_T_TQ512 void gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0,
   }
   using G = Geo<K>;
   const int64_t nsb = g.k / q::kQK_K;
-  thread_local std::vector<Vec64> panel;
-  thread_local std::vector<float> dd;
-  if ((int64_t)dd.size() < nsb) {
-    panel.resize((size_t)(nsb * G::kVecs));
-    dd.resize((size_t)nsb);
-  }
+  RowPanel& pr = row_panel(nsb, G::kVecs);
   const float ts = tensor_scale<K>(g);
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* w = g.w + (size_t)r * g.w_stride;
     for (int64_t sb = 0; sb < nsb; ++sb) {
       __m512i t[G::kVecs];
       const float d = decode<K>(w + (size_t)sb * G::kBytes, t);
-      dd[(size_t)sb] = K == Kind::kI2s ? ts : d;
-      CHIMERA_UNROLL for (int v = 0; v < G::kVecs; ++v) _mm512_store_si512((void*)panel[(size_t)(sb * G::kVecs + v)].b, t[v]);
+      pr.dd[(size_t)sb] = K == Kind::kI2s ? ts : d;
+      CHIMERA_UNROLL for (int v = 0; v < G::kVecs; ++v) _mm512_store_si512((void*)pr.block(sb * G::kVecs + v), t[v]);
     }
-    int64_t i = i0;
-    const auto* p = reinterpret_cast<const __m512i*>(panel.data());
-    for (; i + 4 <= i1; i += 4) panel_dot<K, kVnni, 4>(p, dd.data(), g, nsb, i, r);
-    for (; i < i1; ++i) panel_dot<K, kVnni, 1>(p, dd.data(), g, nsb, i, r);
+    panel_rows<K, kVnni>(pr, g, nsb, i0, i1, r);
   }
 }
 
@@ -338,12 +355,7 @@ CHIMERA_T_TQ512 void gemm_packed(const GemmArgs& g, int64_t r0, int64_t r1, int6
   }
   constexpr int G = kTqGroup;
   const int64_t nsb = g.k / q::kQK_K;
-  thread_local std::vector<Vec64> panel;
-  thread_local std::vector<float> dd;
-  if ((int64_t)dd.size() < nsb) {
-    panel.resize((size_t)(nsb * 4));
-    dd.resize((size_t)nsb);
-  }
+  RowPanel& pr = row_panel(nsb, 4);
   const size_t sc_bytes = tq_packed_scale_bytes(g.k);
   const size_t group_bytes = (size_t)G * g.w_stride;
   const __m512i mask = _mm512_set1_epi8(3);
@@ -354,14 +366,11 @@ CHIMERA_T_TQ512 void gemm_packed(const GemmArgs& g, int64_t r0, int64_t r1, int6
       for (int64_t sb = 0; sb < nsb; ++sb) {
         const __m512i x = _mm512_load_si512((const void*)(qs + (size_t)(sb * G + j) * 64));
         CHIMERA_UNROLL for (int n = 0; n < 4; ++n) {
-          _mm512_store_si512((void*)panel[(size_t)(sb * 4 + n)].b, _mm512_and_si512(_mm512_srli_epi16(x, 2 * n), mask));
+          _mm512_store_si512((void*)pr.block(sb * 4 + n), _mm512_and_si512(_mm512_srli_epi16(x, 2 * n), mask));
         }
-        dd[(size_t)sb] = f16_at(grp + (size_t)(sb * G + j) * 2);
+        pr.dd[(size_t)sb] = f16_at(grp + (size_t)(sb * G + j) * 2);
       }
-      int64_t i = i0;
-      const auto* p = reinterpret_cast<const __m512i*>(panel.data());
-      for (; i + 4 <= i1; i += 4) panel_dot<Kind::kTq2, kVnni, 4>(p, dd.data(), g, nsb, i, r + j);
-      for (; i < i1; ++i) panel_dot<Kind::kTq2, kVnni, 1>(p, dd.data(), g, nsb, i, r + j);
+      panel_rows<Kind::kTq2, kVnni>(pr, g, nsb, i0, i1, r + j);
     }
   }
 }
@@ -373,27 +382,19 @@ CHIMERA_T_TQ512 void gemm_packed(const GemmArgs& g, int64_t r0, int64_t r1, int6
 template <bool kVnni>
 CHIMERA_T_TQ512 void gemm_tq1_act8(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
   const int64_t nsb = g.k / q::kQK_K;
-  thread_local std::vector<Vec64> panel;
-  thread_local std::vector<float> dd;
-  if ((int64_t)dd.size() < nsb) {
-    panel.resize((size_t)(nsb * 4));
-    dd.resize((size_t)nsb);
-  }
+  RowPanel& pr = row_panel(nsb, 4);
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* w = g.w + (size_t)r * g.w_stride;
     for (int64_t sb = 0; sb < nsb; ++sb) {
       TqDecoded t;
-      dd[(size_t)sb] = tq1_0_decode(w + (size_t)sb * sizeof(q::block_tq1_0), &t);
+      pr.dd[(size_t)sb] = tq1_0_decode(w + (size_t)sb * sizeof(q::block_tq1_0), &t);
       for (int n = 0; n < 4; ++n) {
-        uint8_t* o = panel[(size_t)(sb * 4 + n)].b;
+        uint8_t* o = pr.block(sb * 4 + n);
         std::memcpy(o, t.t + 32 * n, 32);
         std::memcpy(o + 32, t.t + 128 + 32 * n, 32);
       }
     }
-    int64_t i = i0;
-    const auto* p = reinterpret_cast<const __m512i*>(panel.data());
-    for (; i + 4 <= i1; i += 4) panel_dot<Kind::kTq2, kVnni, 4>(p, dd.data(), g, nsb, i, r);
-    for (; i < i1; ++i) panel_dot<Kind::kTq2, kVnni, 1>(p, dd.data(), g, nsb, i, r);
+    panel_rows<Kind::kTq2, kVnni>(pr, g, nsb, i0, i1, r);
   }
 }
 
