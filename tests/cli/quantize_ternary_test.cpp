@@ -167,7 +167,9 @@ TEST(QuantizeTernary, NarrowRowsFallBackLikeLlamaQuantize) {
   ASSERT_EQ(r.rc, 0) << r.output;
   EXPECT_NE(r.output.find("(fallback: row length)"), std::string::npos) << r.output;
   for (const auto& [name, type] : tensor_types(out)) {
-    if (name.find("norm") != std::string::npos) EXPECT_EQ(type, GgmlType::F32) << name;
+    if (name.find("norm") != std::string::npos) {
+      EXPECT_EQ(type, GgmlType::F32) << name;
+    }
     else if (name == "output.weight") EXPECT_EQ(type, GgmlType::Q8_0);
     else if (name == "token_embd.weight") EXPECT_EQ(type, GgmlType::Q5_0);  // Q4_K -> Q5_0
     else EXPECT_EQ(type, GgmlType::Q4_0) << name;

@@ -143,7 +143,9 @@ TEST(TernaryRepack, PackedMatchesStorageLayoutOnEveryIsa) {
   }
   RecordProperty("packed_cases", packed_cases);
   for (Isa isa : available_isas())
-    if (isa == Isa::kAvx512Vnni) EXPECT_GT(packed_cases, 0);
+    if (isa == Isa::kAvx512Vnni) {
+      EXPECT_GT(packed_cases, 0);
+    }
 }
 
 }  // namespace
