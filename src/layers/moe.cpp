@@ -135,9 +135,8 @@ Result<ExpertTensor> bind_expert_tensor(const format::GgufFile& g, const std::st
     kernels::WeightView all = e.base;
     all.rows = rows * n_expert;
     if (packs->pack(all)) {
-      e.base.packed = all.packed;
-      e.base.packed_kernel = all.packed_kernel;
-      e.base.packed_row_bytes = all.packed_row_bytes;
+      e.base = all;
+      e.base.rows = rows;
     }
   }
   return e;
