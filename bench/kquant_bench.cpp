@@ -75,6 +75,13 @@ struct Registrar {
                                            [=](benchmark::State& s) { run_kq(s, type, nh, 1, threads, isa, false); })
                   ->UseRealTime()
                   ->Unit(benchmark::kMicrosecond);
+              if (matmul_kernel(type, isa)->repack) {
+                benchmark::RegisterBenchmark(
+                    ("kq_gemv_hot_packed/" + hs + suffix).c_str(),
+                    [=](benchmark::State& s) { run_kq(s, type, nh, 1, threads, isa, false, true); })
+                    ->UseRealTime()
+                    ->Unit(benchmark::kMicrosecond);
+              }
             }
             for (int64_t m : {64, 512}) {
               benchmark::RegisterBenchmark(("kq_gemm/" + shape + "/m:" + std::to_string(m) + suffix).c_str(),

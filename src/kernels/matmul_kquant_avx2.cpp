@@ -268,7 +268,7 @@ constexpr detail::KqTiles<kRows, kActs> kTilesOffset = make_tiles<true>();
 template <GgmlType T, bool kPacked = false>
 void gemm_avx2(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
   const KqTypeInfo* t = kq_type_info(T);
-  detail::kq_gemm<kRows, kActs, kPacked>(t->offset ? kTilesOffset : kTilesPlain, *t, kq_decode_avx2(T), g, r0, r1, i0,
+  detail::kq_gemm<kRows, kActs, kPacked ? detail::KqLayout::kGroup4 : detail::KqLayout::kStorage>(t->offset ? kTilesOffset : kTilesPlain, *t, kq_decode_avx2(T), g, r0, r1, i0,
                                          i1);
 }
 
