@@ -520,6 +520,13 @@ void gemm_kq512(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i
       return;
     }
   }
+  if constexpr (L == KqLayout::kX16) {
+    static const GemmFn direct = kq_x16_gemm_avx512(T, kVnni);
+    if (direct) {
+      direct(g, r0, r1, i0, i1);
+      return;
+    }
+  }
   const KqTypeInfo* t = kq_type_info(T);
   const auto& tiles = T == GgmlType::Q4_K ? TileTables<kVnni>::q4
                      : t->offset          ? TileTables<kVnni>::offset

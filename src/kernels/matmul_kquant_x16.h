@@ -54,5 +54,8 @@ void kq_x16_set_repack(format::GgmlType type, GemmFn packed, MatmulKernel& k);
 // activation row g.a, writing g.y[r]. Null where the type has no such kernel.
 using KqX16GemvFn = void (*)(const GemmArgs& g, int64_t r0, int64_t r1);
 KqX16GemvFn kq_x16_gemv_avx512(format::GgmlType type, bool vnni);
+// GEMM (any m) over x16 rows [r0, r1) (multiples of kX16Rows) without a
+// decoded panel. Null where the type has none (kq_gemm then unpacks blocks).
+GemmFn kq_x16_gemm_avx512(format::GgmlType type, bool vnni);
 
 }  // namespace chimera::kernels
