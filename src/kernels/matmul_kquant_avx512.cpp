@@ -510,8 +510,13 @@ void gemm_kq512(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i
       g1.a = g.a + (size_t)i0 * g.a_stride;
       g1.y = g.y + i0 * g.ldy;
       if constexpr (L == KqLayout::kX16) {
+        static const GemmFn direct = kq_x16_gemm_avx512(T, kVnni);
         static const KqX16GemvFn gemv = kq_x16_gemv_avx512(T, kVnni);
-        gemv(g1, r0, r1);
+        if (direct) {
+          direct(g, r0, r1, i0, i1);
+        } else {
+          gemv(g1, r0, r1);
+        }
       } else if constexpr (L == KqLayout::kGroup4) {
         for (int64_t r = r0; r < r1; r += kKqGroup) gemv_fused<T, kKqGroup, kVnni, true>(g1, r);
       } else {

@@ -5,11 +5,12 @@
 // of k, one "group block" of 16 * block_bytes bytes, and the group blocks of
 // a group follow each other (the whole tensor is one stream). Within a group
 // block the 16 rows' data is interleaved so that one 64-byte load holds the
-// same 4 bytes of every row: a vpmaddubsw against one broadcast activation
-// dword then yields, in 32-bit lane r, row r's 4-element partial sum, which
-// is exactly what llama.cpp's AVX2 vec_dot accumulates in its lane
-// l = (e mod 32) / 4 (matmul_kquant.h), so the GEMV keeps those integer sums
-// and the f32 order lane for lane: bit-identical to the storage kernels.
+// same 4 bytes of every row: a vpmaddubsw / vpdpbusd against one broadcast
+// activation dword then yields, in 32-bit lane r, row r's 4-element partial
+// sum. Those are the partials llama.cpp's AVX2 vec_dot keeps in its lane
+// l = (e mod 32) / 4 (matmul_kquant.h), so a kernel may keep that f32 order
+// lane for lane (bit-identical to the storage kernels), or sum whole
+// sub-blocks per lane first (the Q4_K kernels, arithmetic below).
 //
 // Q4_K group block (2304 bytes = 16 x 144):
 //   [0, 32)      d[16]     f16, row r at 2r
@@ -24,6 +25,43 @@
 //                qs[32c + 4j .. 32c + 4j + 3] of rows 0..15 (4 bytes each).
 // The 12 storage scale bytes encode exactly the 16 six-bit values, so the
 // layout is a lossless re-arrangement (same byte count as storage).
+//
+// Q4_K arithmetic of the x16 kernels (kq_x16_q4_dot_ref is its scalar form;
+// GEMV and GEMM of every m, bounds and thread count give the same bits):
+// per super-block, the exact int32 S = sum_j sc_j * sum_{e in sub-block j}
+// q_e * a_e and Bm = sum_j m_j * (bsums_2j + bsums_2j+1), then
+//   acc = fma(dy * d, (float)S, acc),  accm = fma(-dy * dmin, (float)Bm, accm)
+// and y = acc + accm. This is not llama.cpp's AVX2 order (8 f32 lanes per
+// output, matmul_kquant.h): one rounding per super-block instead of eight, so
+// it is at least as accurate; it stays within matmul_kquant.h's tolerance,
+//   (k/256 + 8) * 2^-23 * sum_e (|w_e| + |w0_e|) * |a_e|,
+// and it lets vpdpbusd sum 16 elements of a sub-block before one vpdpwssd
+// applies the scale (10 instead of 16 multiply-class instructions per 512
+// multiply-adds), which is what makes the x16 Q4_K GEMM ~2x the storage one.
+//
+// Q6_K group block (3360 bytes = 16 x 210). Element e = 128h + 32t + 4l + u
+// (h = 0..1, quarter t = 0..3, l = 0..7, u = 0..3) has the 6-bit level q_e
+// (decode_q6_K) and is in lane l of llama.cpp's AVX2 vec_dot; its scale is
+// sc_{e/16} = sc_{8h + 2t + l/4}.
+//   [0, 32)      d[16]     f16, row r at 2r
+//   [32, 288)    scales: four 64-byte planes P0..P3, byte 16q + 4i + u of
+//                plane k = int8 scale 4k + u of row 4q + i (as Q4_K's O_t):
+//                one vpshufb (+ vpsraw 8 to sign-extend) per scale gives the
+//                word pair (sc, sc) of 16 rows.
+//   [288, 3360)  levels: 48 chunks of 64 bytes, chunk 3(8(l/4) + 4h + l%4) + t
+//                (t < 3; the GEMV's order: lanes 0..3 of both halves h, then
+//                lanes 4..7) holding, at byte 4r + u, X = q_e | (bits 2t,
+//                2t+1 of q_e') << 6 for row r, e = 128h + 32t + 4l + u and
+//                e' = 128h + 96 + 4l + u (the quarter-3 element). Decode:
+//                q(t) = X_t & 63 (t < 3), q(3) = the X_t's top 2 bits.
+//                So three consecutive chunks hold the four 4-element dwords
+//                of lane l (elements 128h + 32t + 4l ..) of all 16 rows.
+// The 192 ql/qh bytes hold exactly the 256 levels, so this too is a lossless
+// re-arrangement. 3360 is not a multiple of 64: every other group block in
+// the stream starts 32 bytes into a cache line (the GEMV uses unaligned loads;
+// it reads each group block front to back, which the prefetchers need).
+// The Q6_K GEMV keeps llama.cpp's per-lane S_l and f32 order: bit-identical
+// to the storage kernels.
 #pragma once
 
 #include <cstddef>
@@ -49,6 +87,10 @@ const KqX16Layout* kq_x16_layout(format::GgmlType type);
 // Fills repack_rows = kX16Rows, repack_row_bytes, repack of an x16 type's
 // kernel and sets gemm_packed = packed. No-op for other types.
 void kq_x16_set_repack(format::GgmlType type, GemmFn packed, MatmulKernel& k);
+
+// The x16 Q4_K dot product of one storage-layout weight row and one Q8_K
+// activation row (k values), in the kernels' order (above).
+float kq_x16_q4_dot_ref(const uint8_t* w_row, const uint8_t* a_row, int64_t k);
 
 // GEMV over x16 rows [r0, r1) (multiples of kX16Rows) of g.w for the single
 // activation row g.a, writing g.y[r]. Null where the type has no such kernel.

@@ -21,6 +21,7 @@
 #include "core/thread_pool.h"
 #include "kernels/dispatch.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_kquant_x16.h"
 #include "kernels/repack.h"
 #include "kernels/type_traits.h"
 #include "quant/kquant_blocks.h"
@@ -466,12 +467,28 @@ TEST(KQuantMatmul, LargeBatchAndZeroRows) {
   }
 }
 
+// The x16 Q4_K kernels' own order (matmul_kquant_x16.h), row by row from the
+// scalar reference: y[i][r] for activation rows [0, m).
+std::vector<float> x16_q4_expected(const Problem& p, int64_t m) {
+  const size_t row_bytes = (size_t)(p.k / 256) * block_bytes(p.t);
+  std::vector<q::block_q8_K> a((size_t)(p.k / 256));
+  std::vector<float> y((size_t)(m * p.rows));
+  for (int64_t i = 0; i < m; ++i) {
+    q::quantize_row_q8_K(p.x.data() + i * p.k, a.data(), p.k);
+    for (int64_t r = 0; r < p.rows; ++r) {
+      y[i * p.rows + r] = kq_x16_q4_dot_ref(p.w.data() + r * row_bytes, (const uint8_t*)a.data(), p.k);
+    }
+  }
+  return y;
+}
+
 // Load-time repacked K-quant weights (super-blocks of 4 rows interleaved, or
-// the 16-row x16 layout of the AVX-512 Q4_K kernels): through kernels::matmul with a view packed by PackedWeights, on every ISA,
-// row counts that are multiples of the group, m across the tile and GEMV
-// paths, 1-3 threads. The packed kernels must give the storage-layout kernel's
-// bits (same integer sums, same f32 order) and so stay within the reference
-// tolerance.
+// the 16-row x16 layout of the AVX-512 kernels): through kernels::matmul with
+// a view packed by PackedWeights, on every ISA, row counts that are multiples
+// of the group, m across the tile and GEMV paths, 1-3 threads. The packed
+// kernels must give the storage-layout kernel's bits (same integer sums, same
+// f32 order) — x16 Q4_K those of its own scalar reference — and stay within
+// the reference tolerance.
 TEST(KQuantRepack, PackedMatchesStorageLayoutBitForBit) {
   ThreadPool pool3(3);
   int packed_isas = 0;
@@ -496,9 +513,11 @@ TEST(KQuantRepack, PackedMatchesStorageLayoutBitForBit) {
           ++packed_isas;
           ASSERT_EQ(packs.bytes(), (size_t)rows * row_bytes) << name;
           std::fill(copy.begin(), copy.end(), (uint8_t)0xA5);  // the packed path must not read storage
+          // x16 Q4_K has its own f32 order: bit-exact against its scalar reference
+          const bool x16_q4 = t == GgmlType::Q4_K && matmul_kernel(t, isa)->repack_rows == kX16Rows;
           for (int64_t m : {1, 2, 3, 4, 5, 9, 17}) {
             for (ThreadPool* pool : {(ThreadPool*)nullptr, &pool2(), &pool3}) {
-              const std::vector<float> y0 = run(p, m, p.x.data(), pool);
+              const std::vector<float> y0 = x16_q4 ? x16_q4_expected(p, m) : run(p, m, p.x.data(), pool);
               std::vector<float> y((size_t)(m * rows), -12345.f);
               matmul(wp, p.x.data(), m, k, y.data(), rows, pool);
               ASSERT_EQ(std::memcmp(y0.data(), y.data(), y.size() * 4), 0)

@@ -1,0 +1,37 @@
+// Scalar reference of the x16 Q4_K kernels' arithmetic (matmul_kquant_x16.h):
+// exact integer sums per super-block, one f32 update of each accumulator per
+// super-block. The AVX-512 x16 kernels reproduce it bit for bit.
+#include <cmath>
+#include <cstring>
+
+#include "core/fp16.h"
+#include "kernels/matmul_kquant_x16.h"
+#include "quant/kquant_blocks.h"
+
+namespace chimera::kernels {
+
+float kq_x16_q4_dot_ref(const uint8_t* w_row, const uint8_t* a_row, int64_t k) {
+  namespace q = chimera::quant;
+  float acc = 0.f, accm = 0.f;
+  for (int64_t sb = 0; sb < k / q::kQK_K; ++sb) {
+    q::block_q4_K b;
+    q::block_q8_K a;
+    std::memcpy(&b, w_row + (size_t)sb * sizeof(b), sizeof(b));
+    std::memcpy(&a, a_row + (size_t)sb * sizeof(a), sizeof(a));
+    int32_t S = 0, Bm = 0;
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      q::get_scale_min_k4(j, b.scales, &sc, &m);
+      const int c = j / 2, shift = 4 * (j % 2);
+      int32_t P = 0;
+      for (int e = 0; e < 32; ++e) P += ((b.qs[32 * c + e] >> shift) & 0xF) * a.qs[32 * j + e];
+      S += sc * P;
+      Bm += m * (a.bsums[2 * j] + a.bsums[2 * j + 1]);
+    }
+    acc = std::fma(a.d * f16_to_f32(b.d), (float)S, acc);
+    accm = std::fma(-a.d * f16_to_f32(b.dmin), (float)Bm, accm);
+  }
+  return acc + accm;
+}
+
+}  // namespace chimera::kernels
