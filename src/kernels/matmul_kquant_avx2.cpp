@@ -272,9 +272,15 @@ void gemm_avx2(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1
                                          i1);
 }
 
+// Q4_K uses the x16 layout and its own kernels (matmul_kquant_x16.h), the
+// other types the kKqGroup one.
 template <GgmlType T>
 MatmulKernel with_repack(MatmulKernel k) {
-  kq_set_repack(T, gemm_avx2<T, true>, k);
+  if (const GemmFn x16 = kq_x16_gemm_avx2(T)) {
+    kq_x16_set_repack(T, x16, k);
+  } else {
+    kq_set_repack(T, gemm_avx2<T, true>, k);
+  }
   return k;
 }
 

@@ -99,5 +99,7 @@ KqX16GemvFn kq_x16_gemv_avx512(format::GgmlType type, bool vnni);
 // GEMM (any m) over x16 rows [r0, r1) (multiples of kX16Rows) without a
 // decoded panel. Null where the type has none (kq_gemm then unpacks blocks).
 GemmFn kq_x16_gemm_avx512(format::GgmlType type, bool vnni);
+// The AVX2 one (tiles of 8 rows: each 64-byte chunk as two 256-bit halves).
+GemmFn kq_x16_gemm_avx2(format::GgmlType type);
 
 }  // namespace chimera::kernels

@@ -10,8 +10,8 @@
 // pair — 10 multiply-class instructions per 512 MACs instead of the 16 of
 // vpmaddubsw + vpdpwssd — then one f32 update per super-block:
 // acc = fma(dy * d, S, acc), accm = fma(-dy * dmin, Bm, accm), y = acc + accm.
-// Plain AVX-512 (no VNNI) emulates vpdpbusd / vpdpwssd with vpmaddubsw /
-// vpmaddwd: the same exact integers, so the same bits.
+// Plain AVX-512 (no VNNI) sums vpmaddubsw pairs in int16 and applies the
+// scale with vpmaddwd: the same exact integers, so the same bits.
 #include "kernels/matmul_kquant_x16.h"
 
 #if defined(__x86_64__)
@@ -46,15 +46,17 @@ constexpr int kMaxActs = 6;
 // GEMV prefetch distance in the group stream (L2).
 constexpr size_t kPfBytes = 24 * 1024;
 
-// VNNI instructions by inline asm so the plain AVX-512 instantiation of the
-// shared body never uses them.
+// Partial sums P of 4 x 4 elements per row: VNNI vpdpbusd into int32 lanes;
+// plain AVX-512 vpmaddubsw pairs summed in int16 (|.| <= 4 * 2 * 15 * 128 <
+// 2^15, exact). VNNI instructions by inline asm so the plain AVX-512
+// instantiation of the shared body never uses them.
 template <bool kVnni>
-CHIMERA_T_X16Q4_INLINE __m512i dpbusd(__m512i s, __m512i u8, __m512i s8) {
+CHIMERA_T_X16Q4_INLINE __m512i psum(__m512i s, __m512i u8, __m512i s8) {
   if constexpr (kVnni) {
     __asm__("vpdpbusd %2, %1, %0" : "+v"(s) : "v"(u8), "v"(s8));
     return s;
   } else {
-    return _mm512_add_epi32(s, _mm512_madd_epi16(_mm512_maddubs_epi16(u8, s8), _mm512_set1_epi16(1)));
+    return _mm512_add_epi16(s, _mm512_maddubs_epi16(u8, s8));
   }
 }
 template <bool kVnni>
@@ -136,9 +138,12 @@ CHIMERA_T_X16Q4 void q4_tile(const uint8_t* G, const uint8_t* A, size_t a_stride
     __m512i S[M];
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) S[m] = _mm512_setzero_si512();
     CHIMERA_UNROLL for (int c = 0; c < 4; ++c) {
-      // (sc_j, 0) word pairs of sub-blocks 2c (low nibbles) and 2c + 1 (high)
-      const __m512i SClo = _mm512_shuffle_epi8(c < 2 ? O0 : O1, pick_words((2 * c) % 4, -1));
-      const __m512i SChi = _mm512_shuffle_epi8(c < 2 ? O0 : O1, pick_words((2 * c + 1) % 4, -1));
+      // Scales of sub-blocks 2c (low nibbles) and 2c + 1 (high) per row: the
+      // word pair (sc_j, 0) against VNNI's int32 P, (sc_j, sc_j) against the
+      // int16 pair sums.
+      const __m512i SClo = _mm512_shuffle_epi8(c < 2 ? O0 : O1, pick_words((2 * c) % 4, kVnni ? -1 : (2 * c) % 4));
+      const __m512i SChi =
+          _mm512_shuffle_epi8(c < 2 ? O0 : O1, pick_words((2 * c + 1) % 4, kVnni ? -1 : (2 * c + 1) % 4));
       CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
         __m512i Plo[M], Phi[M];
         CHIMERA_UNROLL for (int m = 0; m < M; ++m) Plo[m] = Phi[m] = _mm512_setzero_si512();
@@ -147,8 +152,8 @@ CHIMERA_T_X16Q4 void q4_tile(const uint8_t* G, const uint8_t* A, size_t a_stride
           const __m512i lo = _mm512_and_si512(W, m4), hi = _mm512_and_si512(_mm512_srli_epi16(W, 4), m4);
           CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
             const uint8_t* a = Am[m] + 4 + 64 * c + 4 * l;
-            Plo[m] = dpbusd<kVnni>(Plo[m], lo, bcast32(a));
-            Phi[m] = dpbusd<kVnni>(Phi[m], hi, bcast32(a + 32));
+            Plo[m] = psum<kVnni>(Plo[m], lo, bcast32(a));
+            Phi[m] = psum<kVnni>(Phi[m], hi, bcast32(a + 32));
           }
         }
         CHIMERA_UNROLL for (int m = 0; m < M; ++m) {

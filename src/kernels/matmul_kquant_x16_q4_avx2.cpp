@@ -1,0 +1,194 @@
+// AVX2 Q4_K kernels over the x16 layout (matmul_kquant_x16.h): each 64-byte
+// chunk of a group block is two 256-bit halves (rows 0..7, rows 8..15), so a
+// tile is 8 weight rows (one per 32-bit lane) x M <= 3 activation rows.
+//
+// Same arithmetic as the AVX-512 x16 kernels (bit-identical to
+// kq_x16_q4_dot_ref): for each 16-element half of sub-block j, four
+// vpmaddubsw products (nibbles x one broadcast activation dword, |.| <= 2 *
+// 15 * 128) are summed in int16 (|.| <= 15360, exact), and one vpmaddwd with
+// the (sc_j, sc_j) word pair adds sc_j * (that half's sum) to the exact int32
+// S; one f32 update of acc / accm per super-block. 9 instructions per 256
+// multiply-adds instead of the 12 of llama.cpp's AVX2 order, and the GEMM
+// needs no decoded panel.
+#include "kernels/matmul_kquant_x16.h"
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
+
+#include "kernels/matmul_tile.h"
+#include "quant/kquant_blocks.h"
+
+#define CHIMERA_T_X16A2 __attribute__((target("avx2,fma,f16c")))
+#define CHIMERA_T_X16A2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
+
+namespace chimera::kernels {
+namespace {
+
+using format::GgmlType;
+namespace q = chimera::quant;
+
+constexpr size_t kAb = sizeof(q::block_q8_K);
+constexpr size_t kQ4GroupBlock = kX16Rows * sizeof(q::block_q4_K);
+constexpr int kHalfRows = 8;
+constexpr int kMaxActs = 3;
+constexpr size_t kPfBytes = 24 * 1024;
+
+// vpshufb control (per 128-bit lane): dword i = words (plane byte 4i + u0,
+// plane byte 4i + u1), zero-extended.
+CHIMERA_T_X16A2_INLINE __m256i pick_words(int u0, int u1) {
+  const int ctl = u0 | (0x80 << 8) | (u1 << 16) | (0x80 << 24);
+  const __m128i v = _mm_add_epi32(_mm_set1_epi32(ctl), _mm_setr_epi32(0, 4 | 4 << 16, 8 | 8 << 16, 12 | 12 << 16));
+  return _mm256_broadcastsi128_si256(v);
+}
+
+CHIMERA_T_X16A2_INLINE __m256i bcast32(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+CHIMERA_T_X16A2_INLINE __m256i load(const uint8_t* p) { return _mm256_load_si256((const __m256i*)p); }
+
+// Rows 8 * half .. + 7 of the group at G x M activation rows -> y[m * ldy + 0..7].
+template <int M, bool kPrefetch>
+CHIMERA_T_X16A2 void q4_tile8(const uint8_t* G, int half, const uint8_t* A, size_t a_stride, int64_t nsb, float* y,
+                              int64_t ldy) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i m6 = _mm256_set1_epi8(0x3F);
+  const size_t ho = 32 * (size_t)half;  // byte offset of this half in a 64-byte chunk / plane
+  __m256 acc[M], accm[M];
+  CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+    acc[m] = _mm256_setzero_ps();
+    accm[m] = _mm256_setzero_ps();
+  }
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* B = G + (size_t)sb * kQ4GroupBlock;
+    if constexpr (kPrefetch) {
+      CHIMERA_UNROLL for (size_t o = 0; o < kQ4GroupBlock; o += 64) {
+        _mm_prefetch((const char*)B + kPfBytes + o, _MM_HINT_T1);
+      }
+    }
+    const uint8_t* Am[M];
+    float dy[M];
+    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+      Am[m] = A + (size_t)m * a_stride + (size_t)sb * kAb;
+      std::memcpy(&dy[m], Am[m], 4);
+    }
+    const __m256 d8 = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(B + 16 * half)));
+    const __m256 dmin8 = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(B + 32 + 16 * half)));
+    {
+      const __m256i X0 = load(B + 64 + ho), X1 = load(B + 128 + ho), X2 = load(B + 192 + ho);
+      const __m256i O2 = _mm256_and_si256(X2, m6);
+      const __m256i O3 = _mm256_or_si256(
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(X0, 6), _mm256_set1_epi8(0x03)),
+                          _mm256_and_si256(_mm256_srli_epi16(X1, 4), _mm256_set1_epi8(0x0C))),
+          _mm256_and_si256(_mm256_srli_epi16(X2, 2), _mm256_set1_epi8(0x30)));
+      __m256i Mk[4];
+      CHIMERA_UNROLL for (int k = 0; k < 4; ++k) {
+        Mk[k] = _mm256_shuffle_epi8(k < 2 ? O2 : O3, pick_words(2 * (k % 2), 2 * (k % 2) + 1));
+      }
+      CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+        const __m256i bp = _mm256_broadcastsi128_si256(_mm_hadd_epi16(
+            _mm_loadu_si128((const __m128i*)(Am[m] + 260)), _mm_loadu_si128((const __m128i*)(Am[m] + 276))));
+        __m256i Bm = _mm256_madd_epi16(Mk[0], _mm256_shuffle_epi32(bp, 0x00));
+        Bm = _mm256_add_epi32(Bm, _mm256_madd_epi16(Mk[1], _mm256_shuffle_epi32(bp, 0x55)));
+        Bm = _mm256_add_epi32(Bm, _mm256_madd_epi16(Mk[2], _mm256_shuffle_epi32(bp, 0xAA)));
+        Bm = _mm256_add_epi32(Bm, _mm256_madd_epi16(Mk[3], _mm256_shuffle_epi32(bp, 0xFF)));
+        const __m256 dmv = _mm256_mul_ps(_mm256_set1_ps(-dy[m]), dmin8);
+        accm[m] = _mm256_fmadd_ps(dmv, _mm256_cvtepi32_ps(Bm), accm[m]);
+      }
+    }
+    const uint8_t* qs = B + 256 + ho;
+    __m256i S[M];
+    CHIMERA_UNROLL for (int m = 0; m < M; ++m) S[m] = _mm256_setzero_si256();
+    CHIMERA_UNROLL for (int c = 0; c < 4; ++c) {
+      // (sc_j, sc_j) word pairs of sub-blocks 2c (low nibbles) and 2c + 1 (high)
+      const __m256i O = _mm256_and_si256(load(B + 64 + 64 * (c / 2) + ho), m6);
+      const __m256i SClo = _mm256_shuffle_epi8(O, pick_words((2 * c) % 4, (2 * c) % 4));
+      const __m256i SChi = _mm256_shuffle_epi8(O, pick_words((2 * c + 1) % 4, (2 * c + 1) % 4));
+      CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
+        __m256i Plo[M], Phi[M];
+        CHIMERA_UNROLL for (int m = 0; m < M; ++m) Plo[m] = Phi[m] = _mm256_setzero_si256();
+        CHIMERA_UNROLL for (int l = 4 * h; l < 4 * h + 4; ++l) {
+          const __m256i W = load(qs + 64 * (8 * c + l));
+          const __m256i lo = _mm256_and_si256(W, m4), hi = _mm256_and_si256(_mm256_srli_epi16(W, 4), m4);
+          CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+            const uint8_t* a = Am[m] + 4 + 64 * c + 4 * l;
+            Plo[m] = _mm256_add_epi16(Plo[m], _mm256_maddubs_epi16(lo, bcast32(a)));
+            Phi[m] = _mm256_add_epi16(Phi[m], _mm256_maddubs_epi16(hi, bcast32(a + 32)));
+          }
+        }
+        CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+          S[m] = _mm256_add_epi32(S[m], _mm256_madd_epi16(Plo[m], SClo));
+          S[m] = _mm256_add_epi32(S[m], _mm256_madd_epi16(Phi[m], SChi));
+        }
+      }
+    }
+    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+      acc[m] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dy[m]), d8), _mm256_cvtepi32_ps(S[m]), acc[m]);
+    }
+  }
+  CHIMERA_UNROLL for (int m = 0; m < M; ++m) _mm256_storeu_ps(y + m * ldy, _mm256_add_ps(acc[m], accm[m]));
+}
+
+using TileFn = void (*)(const uint8_t*, int, const uint8_t*, size_t, int64_t, float*, int64_t);
+
+constexpr auto kTiles = []<int... I>(std::integer_sequence<int, I...>) {
+  return std::array<TileFn, kMaxActs>{&q4_tile8<I + 1, false>...};
+}(std::make_integer_sequence<int, kMaxActs>{});
+
+void q4_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+  const int64_t nsb = g.k / q::kQK_K;
+  if (i1 - i0 == 1) {
+    // GEMV: the first half prefetches the group stream ahead; the second
+    // reads the same group blocks again from L2.
+    for (int64_t r = r0; r < r1; r += kX16Rows) {
+      const uint8_t* G = g.w + (size_t)r * g.w_stride;
+      const uint8_t* a = g.a + (size_t)i0 * g.a_stride;
+      float* y = g.y + i0 * g.ldy + r;
+      q4_tile8<1, true>(G, 0, a, g.a_stride, nsb, y, g.ldy);
+      q4_tile8<1, false>(G, 1, a, g.a_stride, nsb, y + kHalfRows, g.ldy);
+    }
+    return;
+  }
+  const int64_t ib_rows =
+      std::max<int64_t>(1, (int64_t)(256 * 1024 / std::max<size_t>(g.a_stride, 1)) / kMaxActs) * kMaxActs;
+  for (int64_t ib = i0; ib < i1; ib += ib_rows) {
+    const int64_t ie = std::min(i1, ib + ib_rows);
+    for (int64_t r = r0; r < r1; r += kX16Rows) {
+      const uint8_t* G = g.w + (size_t)r * g.w_stride;
+      for (int half = 0; half < 2; ++half) {
+        for (int64_t i = ib; i < ie; i += kMaxActs) {
+          const int mm = (int)std::min<int64_t>(kMaxActs, ie - i);
+          kTiles[mm - 1](G, half, g.a + (size_t)i * g.a_stride, g.a_stride, nsb, g.y + i * g.ldy + r + kHalfRows * half,
+                         g.ldy);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+GemmFn kq_x16_gemm_avx2(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q4_K: return q4_gemm;
+    default: return nullptr;
+  }
+}
+
+}  // namespace chimera::kernels
+
+#else  // !__x86_64__
+
+namespace chimera::kernels {
+GemmFn kq_x16_gemm_avx2(format::GgmlType) { return nullptr; }
+}  // namespace chimera::kernels
+
+#endif
