@@ -1,8 +1,15 @@
 // Process memory statistics from /proc/self/status.
 #include "core/memory.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <new>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 namespace chimera {
 namespace {
@@ -39,6 +46,23 @@ PageRange page_range(const uint8_t* data, size_t bytes, size_t page, bool outwar
     if (r.end < r.begin) r.end = r.begin;
   }
   return r;
+}
+
+void* alloc_huge_aligned(size_t bytes) {
+  constexpr size_t kHuge = 2u << 20;
+  if (bytes < kHuge) {
+    void* p = std::aligned_alloc(kAlign, std::max<size_t>(kAlign, (bytes + kAlign - 1) / kAlign * kAlign));
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
+  void* p = std::aligned_alloc(kHuge, rounded);
+  if (!p) throw std::bad_alloc();
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  static const bool off = [] { const char* v = std::getenv("CHIMERA_HUGEPAGES"); return v && v[0] == '0'; }();
+  if (!off) madvise(p, rounded, MADV_HUGEPAGE);  // advisory: ignored where THP is off
+#endif
+  return p;
 }
 
 }  // namespace chimera

@@ -4,8 +4,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "kernels/dispatch.h"
 #include "kernels/type_traits.h"
@@ -28,6 +31,28 @@ void release_pages(const void* p, size_t n) {
   if (r.bytes() > 0) madvise(reinterpret_cast<void*>(r.begin), r.bytes(), MADV_DONTNEED);
 }
 
+// Runs k.repack over row ranges (whole groups) on up to
+// hardware_concurrency threads for large tensors: the copy and the page
+// faults of the new buffer and of the file pages parallelize. Same bytes as
+// one call (each group is converted on its own).
+void repack_parallel(const MatmulKernel& k, const uint8_t* src, size_t src_stride, int64_t n, int64_t cols,
+                     uint8_t* dst, size_t row_bytes) {
+  constexpr size_t kMinBytesPerThread = 4u << 20;
+  const int64_t groups = n / k.repack_rows;
+  const size_t bytes = (size_t)n * row_bytes;
+  const int64_t threads = std::min<int64_t>({(int64_t)std::max(1u, std::thread::hardware_concurrency()), groups,
+                                             (int64_t)(bytes / kMinBytesPerThread) + 1});
+  auto part = [&](int64_t t) {
+    const int64_t g0 = groups * t / threads, g1 = groups * (t + 1) / threads;
+    const int64_t r0 = g0 * k.repack_rows, rows = (g1 - g0) * k.repack_rows;
+    if (rows > 0) k.repack(src + (size_t)r0 * src_stride, src_stride, rows, cols, dst + (size_t)r0 * row_bytes);
+  };
+  std::vector<std::thread> pool;
+  for (int64_t t = 1; t < threads; ++t) pool.emplace_back(part, t);
+  part(0);
+  for (std::thread& th : pool) th.join();
+}
+
 }  // namespace
 
 bool PackedWeights::pack(WeightView& w) {
@@ -35,8 +60,10 @@ bool PackedWeights::pack(WeightView& w) {
   const MatmulKernel* k = matmul_kernel(w.type, active_isa());
   if (!k || !k->repack || !k->gemm_packed || k->repack_rows <= 0 || w.rows % k->repack_rows != 0) return false;
   const size_t row_bytes = k->repack_row_bytes(w.cols);
-  AlignedBuffer<uint8_t> buf((size_t)w.rows * row_bytes);
-  k->repack(static_cast<const uint8_t*>(w.data), w.row_bytes, w.rows, w.cols, buf.data());
+  // Every byte is written by the repack (groups are contiguous, g at
+  // g * repack_rows * row_bytes); the tail padding of the allocation is never read.
+  AlignedBuffer<uint8_t> buf((size_t)w.rows * row_bytes, Uninitialized{}, AlignedBuffer<uint8_t>::HugePages{});
+  repack_parallel(*k, static_cast<const uint8_t*>(w.data), w.row_bytes, w.rows, w.cols, buf.data(), row_bytes);
   w.packed = buf.data();
   w.packed_kernel = k;
   w.packed_row_bytes = row_bytes;

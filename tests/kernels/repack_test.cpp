@@ -5,6 +5,9 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
 
 #include "kernels/dispatch.h"
 #include "kernels/matmul.h"
@@ -98,6 +101,29 @@ TEST(Repack, PackIsANoOpWithoutAPackingKernelOrWhenDisabled) {
   EXPECT_FALSE(repack_enabled());
   unsetenv("CHIMERA_REPACK");
   EXPECT_TRUE(repack_enabled());
+}
+
+// Large tensors are repacked by several threads (row ranges of whole
+// groups): the bytes must be those of one single-threaded repack call.
+TEST(Repack, LargeTensorsRepackInParallelToTheSameBytes) {
+  for (format::GgmlType t : {format::GgmlType::Q4_K, format::GgmlType::Q8_0, format::GgmlType::Q6_K}) {
+    const MatmulKernel* k = matmul_kernel(t, active_isa());
+    if (!k || !k->repack) continue;
+    const WeightTypeTraits* tr = weight_type_traits(t);
+    const int64_t rows = 2048, cols = 8192;  // >= 2 x 4 MiB: split over threads
+    const size_t row_bytes = (size_t)(cols / tr->block_size) * tr->type_size;
+    std::vector<uint8_t> src((size_t)rows * row_bytes);
+    std::mt19937 rng(7);
+    for (uint8_t& b : src) b = (uint8_t)rng();
+    const size_t packed_row_bytes = k->repack_row_bytes(cols);
+    std::vector<uint8_t> want((size_t)rows * packed_row_bytes);
+    k->repack(src.data(), row_bytes, rows, cols, want.data());
+    std::vector<uint8_t> copy = src;  // pack() releases the pages it read
+    WeightView w{t, copy.data(), rows, cols, row_bytes};
+    PackedWeights packs;
+    ASSERT_TRUE(packs.pack(w)) << k->name;
+    ASSERT_EQ(std::memcmp(w.packed, want.data(), want.size()), 0) << k->name;
+  }
 }
 
 // Every kernel that declares repacking declares all of it.
