@@ -542,7 +542,7 @@ void gemm_kq512(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i
 // Types with an x16 GEMV use the x16 layout, the others the kKqGroup one.
 template <GgmlType T, bool kVnni>
 MatmulKernel with_repack(MatmulKernel k) {
-  if (kq_x16_layout(T) && kq_x16_gemv_avx512(T, kVnni)) {
+  if (kq_x16_layout(T) && (kq_x16_gemm_avx512(T, kVnni) || kq_x16_gemv_avx512(T, kVnni))) {
     kq_x16_set_repack(T, gemm_kq512<T, kVnni, KqLayout::kX16>, k);
   } else {
     kq_set_repack(T, gemm_kq512<T, kVnni, KqLayout::kGroup4>, k);

@@ -26,7 +26,7 @@
 // The 12 storage scale bytes encode exactly the 16 six-bit values, so the
 // layout is a lossless re-arrangement (same byte count as storage).
 //
-// Q4_K arithmetic of the x16 kernels (kq_x16_q4_dot_ref is its scalar form;
+// Q4_K arithmetic of the x16 kernels (kq_x16_dot_ref is its scalar form, Q5_K likewise;
 // GEMV and GEMM of every m, bounds and thread count give the same bits):
 // per super-block, the exact int32 S = sum_j sc_j * sum_{e in sub-block j}
 // q_e * a_e and Bm = sum_j m_j * (bsums_2j + bsums_2j+1), then
@@ -88,9 +88,9 @@ const KqX16Layout* kq_x16_layout(format::GgmlType type);
 // kernel and sets gemm_packed = packed. No-op for other types.
 void kq_x16_set_repack(format::GgmlType type, GemmFn packed, MatmulKernel& k);
 
-// The x16 Q4_K dot product of one storage-layout weight row and one Q8_K
-// activation row (k values), in the kernels' order (above).
-float kq_x16_q4_dot_ref(const uint8_t* w_row, const uint8_t* a_row, int64_t k);
+// The x16 Q4_K / Q5_K dot product (type) of one storage-layout weight row and
+// one Q8_K activation row (k values), in the kernels' order (above).
+float kq_x16_dot_ref(format::GgmlType type, const uint8_t* w_row, const uint8_t* a_row, int64_t k);
 
 // GEMV over x16 rows [r0, r1) (multiples of kX16Rows) of g.w for the single
 // activation row g.a, writing g.y[r]. Null where the type has no such kernel.

@@ -3,7 +3,7 @@
 // tile is 8 weight rows (one per 32-bit lane) x M <= 3 activation rows.
 //
 // Same arithmetic as the AVX-512 x16 kernels (bit-identical to
-// kq_x16_q4_dot_ref): for each 16-element half of sub-block j, four
+// kq_x16_dot_ref): for each 16-element half of sub-block j, four
 // vpmaddubsw products (nibbles x one broadcast activation dword, |.| <= 2 *
 // 15 * 128) are summed in int16 (|.| <= 15360, exact), and one vpmaddwd with
 // the (sc_j, sc_j) word pair adds sc_j * (that half's sum) to the exact int32

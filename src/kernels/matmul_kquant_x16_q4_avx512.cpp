@@ -1,9 +1,12 @@
-// AVX-512 Q4_K kernels over the x16 layout (matmul_kquant_x16.h): GEMV and
-// GEMM in tiles of 16 weight rows (one per 32-bit lane) x M activation rows,
-// straight from the packed bytes (no decoded panel).
+// AVX-512 Q4_K / Q5_K kernels over the x16 layout (matmul_kquant_x16.h):
+// GEMV and GEMM in tiles of 16 weight rows (one per 32-bit lane) x M
+// activation rows, straight from the packed bytes (no decoded panel).
+// Q5_K adds the fifth bit of each level from its qh chunks, and its levels
+// (<= 31) always take the int16 path below (a 16-element vpdpbusd sum could
+// exceed the int16 range vpdpwssd needs).
 //
 // Arithmetic (the x16 Q4_K contract of matmul_kquant_x16.h, bit-identical to
-// kq_x16_q4_dot_ref): per super-block and sub-block j, each 16-element half
+// kq_x16_dot_ref): per super-block and sub-block j, each 16-element half
 // is summed by vpdpbusd (4 chunks: nibbles of 4 elements x one broadcast
 // activation dword, |P| <= 16 * 15 * 127 < 2^15), and the two halves enter
 // S += sc_j * P by vpdpwssd with the scale zero-extended to a (sc_j, 0) word
@@ -41,7 +44,13 @@ using format::GgmlType;
 namespace q = chimera::quant;
 
 constexpr size_t kAb = sizeof(q::block_q8_K);
-constexpr size_t kQ4GroupBlock = kX16Rows * sizeof(q::block_q4_K);
+// Group-block geometry (matmul_kquant_x16.h): size, qh chunks, qs chunks.
+template <bool kQ5>
+struct Geo {
+  static constexpr size_t kBlock = kX16Rows * (kQ5 ? sizeof(q::block_q5_K) : sizeof(q::block_q4_K));
+  static constexpr size_t kQh = 256;
+  static constexpr size_t kQs = kQ5 ? 768 : 256;
+};
 constexpr int kMaxActs = 6;
 // GEMV prefetch distance in the group stream (L2).
 constexpr size_t kPfBytes = 24 * 1024;
@@ -50,9 +59,9 @@ constexpr size_t kPfBytes = 24 * 1024;
 // plain AVX-512 vpmaddubsw pairs summed in int16 (|.| <= 4 * 2 * 15 * 128 <
 // 2^15, exact). VNNI instructions by inline asm so the plain AVX-512
 // instantiation of the shared body never uses them.
-template <bool kVnni>
+template <bool kDpbusd>
 CHIMERA_T_X16Q4_INLINE __m512i psum(__m512i s, __m512i u8, __m512i s8) {
-  if constexpr (kVnni) {
+  if constexpr (kDpbusd) {
     __asm__("vpdpbusd %2, %1, %0" : "+v"(s) : "v"(u8), "v"(s8));
     return s;
   } else {
@@ -84,10 +93,18 @@ CHIMERA_T_X16Q4_INLINE __m512i bcast32(const uint8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
+// Per byte: bit b moved to bit 4 (the fifth bit of a Q5_K level).
+CHIMERA_T_X16Q4_INLINE __m512i bit_to_4(__m512i h, int b) {
+  const __m512i m = _mm512_set1_epi8(0x10);
+  return b <= 4 ? _mm512_and_si512(_mm512_slli_epi16(h, 4 - b), m) : _mm512_and_si512(_mm512_srli_epi16(h, b - 4), m);
+}
+
 // 16 rows (group at G) x M activation rows (A, a_stride apart) -> y[m * ldy + 0..15].
-template <bool kVnni, int M, bool kPrefetch>
+template <bool kVnni, bool kQ5, int M, bool kPrefetch>
 CHIMERA_T_X16Q4 void q4_tile(const uint8_t* G, const uint8_t* A, size_t a_stride, int64_t nsb, float* y,
                              int64_t ldy) {
+  using GB = Geo<kQ5>;
+  constexpr bool kDpbusd = kVnni && !kQ5;  // else int16 pair sums
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   const __m512i m6 = _mm512_set1_epi8(0x3F);
   __m512 acc[M], accm[M];
@@ -96,9 +113,9 @@ CHIMERA_T_X16Q4 void q4_tile(const uint8_t* G, const uint8_t* A, size_t a_stride
     accm[m] = _mm512_setzero_ps();
   }
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* B = G + (size_t)sb * kQ4GroupBlock;
+    const uint8_t* B = G + (size_t)sb * GB::kBlock;
     if constexpr (kPrefetch) {
-      CHIMERA_UNROLL for (size_t o = 0; o < kQ4GroupBlock; o += 64) {
+      CHIMERA_UNROLL for (size_t o = 0; o < GB::kBlock; o += 64) {
         _mm_prefetch((const char*)B + kPfBytes + o, _MM_HINT_T1);
       }
     }
@@ -134,26 +151,32 @@ CHIMERA_T_X16Q4 void q4_tile(const uint8_t* G, const uint8_t* A, size_t a_stride
       }
     }
     const __m512i O0 = _mm512_and_si512(X0, m6), O1 = _mm512_and_si512(X1, m6);
-    const uint8_t* qs = B + 256;
+    const uint8_t* qs = B + GB::kQs;
     __m512i S[M];
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) S[m] = _mm512_setzero_si512();
     CHIMERA_UNROLL for (int c = 0; c < 4; ++c) {
       // Scales of sub-blocks 2c (low nibbles) and 2c + 1 (high) per row: the
       // word pair (sc_j, 0) against VNNI's int32 P, (sc_j, sc_j) against the
       // int16 pair sums.
-      const __m512i SClo = _mm512_shuffle_epi8(c < 2 ? O0 : O1, pick_words((2 * c) % 4, kVnni ? -1 : (2 * c) % 4));
+      const __m512i SClo = _mm512_shuffle_epi8(c < 2 ? O0 : O1, pick_words((2 * c) % 4, kDpbusd ? -1 : (2 * c) % 4));
       const __m512i SChi =
-          _mm512_shuffle_epi8(c < 2 ? O0 : O1, pick_words((2 * c + 1) % 4, kVnni ? -1 : (2 * c + 1) % 4));
+          _mm512_shuffle_epi8(c < 2 ? O0 : O1, pick_words((2 * c + 1) % 4, kDpbusd ? -1 : (2 * c + 1) % 4));
       CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
         __m512i Plo[M], Phi[M];
         CHIMERA_UNROLL for (int m = 0; m < M; ++m) Plo[m] = Phi[m] = _mm512_setzero_si512();
         CHIMERA_UNROLL for (int l = 4 * h; l < 4 * h + 4; ++l) {
           const __m512i W = _mm512_load_si512(qs + 64 * (8 * c + l));
-          const __m512i lo = _mm512_and_si512(W, m4), hi = _mm512_and_si512(_mm512_srli_epi16(W, 4), m4);
+          __m512i lo = _mm512_and_si512(W, m4), hi = _mm512_and_si512(_mm512_srli_epi16(W, 4), m4);
+          if constexpr (kQ5) {
+            // qh byte 4l + u of each row: bit 2c -> low-nibble level, 2c + 1 -> high
+            const __m512i H = _mm512_load_si512(B + GB::kQh + 64 * l);
+            lo = _mm512_or_si512(lo, bit_to_4(H, 2 * c));
+            hi = _mm512_or_si512(hi, bit_to_4(H, 2 * c + 1));
+          }
           CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
             const uint8_t* a = Am[m] + 4 + 64 * c + 4 * l;
-            Plo[m] = psum<kVnni>(Plo[m], lo, bcast32(a));
-            Phi[m] = psum<kVnni>(Phi[m], hi, bcast32(a + 32));
+            Plo[m] = psum<kDpbusd>(Plo[m], lo, bcast32(a));
+            Phi[m] = psum<kDpbusd>(Phi[m], hi, bcast32(a + 32));
           }
         }
         CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
@@ -171,21 +194,21 @@ CHIMERA_T_X16Q4 void q4_tile(const uint8_t* G, const uint8_t* A, size_t a_stride
 
 using TileFn = void (*)(const uint8_t*, const uint8_t*, size_t, int64_t, float*, int64_t);
 
-template <bool kVnni>
+template <bool kVnni, bool kQ5>
 constexpr auto make_tiles() {
   return []<int... I>(std::integer_sequence<int, I...>) {
-    return std::array<TileFn, kMaxActs>{&q4_tile<kVnni, I + 1, false>...};
+    return std::array<TileFn, kMaxActs>{&q4_tile<kVnni, kQ5, I + 1, false>...};
   }(std::make_integer_sequence<int, kMaxActs>{});
 }
 
-template <bool kVnni>
+template <bool kVnni, bool kQ5>
 void q4_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
-  static constexpr auto kTiles = make_tiles<kVnni>();
+  static constexpr auto kTiles = make_tiles<kVnni, kQ5>();
   const int64_t nsb = g.k / q::kQK_K;
   if (i1 - i0 == 1) {
     // GEMV: weights stream from DRAM; prefetch ahead in the group stream.
     for (int64_t r = r0; r < r1; r += kX16Rows) {
-      q4_tile<kVnni, 1, true>(g.w + (size_t)r * g.w_stride, g.a + (size_t)i0 * g.a_stride, g.a_stride, nsb,
+      q4_tile<kVnni, kQ5, 1, true>(g.w + (size_t)r * g.w_stride, g.a + (size_t)i0 * g.a_stride, g.a_stride, nsb,
                               g.y + i0 * g.ldy + r, g.ldy);
     }
     return;
@@ -209,7 +232,8 @@ void q4_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) 
 
 GemmFn kq_x16_gemm_avx512(GgmlType type, bool vnni) {
   switch (type) {
-    case GgmlType::Q4_K: return vnni ? q4_gemm<true> : q4_gemm<false>;
+    case GgmlType::Q4_K: return vnni ? q4_gemm<true, false> : q4_gemm<false, false>;
+    case GgmlType::Q5_K: return kq_x16_layout(type) ? (vnni ? q4_gemm<true, true> : q4_gemm<false, true>) : nullptr;
     default: return nullptr;
   }
 }

@@ -1,6 +1,6 @@
-// Scalar reference of the x16 Q4_K kernels' arithmetic (matmul_kquant_x16.h):
-// exact integer sums per super-block, one f32 update of each accumulator per
-// super-block. The AVX-512 x16 kernels reproduce it bit for bit.
+// Scalar reference of the x16 Q4_K / Q5_K kernels' arithmetic
+// (matmul_kquant_x16.h): exact integer sums per super-block, one f32 update of
+// each accumulator per super-block. The x16 kernels reproduce it bit for bit.
 #include <cmath>
 #include <cstring>
 
@@ -9,12 +9,24 @@
 #include "quant/kquant_blocks.h"
 
 namespace chimera::kernels {
+namespace {
 
-float kq_x16_q4_dot_ref(const uint8_t* w_row, const uint8_t* a_row, int64_t k) {
-  namespace q = chimera::quant;
+namespace q = chimera::quant;
+
+// Level of element 32j + e of a Q4_K / Q5_K super-block (ggml's dequantize order).
+template <class Block>
+int level(const Block& b, int j, int e) {
+  const int c = j / 2, odd = j % 2;
+  int v = (b.qs[32 * c + e] >> (4 * odd)) & 0xF;
+  if constexpr (sizeof(Block) == sizeof(q::block_q5_K)) v |= ((b.qh[e] >> (2 * c + odd)) & 1) << 4;
+  return v;
+}
+
+template <class Block>
+float dot(const uint8_t* w_row, const uint8_t* a_row, int64_t k) {
   float acc = 0.f, accm = 0.f;
   for (int64_t sb = 0; sb < k / q::kQK_K; ++sb) {
-    q::block_q4_K b;
+    Block b;
     q::block_q8_K a;
     std::memcpy(&b, w_row + (size_t)sb * sizeof(b), sizeof(b));
     std::memcpy(&a, a_row + (size_t)sb * sizeof(a), sizeof(a));
@@ -22,9 +34,8 @@ float kq_x16_q4_dot_ref(const uint8_t* w_row, const uint8_t* a_row, int64_t k) {
     for (int j = 0; j < 8; ++j) {
       uint8_t sc, m;
       q::get_scale_min_k4(j, b.scales, &sc, &m);
-      const int c = j / 2, shift = 4 * (j % 2);
       int32_t P = 0;
-      for (int e = 0; e < 32; ++e) P += ((b.qs[32 * c + e] >> shift) & 0xF) * a.qs[32 * j + e];
+      for (int e = 0; e < 32; ++e) P += level(b, j, e) * a.qs[32 * j + e];
       S += sc * P;
       Bm += m * (a.bsums[2 * j] + a.bsums[2 * j + 1]);
     }
@@ -32,6 +43,12 @@ float kq_x16_q4_dot_ref(const uint8_t* w_row, const uint8_t* a_row, int64_t k) {
     accm = std::fma(-a.d * f16_to_f32(b.dmin), (float)Bm, accm);
   }
   return acc + accm;
+}
+
+}  // namespace
+
+float kq_x16_dot_ref(format::GgmlType type, const uint8_t* w_row, const uint8_t* a_row, int64_t k) {
+  return type == format::GgmlType::Q5_K ? dot<q::block_q5_K>(w_row, a_row, k) : dot<q::block_q4_K>(w_row, a_row, k);
 }
 
 }  // namespace chimera::kernels

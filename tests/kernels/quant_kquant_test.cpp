@@ -467,7 +467,7 @@ TEST(KQuantMatmul, LargeBatchAndZeroRows) {
   }
 }
 
-// The x16 Q4_K kernels' own order (matmul_kquant_x16.h), row by row from the
+// The x16 Q4_K / Q5_K kernels' own order (matmul_kquant_x16.h), row by row from the
 // scalar reference: y[i][r] for activation rows [0, m).
 std::vector<float> x16_q4_expected(const Problem& p, int64_t m) {
   const size_t row_bytes = (size_t)(p.k / 256) * block_bytes(p.t);
@@ -476,7 +476,7 @@ std::vector<float> x16_q4_expected(const Problem& p, int64_t m) {
   for (int64_t i = 0; i < m; ++i) {
     q::quantize_row_q8_K(p.x.data() + i * p.k, a.data(), p.k);
     for (int64_t r = 0; r < p.rows; ++r) {
-      y[i * p.rows + r] = kq_x16_q4_dot_ref(p.w.data() + r * row_bytes, (const uint8_t*)a.data(), p.k);
+      y[i * p.rows + r] = kq_x16_dot_ref(p.t, p.w.data() + r * row_bytes, (const uint8_t*)a.data(), p.k);
     }
   }
   return y;
@@ -514,7 +514,7 @@ TEST(KQuantRepack, PackedMatchesStorageLayoutBitForBit) {
           ASSERT_EQ(packs.bytes(), (size_t)rows * row_bytes) << name;
           std::fill(copy.begin(), copy.end(), (uint8_t)0xA5);  // the packed path must not read storage
           // x16 Q4_K has its own f32 order: bit-exact against its scalar reference
-          const bool x16_q4 = t == GgmlType::Q4_K && matmul_kernel(t, isa)->repack_rows == kX16Rows;
+          const bool x16_q4 = (t == GgmlType::Q4_K || t == GgmlType::Q5_K) && matmul_kernel(t, isa)->repack_rows == kX16Rows;
           for (int64_t m : {1, 2, 3, 4, 5, 9, 17}) {
             for (ThreadPool* pool : {(ThreadPool*)nullptr, &pool2(), &pool3}) {
               const std::vector<float> y0 = x16_q4 ? x16_q4_expected(p, m) : run(p, m, p.x.data(), pool);
