@@ -139,12 +139,12 @@ struct KqTiles {
   int rows_for[kMaxActs + 1];
 };
 
-// Weight layouts the panel driver reads: storage, the kKqGroup-row
-// interleaved repacking (above), the x16 one (matmul_kquant_x16.h).
+// Weight layouts: storage, the kKqGroup-row interleaved repacking (above),
+// the x16 one (matmul_kquant_x16.h; own kernels, not the panel driver).
 enum class KqLayout : uint8_t { kStorage, kGroup4, kX16 };
 
 // Address of weight super-block sb of row `row` in the storage or kGroup4
-// layout (kX16 blocks are not contiguous: kq_gemm unpacks them).
+// layout.
 template <KqLayout L>
 inline const uint8_t* kq_block(const GemmArgs& g, int64_t row, int64_t sb, size_t block_bytes) {
   if constexpr (L == KqLayout::kGroup4) {
@@ -157,11 +157,11 @@ inline const uint8_t* kq_block(const GemmArgs& g, int64_t row, int64_t sb, size_
 
 // Panel driver: decodes rows [r, r+rr) once per activation block and runs the
 // tiles over the block's activations. Results do not depend on the blocking.
-// kX16: x16 holds the type's layout; each super-block is first unpacked to
-// its storage form (prefill amortizes this over the activation rows).
+// L is kStorage or kGroup4 (the x16 layout has kernels of its own).
 template <int kMaxRows, int kMaxActs, KqLayout L = KqLayout::kStorage>
 void kq_gemm(const KqTiles<kMaxRows, kMaxActs>& ts, const KqTypeInfo& t, KqDecodeFn decode, const GemmArgs& g,
-             int64_t r0, int64_t r1, int64_t i0, int64_t i1, const KqX16Layout* x16 = nullptr) {
+             int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+  static_assert(L != KqLayout::kX16);
   const size_t block_bytes = t.block_bytes;
   const int64_t nsb = g.k / quant::kQK_K;
   KqPanel& p = kq_panel();
@@ -175,16 +175,6 @@ void kq_gemm(const KqTiles<kMaxRows, kMaxActs>& ts, const KqTypeInfo& t, KqDecod
     for (int64_t r = r0; r < r1; r += rows) {
       const int rr = (int)std::min<int64_t>(rows, r1 - r);
       for (int k = 0; k < rr; ++k) {
-        if constexpr (L == KqLayout::kX16) {
-          alignas(64) uint8_t blk[256];
-          const int64_t row = r + k;
-          const uint8_t* group = g.w + (size_t)(row & ~(int64_t)(kX16Rows - 1)) * g.w_stride;
-          for (int64_t sb = 0; sb < nsb; ++sb) {
-            x16->unpack(group, (int)(row & (kX16Rows - 1)), sb, blk);
-            decode(blk, &p.dec[k * nsb + sb], &p.dd[(k * nsb + sb) * 2]);
-          }
-          continue;
-        }
         // Decode streams weights from DRAM (GEMV): prefetch the next panel's
         // row into L2 (read, moderate locality = T1).
         for (int64_t sb = 0; sb < nsb; ++sb) {

@@ -504,45 +504,37 @@ using detail::KqLayout;
 // L: the weight layout; repacked layouts get r0, r1 at multiples of their group.
 template <GgmlType T, bool kVnni, KqLayout L = KqLayout::kStorage>
 void gemm_kq512(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
-  if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q5_K || T == GgmlType::Q6_K) {
-    if (i1 - i0 == 1) {
-      GemmArgs g1 = g;
-      g1.a = g.a + (size_t)i0 * g.a_stride;
-      g1.y = g.y + i0 * g.ldy;
-      if constexpr (L == KqLayout::kX16) {
-        static const GemmFn direct = kq_x16_gemm_avx512(T, kVnni);
-        static const KqX16GemvFn gemv = kq_x16_gemv_avx512(T, kVnni);
-        if (direct) {
-          direct(g, r0, r1, i0, i1);
-        } else {
-          gemv(g1, r0, r1);
-        }
-      } else if constexpr (L == KqLayout::kGroup4) {
-        for (int64_t r = r0; r < r1; r += kKqGroup) gemv_fused<T, kKqGroup, kVnni, true>(g1, r);
-      } else {
-        gemv_fused_range<T, kVnni>(g1, r0, r1);
-      }
-      return;
-    }
-  }
   if constexpr (L == KqLayout::kX16) {
-    static const GemmFn direct = kq_x16_gemm_avx512(T, kVnni);
-    if (direct) {
-      direct(g, r0, r1, i0, i1);
-      return;
+    static const GemmFn x16 = kq_x16_gemm_avx512(T, kVnni);  // set: with_repack chose x16
+    x16(g, r0, r1, i0, i1);
+    return;
+  } else {
+    if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q5_K || T == GgmlType::Q6_K) {
+      if (i1 - i0 == 1) {
+        GemmArgs g1 = g;
+        g1.a = g.a + (size_t)i0 * g.a_stride;
+        g1.y = g.y + i0 * g.ldy;
+        if constexpr (L == KqLayout::kGroup4) {
+          for (int64_t r = r0; r < r1; r += kKqGroup) gemv_fused<T, kKqGroup, kVnni, true>(g1, r);
+        } else {
+          gemv_fused_range<T, kVnni>(g1, r0, r1);
+        }
+        return;
+      }
     }
+    const KqTypeInfo* t = kq_type_info(T);
+    const auto& tiles = T == GgmlType::Q4_K ? TileTables<kVnni>::q4
+                       : t->offset          ? TileTables<kVnni>::offset
+                                            : TileTables<kVnni>::plain;
+    detail::kq_gemm<kRows, kActs, L>(tiles, *t, kq_decode_avx2(T), g, r0, r1, i0, i1);
   }
-  const KqTypeInfo* t = kq_type_info(T);
-  const auto& tiles = T == GgmlType::Q4_K ? TileTables<kVnni>::q4
-                     : t->offset          ? TileTables<kVnni>::offset
-                                          : TileTables<kVnni>::plain;
-  detail::kq_gemm<kRows, kActs, L>(tiles, *t, kq_decode_avx2(T), g, r0, r1, i0, i1, kq_x16_layout(T));
 }
 
-// Types with an x16 GEMV use the x16 layout, the others the kKqGroup one.
+// Types with x16 kernels (matmul_kquant_x16.h) use the x16 layout, the others
+// the kKqGroup one.
 template <GgmlType T, bool kVnni>
 MatmulKernel with_repack(MatmulKernel k) {
-  if (kq_x16_layout(T) && (kq_x16_gemm_avx512(T, kVnni) || kq_x16_gemv_avx512(T, kVnni))) {
+  if (kq_x16_layout(T) && kq_x16_gemm_avx512(T, kVnni)) {
     kq_x16_set_repack(T, gemm_kq512<T, kVnni, KqLayout::kX16>, k);
   } else {
     kq_set_repack(T, gemm_kq512<T, kVnni, KqLayout::kGroup4>, k);

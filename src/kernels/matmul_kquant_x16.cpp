@@ -1,7 +1,8 @@
 // The x16 K-quant layout (matmul_kquant_x16.h): load-time repacking from the
 // GGUF storage layout and the inverse (one row's super-block back in storage
-// form, for the panel-decoding GEMM path). Both are plain byte permutations
-// plus the lossless 6-bit scale re-arrangement.
+// form: the layout's definition, checked by round-trip tests). Both are byte
+// permutations plus lossless bit re-arrangements (Q4_K / Q5_K's 6-bit
+// scales, Q6_K's 6-bit levels).
 #include "kernels/matmul_kquant_x16.h"
 
 #include <cstring>
@@ -9,18 +10,25 @@
 #include "quant/kquant_blocks.h"
 
 namespace chimera::kernels {
+
 namespace {
 
 using format::GgmlType;
 namespace q = chimera::quant;
 
-constexpr size_t kQ4GroupBlock = kX16Rows * sizeof(q::block_q4_K);  // 2304
-constexpr size_t kQ4Scales = 64, kQ4Qs = 256;
+// Q4_K / Q5_K group blocks (Block = q::block_q4_K or q::block_q5_K): d,
+// dmin, the scale planes, Q5_K's qh chunks, the qs chunks (see the header).
+template <class Block>
+struct K45 {
+  static constexpr bool kQ5 = sizeof(Block) == sizeof(q::block_q5_K);
+  static constexpr size_t kGroupBlock = kX16Rows * sizeof(Block);  // 2304 / 2816
+  static constexpr size_t kScales = 64, kQh = 256, kQs = kQ5 ? 768 : 256;
+};
 
 // Byte of plane t holding value 4t + u of row r (see the header).
 constexpr size_t plane_byte(int r, int u) { return 16 * (size_t)(r / 4) + 4 * (size_t)(r % 4) + (size_t)u; }
 
-// The 16 six-bit values of a Q4_K row's scale bytes: sc0..7, m0..7.
+// The 16 six-bit values of a Q4_K / Q5_K row's scale bytes: sc0..7, m0..7.
 void k4_values(const uint8_t* s12, uint8_t v[16]) {
   for (int j = 0; j < 8; ++j) q::get_scale_min_k4(j, s12, &v[j], &v[8 + j]);
 }
@@ -35,60 +43,161 @@ void k4_bytes(const uint8_t v[16], uint8_t s12[12]) {
   }
 }
 
-size_t q4_row_bytes(int64_t k) { return (size_t)(k / q::kQK_K) * sizeof(q::block_q4_K); }
+template <class Block>
+size_t k45_row_bytes(int64_t k) {
+  return (size_t)(k / q::kQK_K) * sizeof(Block);
+}
 
-void q4_repack(const uint8_t* src, size_t src_stride, int64_t n, int64_t k, uint8_t* dst) {
+// Scatters a byte array of a row (n_chunks x 4 bytes) into chunks of 16 rows.
+void to_chunks(const uint8_t* row_bytes, int n_chunks, int r, uint8_t* chunks) {
+  for (int ch = 0; ch < n_chunks; ++ch) std::memcpy(chunks + 64 * (size_t)ch + 4 * (size_t)r, row_bytes + 4 * ch, 4);
+}
+void from_chunks(const uint8_t* chunks, int n_chunks, int r, uint8_t* row_bytes) {
+  for (int ch = 0; ch < n_chunks; ++ch) std::memcpy(row_bytes + 4 * ch, chunks + 64 * (size_t)ch + 4 * (size_t)r, 4);
+}
+
+template <class Block>
+void k45_repack(const uint8_t* src, size_t src_stride, int64_t n, int64_t k, uint8_t* dst) {
+  using L = K45<Block>;
   const int64_t nsb = k / q::kQK_K;
   for (int64_t r0 = 0; r0 < n; r0 += kX16Rows) {
-    for (int64_t sb = 0; sb < nsb; ++sb, dst += kQ4GroupBlock) {
+    for (int64_t sb = 0; sb < nsb; ++sb, dst += L::kGroupBlock) {
       uint8_t planes[4][64];
       for (int r = 0; r < kX16Rows; ++r) {
-        const uint8_t* b = src + (size_t)(r0 + r) * src_stride + (size_t)sb * sizeof(q::block_q4_K);
-        std::memcpy(dst + 2 * r, b + offsetof(q::block_q4_K, d), 2);
-        std::memcpy(dst + 32 + 2 * r, b + offsetof(q::block_q4_K, dmin), 2);
+        const uint8_t* b = src + (size_t)(r0 + r) * src_stride + (size_t)sb * sizeof(Block);
+        std::memcpy(dst + 2 * r, b + offsetof(Block, d), 2);
+        std::memcpy(dst + 32 + 2 * r, b + offsetof(Block, dmin), 2);
         uint8_t v[16];
-        k4_values(b + offsetof(q::block_q4_K, scales), v);
+        k4_values(b + offsetof(Block, scales), v);
         for (int t = 0; t < 4; ++t) {
           for (int u = 0; u < 4; ++u) planes[t][plane_byte(r, u)] = v[4 * t + u];
         }
-        const uint8_t* qs = b + offsetof(q::block_q4_K, qs);
-        for (int ch = 0; ch < 32; ++ch) std::memcpy(dst + kQ4Qs + 64 * (size_t)ch + 4 * (size_t)r, qs + 4 * ch, 4);
+        if constexpr (L::kQ5) to_chunks(b + offsetof(q::block_q5_K, qh), 8, r, dst + L::kQh);
+        to_chunks(b + offsetof(Block, qs), 32, r, dst + L::kQs);
       }
       for (int t = 0; t < 3; ++t) {
         for (int i = 0; i < 64; ++i) {
-          dst[kQ4Scales + 64 * (size_t)t + (size_t)i] = (uint8_t)(planes[t][i] | (((planes[3][i] >> (2 * t)) & 3) << 6));
+          dst[L::kScales + 64 * (size_t)t + (size_t)i] =
+              (uint8_t)(planes[t][i] | (((planes[3][i] >> (2 * t)) & 3) << 6));
         }
       }
     }
   }
 }
 
-void q4_unpack(const uint8_t* group, int rr, int64_t sb, uint8_t* out) {
-  const uint8_t* gb = group + (size_t)sb * kQ4GroupBlock;
-  std::memcpy(out + offsetof(q::block_q4_K, d), gb + 2 * rr, 2);
-  std::memcpy(out + offsetof(q::block_q4_K, dmin), gb + 32 + 2 * rr, 2);
+template <class Block>
+void k45_unpack(const uint8_t* group, int rr, int64_t sb, uint8_t* out) {
+  using L = K45<Block>;
+  const uint8_t* gb = group + (size_t)sb * L::kGroupBlock;
+  std::memcpy(out + offsetof(Block, d), gb + 2 * rr, 2);
+  std::memcpy(out + offsetof(Block, dmin), gb + 32 + 2 * rr, 2);
   uint8_t v[16];
   for (int u = 0; u < 4; ++u) {
     uint8_t top = 0;
     for (int t = 0; t < 3; ++t) {
-      const uint8_t x = gb[kQ4Scales + 64 * (size_t)t + plane_byte(rr, u)];
+      const uint8_t x = gb[L::kScales + 64 * (size_t)t + plane_byte(rr, u)];
       v[4 * t + u] = x & 63;
       top = (uint8_t)(top | ((x >> 6) << (2 * t)));
     }
     v[12 + u] = top;
   }
-  k4_bytes(v, out + offsetof(q::block_q4_K, scales));
-  uint8_t* qs = out + offsetof(q::block_q4_K, qs);
-  for (int ch = 0; ch < 32; ++ch) std::memcpy(qs + 4 * ch, gb + kQ4Qs + 64 * (size_t)ch + 4 * (size_t)rr, 4);
+  k4_bytes(v, out + offsetof(Block, scales));
+  if constexpr (L::kQ5) from_chunks(gb + L::kQh, 8, rr, out + offsetof(q::block_q5_K, qh));
+  from_chunks(gb + L::kQs, 32, rr, out + offsetof(Block, qs));
 }
 
-constexpr KqX16Layout kQ4Layout{sizeof(q::block_q4_K), q4_unpack};
+constexpr KqX16Layout kQ4Layout{sizeof(q::block_q4_K), k45_unpack<q::block_q4_K>};
+constexpr KqX16Layout kQ5Layout{sizeof(q::block_q5_K), k45_unpack<q::block_q5_K>};
+
+// ---------------------------------------------------------------- Q6_K
+constexpr size_t kQ6GroupBlock = kX16Rows * sizeof(q::block_q6_K);  // 3360
+constexpr size_t kQ6D = 0, kQ6Scales = 32, kQ6Levels = 288;
+
+size_t q6_row_bytes(int64_t k) { return (size_t)(k / q::kQK_K) * sizeof(q::block_q6_K); }
+
+// The 256 six-bit levels of a storage block (decode_q6_K's element order).
+void q6_levels(const uint8_t* blk, uint8_t lv[256]) {
+  const uint8_t* ql = blk + offsetof(q::block_q6_K, ql);
+  const uint8_t* qh = blk + offsetof(q::block_q6_K, qh);
+  for (int h = 0; h < 2; ++h) {
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t a = ql[64 * h + l], b = ql[64 * h + 32 + l], c = qh[32 * h + l];
+      lv[128 * h + l] = (uint8_t)((a & 0xF) | ((c & 3) << 4));
+      lv[128 * h + 32 + l] = (uint8_t)((b & 0xF) | (((c >> 2) & 3) << 4));
+      lv[128 * h + 64 + l] = (uint8_t)((a >> 4) | (((c >> 4) & 3) << 4));
+      lv[128 * h + 96 + l] = (uint8_t)((b >> 4) | (((c >> 6) & 3) << 4));
+    }
+  }
+}
+
+// Offset in a group block of byte u of row r in level chunk X_{h,l4,t}
+// (t = 0..2; see the header).
+constexpr size_t q6_level_byte(int r, int h, int l4, int t, int u) {
+  return kQ6Levels + 64 * (size_t)(3 * (8 * (l4 / 4) + 4 * h + l4 % 4) + t) + 4 * (size_t)r + (size_t)u;
+}
+
+void q6_repack(const uint8_t* src, size_t src_stride, int64_t n, int64_t k, uint8_t* dst) {
+  const int64_t nsb = k / q::kQK_K;
+  for (int64_t r0 = 0; r0 < n; r0 += kX16Rows) {
+    for (int64_t sb = 0; sb < nsb; ++sb, dst += kQ6GroupBlock) {
+      for (int r = 0; r < kX16Rows; ++r) {
+        const uint8_t* b = src + (size_t)(r0 + r) * src_stride + (size_t)sb * sizeof(q::block_q6_K);
+        std::memcpy(dst + kQ6D + 2 * r, b + offsetof(q::block_q6_K, d), 2);
+        const uint8_t* sc = b + offsetof(q::block_q6_K, scales);
+        for (int g = 0; g < 16; ++g) dst[kQ6Scales + 64 * (size_t)(g / 4) + plane_byte(r, g % 4)] = sc[g];
+        uint8_t lv[256];
+        q6_levels(b, lv);
+        for (int h = 0; h < 2; ++h) {
+          for (int l4 = 0; l4 < 8; ++l4) {
+            for (int u = 0; u < 4; ++u) {
+              const uint8_t* e = lv + 128 * h + 4 * l4 + u;  // quarters t at e[32t]
+              for (int t = 0; t < 3; ++t) {
+                dst[q6_level_byte(r, h, l4, t, u)] = (uint8_t)(e[32 * t] | (((e[96] >> (2 * t)) & 3) << 6));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Word-parallel: the three level dwords of lane l give that lane's ql / qh
+// dwords directly (4 elements, one per byte; masks keep bits in their byte).
+void q6_unpack(const uint8_t* group, int rr, int64_t sb, uint8_t* out) {
+  const uint8_t* gb = group + (size_t)sb * kQ6GroupBlock;
+  std::memcpy(out + offsetof(q::block_q6_K, d), gb + kQ6D + 2 * rr, 2);
+  for (int k = 0; k < 4; ++k) {
+    std::memcpy(out + offsetof(q::block_q6_K, scales) + 4 * k, gb + kQ6Scales + 64 * (size_t)k + plane_byte(rr, 0), 4);
+  }
+  uint8_t* ql = out + offsetof(q::block_q6_K, ql);
+  uint8_t* qh = out + offsetof(q::block_q6_K, qh);
+  constexpr uint32_t m0F = 0x0F0F0F0Fu, m03 = 0x03030303u;
+  for (int h = 0; h < 2; ++h) {
+    for (int l4 = 0; l4 < 8; ++l4) {
+      uint32_t X[3];
+      for (int t = 0; t < 3; ++t) std::memcpy(&X[t], gb + q6_level_byte(rr, h, l4, t, 0), 4);
+      // quarter t < 3: q = X_t & 63; quarter 3: q = T0 | T1 << 2 | T2 << 4
+      const uint32_t T0 = (X[0] >> 6) & m03, T1 = (X[1] >> 6) & m03, T2 = (X[2] >> 6) & m03;
+      const uint32_t qa = (X[0] & m0F) | ((X[2] & m0F) << 4);
+      const uint32_t qb = (X[1] & m0F) | ((T0 | (T1 << 2)) << 4);
+      const uint32_t hb = ((X[0] >> 4) & m03) | (((X[1] >> 4) & m03) << 2) | (((X[2] >> 4) & m03) << 4) | (T2 << 6);
+      std::memcpy(ql + 64 * h + 4 * l4, &qa, 4);
+      std::memcpy(ql + 64 * h + 32 + 4 * l4, &qb, 4);
+      std::memcpy(qh + 32 * h + 4 * l4, &hb, 4);
+    }
+  }
+}
+
+constexpr KqX16Layout kQ6Layout{sizeof(q::block_q6_K), q6_unpack};
 
 }  // namespace
 
 const KqX16Layout* kq_x16_layout(GgmlType type) {
   switch (type) {
     case GgmlType::Q4_K: return &kQ4Layout;
+    case GgmlType::Q5_K: return &kQ5Layout;
+    case GgmlType::Q6_K: return &kQ6Layout;
     default: return nullptr;
   }
 }
@@ -97,13 +206,21 @@ void kq_x16_set_repack(GgmlType type, GemmFn packed, MatmulKernel& k) {
   if (!packed) return;
   switch (type) {
     case GgmlType::Q4_K:
-      k.repack_rows = kX16Rows;
-      k.repack_row_bytes = q4_row_bytes;
-      k.repack = q4_repack;
-      k.gemm_packed = packed;
+      k.repack_row_bytes = k45_row_bytes<q::block_q4_K>;
+      k.repack = k45_repack<q::block_q4_K>;
       break;
-    default: break;
+    case GgmlType::Q5_K:
+      k.repack_row_bytes = k45_row_bytes<q::block_q5_K>;
+      k.repack = k45_repack<q::block_q5_K>;
+      break;
+    case GgmlType::Q6_K:
+      k.repack_row_bytes = q6_row_bytes;
+      k.repack = q6_repack;
+      break;
+    default: return;
   }
+  k.repack_rows = kX16Rows;
+  k.gemm_packed = packed;
 }
 
 }  // namespace chimera::kernels

@@ -1,5 +1,6 @@
 // Internal: the 16-row interleaved ("x16") load-time layout of K-quant
-// weights, used by the AVX-512 kernels (decode GEMV with 16 rows per vector).
+// weights (Q4_K, Q5_K, Q6_K), used by the AVX-512 (and AVX2 Q4_K) kernels:
+// 16 rows per vector, GEMV and GEMM without a decoded weight panel.
 //
 // Rows are repacked in groups of kX16Rows; a group stores, per super-block sb
 // of k, one "group block" of 16 * block_bytes bytes, and the group blocks of
@@ -25,6 +26,12 @@
 //                qs[32c + 4j .. 32c + 4j + 3] of rows 0..15 (4 bytes each).
 // The 12 storage scale bytes encode exactly the 16 six-bit values, so the
 // layout is a lossless re-arrangement (same byte count as storage).
+//
+// Q5_K group block (2816 bytes = 16 x 176): d, dmin and the scale planes as
+// Q4_K ([0, 256)), then [256, 768) qh: 8 chunks of 64 bytes, chunk l holding
+// qh[4l .. 4l + 3] of rows 0..15, then [768, 2816) qs chunks as Q4_K's. The
+// level of element 64c + 4l + u (low nibble) takes bit 2c of qh[4l + u] as
+// its fifth bit, element 64c + 32 + 4l + u (high nibble) bit 2c + 1.
 //
 // Q4_K arithmetic of the x16 kernels (kq_x16_dot_ref is its scalar form, Q5_K likewise;
 // GEMV and GEMM of every m, bounds and thread count give the same bits):
@@ -92,14 +99,13 @@ void kq_x16_set_repack(format::GgmlType type, GemmFn packed, MatmulKernel& k);
 // one Q8_K activation row (k values), in the kernels' order (above).
 float kq_x16_dot_ref(format::GgmlType type, const uint8_t* w_row, const uint8_t* a_row, int64_t k);
 
-// GEMV over x16 rows [r0, r1) (multiples of kX16Rows) of g.w for the single
-// activation row g.a, writing g.y[r]. Null where the type has no such kernel.
-using KqX16GemvFn = void (*)(const GemmArgs& g, int64_t r0, int64_t r1);
-KqX16GemvFn kq_x16_gemv_avx512(format::GgmlType type, bool vnni);
-// GEMM (any m) over x16 rows [r0, r1) (multiples of kX16Rows) without a
-// decoded panel. Null where the type has none (kq_gemm then unpacks blocks).
+// The x16 kernels: GEMM for any m (m == 1 is the decode GEMV) over x16 rows
+// [r0, r1) (multiples of kX16Rows), straight from the packed bytes. A type is
+// repacked into x16 exactly where its ISA has one; null otherwise.
+//   AVX-512: Q4_K, Q5_K (matmul_kquant_x16_q4_avx512.cpp), Q6_K (_q6_avx512.cpp)
 GemmFn kq_x16_gemm_avx512(format::GgmlType type, bool vnni);
-// The AVX2 one (tiles of 8 rows: each 64-byte chunk as two 256-bit halves).
+GemmFn kq_x16_q6_gemm_avx512(bool vnni);
+//   AVX2: Q4_K (tiles of 8 rows: each 64-byte chunk as two 256-bit halves)
 GemmFn kq_x16_gemm_avx2(format::GgmlType type);
 
 }  // namespace chimera::kernels

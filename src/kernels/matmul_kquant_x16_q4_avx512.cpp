@@ -23,25 +23,23 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-#include <immintrin.h>
-
 #include <algorithm>
 #include <array>
 #include <cstring>
 #include <utility>
 
+#include "kernels/matmul_kquant_x16_simd.h"
 #include "kernels/matmul_tile.h"
 #include "quant/kquant_blocks.h"
-
-#define CHIMERA_T_X16Q4 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")))
-#define CHIMERA_T_X16Q4_INLINE \
-  __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq"), always_inline)) inline
 
 namespace chimera::kernels {
 namespace {
 
 using format::GgmlType;
 namespace q = chimera::quant;
+using x16::bcast32;
+using x16::dpwssd;
+using x16::pick_words;
 
 constexpr size_t kAb = sizeof(q::block_q8_K);
 // Group-block geometry (matmul_kquant_x16.h): size, qh chunks, qs chunks.
@@ -60,48 +58,22 @@ constexpr size_t kPfBytes = 24 * 1024;
 // 2^15, exact). VNNI instructions by inline asm so the plain AVX-512
 // instantiation of the shared body never uses them.
 template <bool kDpbusd>
-CHIMERA_T_X16Q4_INLINE __m512i psum(__m512i s, __m512i u8, __m512i s8) {
+CHIMERA_T_X16_INLINE __m512i psum(__m512i s, __m512i u8, __m512i s8) {
   if constexpr (kDpbusd) {
-    __asm__("vpdpbusd %2, %1, %0" : "+v"(s) : "v"(u8), "v"(s8));
-    return s;
+    return x16::dpbusd(s, u8, s8);
   } else {
     return _mm512_add_epi16(s, _mm512_maddubs_epi16(u8, s8));
   }
 }
-template <bool kVnni>
-CHIMERA_T_X16Q4_INLINE __m512i dpwssd(__m512i s, __m512i a, __m512i b) {
-  if constexpr (kVnni) {
-    __asm__("vpdpwssd %2, %1, %0" : "+v"(s) : "v"(a), "v"(b));
-    return s;
-  } else {
-    return _mm512_add_epi32(s, _mm512_madd_epi16(a, b));
-  }
-}
-
-// vpshufb control: dword i of every 128-bit lane = words (plane byte 4i + u0,
-// plane byte 4i + u1) zero-extended; u1 < 0 gives a zero high word.
-CHIMERA_T_X16Q4_INLINE __m512i pick_words(int u0, int u1) {
-  const int hi = u1 < 0 ? 0x80 : u1;
-  const int ctl = u0 | (0x80 << 8) | (hi << 16) | (0x80 << 24);
-  const __m128i step = u1 < 0 ? _mm_setr_epi32(0, 4, 8, 12) : _mm_setr_epi32(0, 4 | 4 << 16, 8 | 8 << 16, 12 | 12 << 16);
-  return _mm512_broadcast_i32x4(_mm_add_epi32(_mm_set1_epi32(ctl), step));
-}
-
-CHIMERA_T_X16Q4_INLINE __m512i bcast32(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
-
 // Per byte: bit b moved to bit 4 (the fifth bit of a Q5_K level).
-CHIMERA_T_X16Q4_INLINE __m512i bit_to_4(__m512i h, int b) {
+CHIMERA_T_X16_INLINE __m512i bit_to_4(__m512i h, int b) {
   const __m512i m = _mm512_set1_epi8(0x10);
   return b <= 4 ? _mm512_and_si512(_mm512_slli_epi16(h, 4 - b), m) : _mm512_and_si512(_mm512_srli_epi16(h, b - 4), m);
 }
 
 // 16 rows (group at G) x M activation rows (A, a_stride apart) -> y[m * ldy + 0..15].
 template <bool kVnni, bool kQ5, int M, bool kPrefetch>
-CHIMERA_T_X16Q4 void q4_tile(const uint8_t* G, const uint8_t* A, size_t a_stride, int64_t nsb, float* y,
+CHIMERA_T_X16 void q4_tile(const uint8_t* G, const uint8_t* A, size_t a_stride, int64_t nsb, float* y,
                              int64_t ldy) {
   using GB = Geo<kQ5>;
   constexpr bool kDpbusd = kVnni && !kQ5;  // else int16 pair sums
@@ -233,7 +205,8 @@ void q4_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) 
 GemmFn kq_x16_gemm_avx512(GgmlType type, bool vnni) {
   switch (type) {
     case GgmlType::Q4_K: return vnni ? q4_gemm<true, false> : q4_gemm<false, false>;
-    case GgmlType::Q5_K: return kq_x16_layout(type) ? (vnni ? q4_gemm<true, true> : q4_gemm<false, true>) : nullptr;
+    case GgmlType::Q5_K: return vnni ? q4_gemm<true, true> : q4_gemm<false, true>;
+    case GgmlType::Q6_K: return kq_x16_q6_gemm_avx512(vnni);
     default: return nullptr;
   }
 }
