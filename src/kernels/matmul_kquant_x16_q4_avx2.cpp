@@ -37,7 +37,6 @@ constexpr size_t kAb = sizeof(q::block_q8_K);
 constexpr size_t kQ4GroupBlock = kX16Rows * sizeof(q::block_q4_K);
 constexpr int kHalfRows = 8;
 constexpr int kMaxActs = 3;
-constexpr size_t kPfBytes = 24 * 1024;
 
 // vpshufb control (per 128-bit lane): dword i = words (plane byte 4i + u0,
 // plane byte 4i + u1), zero-extended.
@@ -56,7 +55,7 @@ CHIMERA_T_X16A2_INLINE __m256i bcast32(const uint8_t* p) {
 CHIMERA_T_X16A2_INLINE __m256i load(const uint8_t* p) { return _mm256_load_si256((const __m256i*)p); }
 
 // Rows 8 * half .. + 7 of the group at G x M activation rows -> y[m * ldy + 0..7].
-template <int M, bool kPrefetch>
+template <int M>
 CHIMERA_T_X16A2 void q4_tile8(const uint8_t* G, int half, const uint8_t* A, size_t a_stride, int64_t nsb, float* y,
                               int64_t ldy) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -69,11 +68,6 @@ CHIMERA_T_X16A2 void q4_tile8(const uint8_t* G, int half, const uint8_t* A, size
   }
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* B = G + (size_t)sb * kQ4GroupBlock;
-    if constexpr (kPrefetch) {
-      CHIMERA_UNROLL for (size_t o = 0; o < kQ4GroupBlock; o += 64) {
-        _mm_prefetch((const char*)B + kPfBytes + o, _MM_HINT_T1);
-      }
-    }
     const uint8_t* Am[M];
     float dy[M];
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
@@ -140,20 +134,21 @@ CHIMERA_T_X16A2 void q4_tile8(const uint8_t* G, int half, const uint8_t* A, size
 using TileFn = void (*)(const uint8_t*, int, const uint8_t*, size_t, int64_t, float*, int64_t);
 
 constexpr auto kTiles = []<int... I>(std::integer_sequence<int, I...>) {
-  return std::array<TileFn, kMaxActs>{&q4_tile8<I + 1, false>...};
+  return std::array<TileFn, kMaxActs>{&q4_tile8<I + 1>...};
 }(std::make_integer_sequence<int, kMaxActs>{});
 
 void q4_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
   const int64_t nsb = g.k / q::kQK_K;
   if (i1 - i0 == 1) {
-    // GEMV: the first half prefetches the group stream ahead; the second
-    // reads the same group blocks again from L2.
+    // GEMV: the second half reads the group blocks again from L1/L2. No
+    // software prefetch: the group stream is sequential and the hardware
+    // prefetchers keep up better without it.
     for (int64_t r = r0; r < r1; r += kX16Rows) {
       const uint8_t* G = g.w + (size_t)r * g.w_stride;
       const uint8_t* a = g.a + (size_t)i0 * g.a_stride;
       float* y = g.y + i0 * g.ldy + r;
-      q4_tile8<1, true>(G, 0, a, g.a_stride, nsb, y, g.ldy);
-      q4_tile8<1, false>(G, 1, a, g.a_stride, nsb, y + kHalfRows, g.ldy);
+      q4_tile8<1>(G, 0, a, g.a_stride, nsb, y, g.ldy);
+      q4_tile8<1>(G, 1, a, g.a_stride, nsb, y + kHalfRows, g.ldy);
     }
     return;
   }

@@ -50,8 +50,6 @@ struct Geo {
   static constexpr size_t kQs = kQ5 ? 768 : 256;
 };
 constexpr int kMaxActs = 6;
-// GEMV prefetch distance in the group stream (L2).
-constexpr size_t kPfBytes = 24 * 1024;
 
 // Partial sums P of 4 x 4 elements per row: VNNI vpdpbusd into int32 lanes;
 // plain AVX-512 vpmaddubsw pairs summed in int16 (|.| <= 4 * 2 * 15 * 128 <
@@ -72,7 +70,7 @@ CHIMERA_T_X16_INLINE __m512i bit_to_4(__m512i h, int b) {
 }
 
 // 16 rows (group at G) x M activation rows (A, a_stride apart) -> y[m * ldy + 0..15].
-template <bool kVnni, bool kQ5, int M, bool kPrefetch>
+template <bool kVnni, bool kQ5, int M>
 CHIMERA_T_X16 void q4_tile(const uint8_t* G, const uint8_t* A, size_t a_stride, int64_t nsb, float* y,
                              int64_t ldy) {
   using GB = Geo<kQ5>;
@@ -86,11 +84,6 @@ CHIMERA_T_X16 void q4_tile(const uint8_t* G, const uint8_t* A, size_t a_stride, 
   }
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* B = G + (size_t)sb * GB::kBlock;
-    if constexpr (kPrefetch) {
-      CHIMERA_UNROLL for (size_t o = 0; o < GB::kBlock; o += 64) {
-        _mm_prefetch((const char*)B + kPfBytes + o, _MM_HINT_T1);
-      }
-    }
     const uint8_t* Am[M];
     float dy[M];
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
@@ -169,7 +162,7 @@ using TileFn = void (*)(const uint8_t*, const uint8_t*, size_t, int64_t, float*,
 template <bool kVnni, bool kQ5>
 constexpr auto make_tiles() {
   return []<int... I>(std::integer_sequence<int, I...>) {
-    return std::array<TileFn, kMaxActs>{&q4_tile<kVnni, kQ5, I + 1, false>...};
+    return std::array<TileFn, kMaxActs>{&q4_tile<kVnni, kQ5, I + 1>...};
   }(std::make_integer_sequence<int, kMaxActs>{});
 }
 
@@ -178,9 +171,12 @@ void q4_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) 
   static constexpr auto kTiles = make_tiles<kVnni, kQ5>();
   const int64_t nsb = g.k / q::kQK_K;
   if (i1 - i0 == 1) {
-    // GEMV: weights stream from DRAM; prefetch ahead in the group stream.
+    // GEMV: weights stream from DRAM as one sequential stream. No software
+    // prefetch: the hardware prefetchers do better alone (Zen 4, 4096 x 4096
+    // cold, 1 thread: 29.6 GB/s without, 20.9 GB/s with a 24 KiB-ahead T1
+    // prefetch of every line).
     for (int64_t r = r0; r < r1; r += kX16Rows) {
-      q4_tile<kVnni, kQ5, 1, true>(g.w + (size_t)r * g.w_stride, g.a + (size_t)i0 * g.a_stride, g.a_stride, nsb,
+      q4_tile<kVnni, kQ5, 1>(g.w + (size_t)r * g.w_stride, g.a + (size_t)i0 * g.a_stride, g.a_stride, nsb,
                               g.y + i0 * g.ldy + r, g.ldy);
     }
     return;
