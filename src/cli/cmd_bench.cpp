@@ -143,6 +143,7 @@ int run(const BenchOptions& o) {
         {"model", m.info().name}, {"arch", m.info().arch}, {"model_bytes", m.info().weight_bytes},
         {"threads", threads}, {"isa", kernels::isa_name(kernels::active_isa())},
         {"repacked_bytes", m.repacked_bytes()},
+        {"relocated_bytes", m.relocated_bytes()},
         {"n_prompt", o.n_prompt}, {"n_gen", o.n_gen}, {"n_depth", o.depth}, {"reps", o.reps},
         {"prefill_tok_s", spp.mean}, {"prefill_tok_s_sd", spp.sd},
         {"decode_tok_s", stg.mean}, {"decode_tok_s_sd", stg.sd},

@@ -48,6 +48,20 @@ PageRange page_range(const uint8_t* data, size_t bytes, size_t page, bool outwar
   return r;
 }
 
+bool huge_pages_available() {
+  static const bool available = [] {
+    const char* v = std::getenv("CHIMERA_HUGEPAGES");
+    if (v && v[0] == '0') return false;
+    FILE* f = std::fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (!f) return false;
+    char line[128] = {0};
+    const bool ok = std::fgets(line, sizeof line, f) && (std::strstr(line, "[always]") || std::strstr(line, "[madvise]"));
+    std::fclose(f);
+    return ok;
+  }();
+  return available;
+}
+
 void* alloc_huge_aligned(size_t bytes) {
   constexpr size_t kHuge = 2u << 20;
   if (bytes < kHuge) {
@@ -59,8 +73,7 @@ void* alloc_huge_aligned(size_t bytes) {
   void* p = std::aligned_alloc(kHuge, rounded);
   if (!p) throw std::bad_alloc();
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-  static const bool off = [] { const char* v = std::getenv("CHIMERA_HUGEPAGES"); return v && v[0] == '0'; }();
-  if (!off) madvise(p, rounded, MADV_HUGEPAGE);  // advisory: ignored where THP is off
+  if (huge_pages_available()) madvise(p, rounded, MADV_HUGEPAGE);
 #endif
   return p;
 }

@@ -23,6 +23,9 @@ struct Uninitialized {};
 // where the kernel allows it, backed by transparent huge pages — 512x fewer
 // page faults when filled and TLB misses when streamed.
 void* alloc_huge_aligned(size_t bytes);
+// Whether huge-page advice can take effect: transparent huge pages in
+// "always" or "madvise" mode, and CHIMERA_HUGEPAGES=0 not set.
+bool huge_pages_available();
 
 // Zero-initialised aligned array of T (trivial types only).
 template <typename T>

@@ -28,14 +28,27 @@ class PackedWeights {
   // otherwise leaves w unchanged. Returns whether it packed. The storage
   // copy's pages are released to the page cache (they stay readable, e.g. for
   // embedding rows of a tied output head).
+  //
+  // A matrix of at least kMinRelocateBytes that stays in its storage layout
+  // (no packing kernel, or a row count off the group) is instead copied once
+  // into huge-page-backed memory where transparent huge pages are available
+  // (core/memory.h): same bytes, same kernels, w.data moved to the copy —
+  // streaming GEMVs then take far fewer TLB misses (F16 4096 x 4096 GEMV,
+  // 1 thread: 23.6 vs 21.1 GB/s). Not for types with per-tensor data after
+  // the rows (I2_S). Returns false in that case too.
   bool pack(WeightView& w);
+  static constexpr size_t kMinRelocateBytes = 4u << 20;
   // Bytes of all packed copies.
   size_t bytes() const { return bytes_; }
+  // Bytes of the storage-layout matrices copied to huge pages.
+  size_t relocated_bytes() const { return relocated_bytes_; }
   size_t count() const { return bufs_.size(); }
 
  private:
+  void relocate(WeightView& w);
+
   std::vector<AlignedBuffer<uint8_t>> bufs_;
-  size_t bytes_ = 0;
+  size_t bytes_ = 0, relocated_bytes_ = 0;
 };
 
 }  // namespace chimera::kernels

@@ -59,6 +59,8 @@ class Model {
   const format::GgufFile& gguf() const { return *gguf_; }
   // Bytes of the weight copies repacked at load for the active ISA's kernels.
   size_t repacked_bytes() const { return packed_.bytes(); }
+  // Storage-layout weight bytes copied to huge-page memory at load (repack.h).
+  size_t relocated_bytes() const { return packed_.relocated_bytes(); }
 
   // What each layer keeps per sequence.
   virtual std::vector<layers::LayerStateSpec> state_specs() const = 0;

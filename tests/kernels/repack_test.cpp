@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "core/memory.h"
 #include "kernels/dispatch.h"
 #include "kernels/matmul.h"
 #include "kernels/repack.h"
@@ -124,6 +125,36 @@ TEST(Repack, LargeTensorsRepackInParallelToTheSameBytes) {
     ASSERT_TRUE(packs.pack(w)) << k->name;
     ASSERT_EQ(std::memcmp(w.packed, want.data(), want.size()), 0) << k->name;
   }
+}
+
+// A large storage-layout matrix (F16: no packed layout) is copied to
+// huge-page memory where that is available: same bytes, same results.
+TEST(Repack, LargeStorageLayoutMatricesMoveToHugePagesUnchanged) {
+  const int64_t rows = 1024, cols = 4096;  // 8 MiB of F16
+  const size_t row_bytes = (size_t)cols * 2;
+  std::vector<uint8_t> src((size_t)rows * row_bytes);
+  std::mt19937 rng(3);
+  for (size_t i = 0; i < src.size(); i += 2) {
+    const uint16_t h = (uint16_t)(0x3000 + rng() % 0x0C00) | (uint16_t)((rng() & 1) << 15);  // |x| in [2^-3, 1)
+    std::memcpy(src.data() + i, &h, 2);
+  }
+  std::vector<float> x((size_t)cols), y0((size_t)rows), y1((size_t)rows);
+  for (float& v : x) v = (float)(rng() % 200) / 100.f - 1.f;
+  std::vector<uint8_t> copy = src;
+  WeightView w{format::GgmlType::F16, copy.data(), rows, cols, row_bytes};
+  matmul(w, x.data(), 1, cols, y0.data(), rows, nullptr);
+  PackedWeights packs;
+  EXPECT_FALSE(packs.pack(w));
+  EXPECT_EQ(w.packed, nullptr);
+  if (!huge_pages_available()) {
+    EXPECT_EQ(w.data, copy.data());
+    GTEST_SKIP() << "transparent huge pages unavailable: nothing to move";
+  }
+  ASSERT_NE(w.data, copy.data());
+  EXPECT_EQ(packs.relocated_bytes(), src.size());
+  ASSERT_EQ(std::memcmp(w.data, src.data(), src.size()), 0);
+  matmul(w, x.data(), 1, cols, y1.data(), rows, nullptr);
+  EXPECT_EQ(std::memcmp(y0.data(), y1.data(), y0.size() * 4), 0);
 }
 
 // Every kernel that declares repacking declares all of it.
