@@ -108,4 +108,31 @@ GemmFn kq_x16_q6_gemm_avx512(bool vnni);
 //   AVX2: Q4_K (tiles of 8 rows: each 64-byte chunk as two 256-bit halves)
 GemmFn kq_x16_gemm_avx2(format::GgmlType type);
 
+// One x16 tile: the 16 rows of the group at `group` x M activation rows (a,
+// a_stride bytes apart) -> y[m * ldy + 0..15]; M is the table index + 1.
+using KqX16TileFn = void (*)(const uint8_t* group, const uint8_t* a, size_t a_stride, int64_t nsb, float* y,
+                             int64_t ldy);
+
+// The blocking every x16 GEMM shares: activation rows in blocks that stay
+// L2-resident while the row groups stream past, each group run against the
+// block kMaxActs rows at a time (M = 1 for the decode GEMV: one sequential
+// stream, no software prefetch — the hardware prefetchers do better alone).
+template <int kMaxActs>
+void kq_x16_run(const KqX16TileFn (&tiles)[kMaxActs], const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0,
+                int64_t i1) {
+  const int64_t nsb = g.k / 256;
+  const size_t per_block = (256u * 1024u) / (g.a_stride ? g.a_stride : 1) / kMaxActs;
+  const int64_t ib_rows = (int64_t)(per_block ? per_block : 1) * kMaxActs;
+  for (int64_t ib = i0; ib < i1; ib += ib_rows) {
+    const int64_t ie = ib + ib_rows < i1 ? ib + ib_rows : i1;
+    for (int64_t r = r0; r < r1; r += kX16Rows) {
+      const uint8_t* group = g.w + (size_t)r * g.w_stride;
+      for (int64_t i = ib; i < ie; i += kMaxActs) {
+        const int64_t mm = ie - i < kMaxActs ? ie - i : kMaxActs;
+        tiles[mm - 1](group, g.a + (size_t)i * g.a_stride, g.a_stride, nsb, g.y + i * g.ldy + r, g.ldy);
+      }
+    }
+  }
+}
+
 }  // namespace chimera::kernels

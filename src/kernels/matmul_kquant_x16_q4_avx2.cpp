@@ -17,9 +17,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <array>
 #include <cstring>
-#include <utility>
 
 #include "kernels/matmul_tile.h"
 #include "quant/kquant_blocks.h"
@@ -131,42 +129,17 @@ CHIMERA_T_X16A2 void q4_tile8(const uint8_t* G, int half, const uint8_t* A, size
   CHIMERA_UNROLL for (int m = 0; m < M; ++m) _mm256_storeu_ps(y + m * ldy, _mm256_add_ps(acc[m], accm[m]));
 }
 
-using TileFn = void (*)(const uint8_t*, int, const uint8_t*, size_t, int64_t, float*, int64_t);
-
-constexpr auto kTiles = []<int... I>(std::integer_sequence<int, I...>) {
-  return std::array<TileFn, kMaxActs>{&q4_tile8<I + 1>...};
-}(std::make_integer_sequence<int, kMaxActs>{});
+// Both 8-row halves of a group (the second reads the group blocks again
+// from L1/L2).
+template <int M>
+void q4_tile16(const uint8_t* G, const uint8_t* A, size_t a_stride, int64_t nsb, float* y, int64_t ldy) {
+  q4_tile8<M>(G, 0, A, a_stride, nsb, y, ldy);
+  q4_tile8<M>(G, 1, A, a_stride, nsb, y + kHalfRows, ldy);
+}
 
 void q4_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
-  const int64_t nsb = g.k / q::kQK_K;
-  if (i1 - i0 == 1) {
-    // GEMV: the second half reads the group blocks again from L1/L2. No
-    // software prefetch: the group stream is sequential and the hardware
-    // prefetchers keep up better without it.
-    for (int64_t r = r0; r < r1; r += kX16Rows) {
-      const uint8_t* G = g.w + (size_t)r * g.w_stride;
-      const uint8_t* a = g.a + (size_t)i0 * g.a_stride;
-      float* y = g.y + i0 * g.ldy + r;
-      q4_tile8<1>(G, 0, a, g.a_stride, nsb, y, g.ldy);
-      q4_tile8<1>(G, 1, a, g.a_stride, nsb, y + kHalfRows, g.ldy);
-    }
-    return;
-  }
-  const int64_t ib_rows =
-      std::max<int64_t>(1, (int64_t)(256 * 1024 / std::max<size_t>(g.a_stride, 1)) / kMaxActs) * kMaxActs;
-  for (int64_t ib = i0; ib < i1; ib += ib_rows) {
-    const int64_t ie = std::min(i1, ib + ib_rows);
-    for (int64_t r = r0; r < r1; r += kX16Rows) {
-      const uint8_t* G = g.w + (size_t)r * g.w_stride;
-      for (int half = 0; half < 2; ++half) {
-        for (int64_t i = ib; i < ie; i += kMaxActs) {
-          const int mm = (int)std::min<int64_t>(kMaxActs, ie - i);
-          kTiles[mm - 1](G, half, g.a + (size_t)i * g.a_stride, g.a_stride, nsb, g.y + i * g.ldy + r + kHalfRows * half,
-                         g.ldy);
-        }
-      }
-    }
-  }
+  static constexpr KqX16TileFn kTiles[kMaxActs] = {q4_tile16<1>, q4_tile16<2>, q4_tile16<3>};
+  kq_x16_run(kTiles, g, r0, r1, i0, i1);
 }
 
 }  // namespace

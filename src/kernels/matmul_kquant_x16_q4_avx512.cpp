@@ -24,9 +24,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 #include <algorithm>
-#include <array>
 #include <cstring>
-#include <utility>
 
 #include "kernels/matmul_kquant_x16_simd.h"
 #include "kernels/matmul_tile.h"
@@ -157,43 +155,12 @@ CHIMERA_T_X16 void q4_tile(const uint8_t* G, const uint8_t* A, size_t a_stride, 
   CHIMERA_UNROLL for (int m = 0; m < M; ++m) _mm512_storeu_ps(y + m * ldy, _mm512_add_ps(acc[m], accm[m]));
 }
 
-using TileFn = void (*)(const uint8_t*, const uint8_t*, size_t, int64_t, float*, int64_t);
-
-template <bool kVnni, bool kQ5>
-constexpr auto make_tiles() {
-  return []<int... I>(std::integer_sequence<int, I...>) {
-    return std::array<TileFn, kMaxActs>{&q4_tile<kVnni, kQ5, I + 1>...};
-  }(std::make_integer_sequence<int, kMaxActs>{});
-}
-
 template <bool kVnni, bool kQ5>
 void q4_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
-  static constexpr auto kTiles = make_tiles<kVnni, kQ5>();
-  const int64_t nsb = g.k / q::kQK_K;
-  if (i1 - i0 == 1) {
-    // GEMV: weights stream from DRAM as one sequential stream. No software
-    // prefetch: the hardware prefetchers do better alone (Zen 4, 4096 x 4096
-    // cold, 1 thread: 29.6 GB/s without, 20.9 GB/s with a 24 KiB-ahead T1
-    // prefetch of every line).
-    for (int64_t r = r0; r < r1; r += kX16Rows) {
-      q4_tile<kVnni, kQ5, 1>(g.w + (size_t)r * g.w_stride, g.a + (size_t)i0 * g.a_stride, g.a_stride, nsb,
-                              g.y + i0 * g.ldy + r, g.ldy);
-    }
-    return;
-  }
-  // Activation rows per block: L2-resident while the row groups stream past.
-  const int64_t ib_rows =
-      std::max<int64_t>(1, (int64_t)(256 * 1024 / std::max<size_t>(g.a_stride, 1)) / kMaxActs) * kMaxActs;
-  for (int64_t ib = i0; ib < i1; ib += ib_rows) {
-    const int64_t ie = std::min(i1, ib + ib_rows);
-    for (int64_t r = r0; r < r1; r += kX16Rows) {
-      const uint8_t* G = g.w + (size_t)r * g.w_stride;
-      for (int64_t i = ib; i < ie; i += kMaxActs) {
-        const int mm = (int)std::min<int64_t>(kMaxActs, ie - i);
-        kTiles[mm - 1](G, g.a + (size_t)i * g.a_stride, g.a_stride, nsb, g.y + i * g.ldy + r, g.ldy);
-      }
-    }
-  }
+  static constexpr KqX16TileFn kTiles[kMaxActs] = {q4_tile<kVnni, kQ5, 1>, q4_tile<kVnni, kQ5, 2>,
+                                                   q4_tile<kVnni, kQ5, 3>, q4_tile<kVnni, kQ5, 4>,
+                                                   q4_tile<kVnni, kQ5, 5>, q4_tile<kVnni, kQ5, 6>};
+  kq_x16_run(kTiles, g, r0, r1, i0, i1);
 }
 
 }  // namespace

@@ -143,28 +143,13 @@ CHIMERA_T_X16 void q6_tile(const uint8_t* G, const uint8_t* a, size_t a_stride, 
   }
 }
 
-// GEMM (any m): per block of activation rows (kept L2-resident), each 16-row
-// group is run against the block's rows kQ6Acts at a time.
 constexpr int kQ6Acts = 4;
 
 template <bool kVnni>
 void q6_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
-  using TileFn = void (*)(const uint8_t*, const uint8_t*, size_t, int64_t, float*, int64_t);
-  static constexpr TileFn kTiles[kQ6Acts] = {q6_tile<kVnni, 1>, q6_tile<kVnni, 2>, q6_tile<kVnni, 3>,
-                                             q6_tile<kVnni, 4>};
-  const int64_t nsb = g.k / q::kQK_K;
-  const int64_t ib_rows =
-      std::max<int64_t>(1, (int64_t)(256 * 1024 / std::max<size_t>(g.a_stride, 1)) / kQ6Acts) * kQ6Acts;
-  for (int64_t ib = i0; ib < i1; ib += ib_rows) {
-    const int64_t ie = std::min(i1, ib + ib_rows);
-    for (int64_t r = r0; r < r1; r += kX16Rows) {
-      const uint8_t* G = g.w + (size_t)r * g.w_stride;
-      for (int64_t i = ib; i < ie; i += kQ6Acts) {
-        const int mm = (int)std::min<int64_t>(kQ6Acts, ie - i);
-        kTiles[mm - 1](G, g.a + (size_t)i * g.a_stride, g.a_stride, nsb, g.y + i * g.ldy + r, g.ldy);
-      }
-    }
-  }
+  static constexpr KqX16TileFn kTiles[kQ6Acts] = {q6_tile<kVnni, 1>, q6_tile<kVnni, 2>, q6_tile<kVnni, 3>,
+                                                  q6_tile<kVnni, 4>};
+  kq_x16_run(kTiles, g, r0, r1, i0, i1);
 }
 
 }  // namespace
