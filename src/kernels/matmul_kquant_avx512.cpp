@@ -22,10 +22,10 @@
 // no-min offset types (Q3_K, Q6_K) with an even tile width, two activations'
 // f32 lanes share one register. Same int32 values, same f32 operations lane
 // for lane: the bits above are unchanged.
-// Load-time repacking (gemm_packed, every K-quant type): super-blocks of 4
-// rows interleaved (matmul_kquant.h); the panel path decodes the same blocks
-// from their new addresses, the fused GEMV walks the group as one stream with
-// a prefetch kPackedPfBytes ahead. Bit-identical to gemm.
+// Load-time repacking (gemm_packed): Q4_K, Q5_K and Q6_K into the x16 layout
+// with kernels of their own (matmul_kquant_x16.h); Q2_K and Q3_K into
+// super-blocks of 4 rows interleaved (matmul_kquant.h), which the panel path
+// decodes from their new addresses (bit-identical to gemm).
 #include "kernels/matmul_kquant.h"
 
 #if defined(__x86_64__)
@@ -305,12 +305,7 @@ CHIMERA_T_KQ512_INLINE __m512i cat256(__m256i lo, __m256i hi) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
-// Repacked (kPacked, R == kKqGroup): the group's rows are one interleaved
-// stream (matmul_kquant.h); it is prefetched kPackedPfBytes ahead — across
-// group boundaries, as the whole tensor is one stream.
-constexpr size_t kPackedPfBytes = 24 * 1024;
-
-template <GgmlType T, int R, bool kVnni, bool kPacked = false>
+template <GgmlType T, int R, bool kVnni>
 CHIMERA_T_KQ512 void gemv_fused(const GemmArgs& g, int64_t r) {
   constexpr bool kQ6 = T == GgmlType::Q6_K;
   constexpr bool kQ5 = T == GgmlType::Q5_K;
@@ -324,13 +319,12 @@ CHIMERA_T_KQ512 void gemv_fused(const GemmArgs& g, int64_t r) {
   // Q6_K high bits: lo half 0 << 4, half 1 << 2; hi half 0 >> 0, half 1 >> 2.
   const __m512i q6_sl = _mm512_set_epi64(2, 2, 2, 2, 4, 4, 4, 4);
   const __m512i q6_sr = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0);
-  static_assert(!kPacked || R == kKqGroup);
   const uint8_t* W[R];
   CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
-    W[rr] = kPacked ? g.w + (size_t)r * g.w_stride + (size_t)rr * kBb : g.w + (size_t)(r + rr) * g.w_stride;
+    W[rr] = g.w + (size_t)(r + rr) * g.w_stride;
   }
   // bytes from one super-block of a row to its next
-  constexpr size_t kSbStep = kPacked ? kBb * R : kBb;
+  constexpr size_t kSbStep = kBb;
   __m256 acc[R];
   __m128 accm[R];
   float summs[R];
@@ -345,15 +339,11 @@ CHIMERA_T_KQ512 void gemv_fused(const GemmArgs& g, int64_t r) {
     std::memcpy(&dy, A, 4);
     __m512i s[R], s2[R];
     __m512i s16[R];
-    if constexpr (kPacked) {
-      const char* pf = (const char*)(W[0] + (size_t)sb * kSbStep + kPackedPfBytes);
-      CHIMERA_UNROLL for (size_t o = 0; o < kSbStep; o += 64) _mm_prefetch(pf + o, _MM_HINT_T1);
-    }
     CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
       s[rr] = _mm512_setzero_si512();
       s2[rr] = _mm512_setzero_si512();
       const uint8_t* blk = W[rr] + (size_t)sb * kSbStep;
-      if constexpr (!kPacked) {
+      {
         // Prefetch the next row group's super-block (R rows further) into L2:
         // far enough ahead to cover DRAM latency, same order as the compute
         // (T1 measured ~1.5x faster than T0 or none for cold weights).
@@ -514,12 +504,10 @@ void gemm_kq512(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i
         GemmArgs g1 = g;
         g1.a = g.a + (size_t)i0 * g.a_stride;
         g1.y = g.y + i0 * g.ldy;
-        if constexpr (L == KqLayout::kGroup4) {
-          for (int64_t r = r0; r < r1; r += kKqGroup) gemv_fused<T, kKqGroup, kVnni, true>(g1, r);
-        } else {
+        if constexpr (L == KqLayout::kStorage) {  // (these types repack as x16)
           gemv_fused_range<T, kVnni>(g1, r0, r1);
+          return;
         }
-        return;
       }
     }
     const KqTypeInfo* t = kq_type_info(T);

@@ -54,7 +54,7 @@ constexpr size_t kQ6D = 0, kQ6Scales = 32, kQ6Levels = 288;
 // together so that only 4 scale vectors and 4 S_l are live at a time; the
 // group block is read front to back (its layout follows this order).
 // No software prefetch: the stream is sequential and the hardware prefetchers
-// keep up (Zen 4 dev machine, 4096 x 4096, 1 thread: q4_group's 24 KiB-ahead
+// keep up (Zen 4 dev machine, 4096 x 4096, 1 thread: a 24 KiB-ahead
 // prefetch of every line gives 14.1 GB/s cold, 37 GB/s hot; none 22.0 / 45).
 // M activation rows share each weight load and level build (M = 1: the
 // decode GEMV); every output keeps the GEMV's integer sums and f32 order.
