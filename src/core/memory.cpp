@@ -1,7 +1,6 @@
 // Process memory statistics from /proc/self/status.
 #include "core/memory.h"
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -62,18 +61,15 @@ bool huge_pages_available() {
   return available;
 }
 
-void* alloc_huge_aligned(size_t bytes) {
+void* alloc_aligned(size_t bytes, bool huge) {
   constexpr size_t kHuge = 2u << 20;
-  if (bytes < kHuge) {
-    void* p = std::aligned_alloc(kAlign, std::max<size_t>(kAlign, (bytes + kAlign - 1) / kAlign * kAlign));
-    if (!p) throw std::bad_alloc();
-    return p;
-  }
-  const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
-  void* p = std::aligned_alloc(kHuge, rounded);
+  const size_t size = aligned_size(bytes);
+  const bool use_huge = huge && size >= kHuge;
+  const size_t alloc = use_huge ? (size + kHuge - 1) / kHuge * kHuge : size;
+  void* p = std::aligned_alloc(use_huge ? kHuge : kAlign, alloc);
   if (!p) throw std::bad_alloc();
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (huge_pages_available()) madvise(p, rounded, MADV_HUGEPAGE);
+  if (use_huge && huge_pages_available()) madvise(p, alloc, MADV_HUGEPAGE);  // advisory
 #endif
   return p;
 }

@@ -19,13 +19,18 @@ struct AlignedFree {
 // Tag: allocate without zeroing (the caller writes every element).
 struct Uninitialized {};
 
-// Large, long-lived, streamed buffers (packed weights): 2 MiB-aligned and,
-// where the kernel allows it, backed by transparent huge pages — 512x fewer
-// page faults when filled and TLB misses when streamed.
-void* alloc_huge_aligned(size_t bytes);
 // Whether huge-page advice can take effect: transparent huge pages in
 // "always" or "madvise" mode, and CHIMERA_HUGEPAGES=0 not set.
 bool huge_pages_available();
+
+// Bytes an aligned allocation of `bytes` occupies (kAlign multiple, >= kAlign).
+constexpr size_t aligned_size(size_t bytes) { return bytes == 0 ? kAlign : (bytes + kAlign - 1) / kAlign * kAlign; }
+// aligned_size(bytes) bytes, kAlign-aligned (throws std::bad_alloc). With
+// `huge` (large, long-lived, streamed buffers such as packed weights) an
+// allocation of 2 MiB or more is 2 MiB-aligned and, where the kernel allows
+// it, backed by transparent huge pages — 512x fewer page faults when filled
+// and TLB misses when streamed.
+void* alloc_aligned(size_t bytes, bool huge = false);
 
 // Zero-initialised aligned array of T (trivial types only).
 template <typename T>
@@ -36,12 +41,9 @@ class AlignedBuffer {
   // Contents indeterminate: for buffers filled right away in full (saves the
   // page faults and the write of a zeroing pass over large buffers).
   AlignedBuffer(size_t n, Uninitialized) { allocate(n, false); }
-  // Uninitialized, huge-page backed when possible (alloc_huge_aligned).
+  // Uninitialized, huge-page backed when possible (alloc_aligned).
   struct HugePages {};
-  AlignedBuffer(size_t n, Uninitialized, HugePages) {
-    p_.reset(static_cast<T*>(alloc_huge_aligned(n * sizeof(T))));
-    n_ = n;
-  }
+  AlignedBuffer(size_t n, Uninitialized, HugePages) { allocate(n, false, true); }
   void resize(size_t n) {
     if (n == n_) return;
     allocate(n, true);
@@ -53,12 +55,9 @@ class AlignedBuffer {
   const T& operator[](size_t i) const { return p_.get()[i]; }
 
  private:
-  void allocate(size_t n, bool zero) {
-    size_t bytes = ((n * sizeof(T) + kAlign - 1) / kAlign) * kAlign;
-    if (bytes == 0) bytes = kAlign;
-    void* p = std::aligned_alloc(kAlign, bytes);
-    if (!p) throw std::bad_alloc();
-    if (zero) std::memset(p, 0, bytes);
+  void allocate(size_t n, bool zero, bool huge = false) {
+    void* p = alloc_aligned(n * sizeof(T), huge);
+    if (zero) std::memset(p, 0, aligned_size(n * sizeof(T)));
     p_.reset(static_cast<T*>(p));
     n_ = n;
   }

@@ -22,30 +22,28 @@ bool repack_enabled() {
 
 namespace {
 
-// Drops the whole pages inside [p, p + n) from this process's resident set;
-// a read-only file mapping faults them back in from the page cache.
-void release_pages(const void* p, size_t n) {
+// madvise over the whole pages of [p, p + n): inward (only pages entirely
+// inside) or outward (every page the range touches).
+void advise_pages(const void* p, size_t n, bool outward, int advice) {
   const long page = sysconf(_SC_PAGESIZE);
   if (page <= 0) return;
-  const PageRange r = page_range(static_cast<const uint8_t*>(p), n, (size_t)page, /*outward=*/false);
-  if (r.bytes() > 0) madvise(reinterpret_cast<void*>(r.begin), r.bytes(), MADV_DONTNEED);
+  const PageRange r = page_range(static_cast<const uint8_t*>(p), n, (size_t)page, outward);
+  if (r.bytes() > 0) madvise(reinterpret_cast<void*>(r.begin), r.bytes(), advice);
 }
 
-// Runs k.repack over row ranges (whole groups) on up to
-// hardware_concurrency threads for large tensors: the copy and the page
-// faults of the new buffer and of the file pages parallelize. Same bytes as
-// one call (each group is converted on its own).
-void repack_parallel(const MatmulKernel& k, const uint8_t* src, size_t src_stride, int64_t n, int64_t cols,
-                     uint8_t* dst, size_t row_bytes) {
+// Runs fn(r0, rows) over [0, n) cut at multiples of `group` rows, on up to
+// hardware_concurrency threads once the tensor is large enough for the copy
+// and the page faults of the new buffer and of the file pages to parallelize.
+// Each group is converted on its own, so the bytes are those of one call.
+template <class Fn>
+void for_row_ranges(int64_t n, int64_t group, size_t bytes, const Fn& fn) {
   constexpr size_t kMinBytesPerThread = 4u << 20;
-  const int64_t groups = n / k.repack_rows;
-  const size_t bytes = (size_t)n * row_bytes;
+  const int64_t groups = n / group;
   const int64_t threads = std::min<int64_t>({(int64_t)std::max(1u, std::thread::hardware_concurrency()), groups,
                                              (int64_t)(bytes / kMinBytesPerThread) + 1});
   auto part = [&](int64_t t) {
     const int64_t g0 = groups * t / threads, g1 = groups * (t + 1) / threads;
-    const int64_t r0 = g0 * k.repack_rows, rows = (g1 - g0) * k.repack_rows;
-    if (rows > 0) k.repack(src + (size_t)r0 * src_stride, src_stride, rows, cols, dst + (size_t)r0 * row_bytes);
+    if (g1 > g0) fn(g0 * group, (g1 - g0) * group);
   };
   std::vector<std::thread> pool;
   for (int64_t t = 1; t < threads; ++t) pool.emplace_back(part, t);
@@ -53,22 +51,29 @@ void repack_parallel(const MatmulKernel& k, const uint8_t* src, size_t src_strid
   for (std::thread& th : pool) th.join();
 }
 
-// Maps in the source pages of a tensor about to be read whole with one call
-// (a single populate instead of one page fault per 4 KiB; kernels >= 5.14,
-// otherwise the copy faults them in as before).
-void populate(const void* p, size_t n) {
-#if defined(MADV_POPULATE_READ)
-  const long page = sysconf(_SC_PAGESIZE);
-  if (page <= 0) return;
-  const PageRange r = page_range(static_cast<const uint8_t*>(p), n, (size_t)page, /*outward=*/true);
-  if (r.bytes() > 0) madvise(reinterpret_cast<void*>(r.begin), r.bytes(), MADV_POPULATE_READ);
-#else
-  (void)p;
-  (void)n;
-#endif
-}
-
 }  // namespace
+
+// Shared by pack and relocate: a huge-page buffer of rows * dst_row_bytes
+// filled by fill(r0, rows, dst) over row ranges of whole groups, the source
+// pages mapped in with one call before (MADV_POPULATE_READ, kernels >= 5.14;
+// else the reads fault them in) and dropped from the resident set after (a
+// read-only file mapping faults them back in from the page cache).
+template <class Fill>
+uint8_t* PackedWeights::convert(WeightView& w, int64_t group, size_t dst_row_bytes, const Fill& fill) {
+  const size_t src_bytes = (size_t)w.rows * w.row_bytes, dst_bytes = (size_t)w.rows * dst_row_bytes;
+  AlignedBuffer<uint8_t> buf(dst_bytes, Uninitialized{}, AlignedBuffer<uint8_t>::HugePages{});
+#if defined(MADV_POPULATE_READ)
+  advise_pages(w.data, src_bytes, /*outward=*/true, MADV_POPULATE_READ);
+#endif
+  const uint8_t* src = static_cast<const uint8_t*>(w.data);
+  uint8_t* dst = buf.data();
+  for_row_ranges(w.rows, group, dst_bytes, [&](int64_t r0, int64_t rows) {
+    fill(src + (size_t)r0 * w.row_bytes, rows, dst + (size_t)r0 * dst_row_bytes);
+  });
+  advise_pages(w.data, src_bytes, /*outward=*/false, MADV_DONTNEED);
+  bufs_.push_back(std::move(buf));
+  return dst;
+}
 
 bool PackedWeights::pack(WeightView& w) {
   if (!repack_enabled() || !w.data || w.rows <= 0 || w.packed) return false;
@@ -77,18 +82,15 @@ bool PackedWeights::pack(WeightView& w) {
     relocate(w);
     return false;
   }
-  const size_t row_bytes = k->repack_row_bytes(w.cols);
   // Every byte is written by the repack (groups are contiguous, g at
   // g * repack_rows * row_bytes); the tail padding of the allocation is never read.
-  AlignedBuffer<uint8_t> buf((size_t)w.rows * row_bytes, Uninitialized{}, AlignedBuffer<uint8_t>::HugePages{});
-  populate(w.data, (size_t)w.rows * w.row_bytes);
-  repack_parallel(*k, static_cast<const uint8_t*>(w.data), w.row_bytes, w.rows, w.cols, buf.data(), row_bytes);
-  w.packed = buf.data();
+  const size_t row_bytes = k->repack_row_bytes(w.cols);
+  w.packed = convert(w, k->repack_rows, row_bytes, [&](const uint8_t* src, int64_t rows, uint8_t* dst) {
+    k->repack(src, w.row_bytes, rows, w.cols, dst);
+  });
   w.packed_kernel = k;
   w.packed_row_bytes = row_bytes;
-  bytes_ += buf.size();
-  bufs_.push_back(std::move(buf));
-  release_pages(w.data, (size_t)w.rows * w.row_bytes);
+  bytes_ += (size_t)w.rows * row_bytes;
   return true;
 }
 
@@ -96,21 +98,10 @@ void PackedWeights::relocate(WeightView& w) {
   const size_t bytes = (size_t)w.rows * w.row_bytes;
   const WeightTypeTraits* t = weight_type_traits(w.type);
   if (bytes < kMinRelocateBytes || !t || t->tail_f32_scale || !huge_pages_available()) return;
-  AlignedBuffer<uint8_t> buf(bytes, Uninitialized{}, AlignedBuffer<uint8_t>::HugePages{});
-  const uint8_t* src = static_cast<const uint8_t*>(w.data);
-  uint8_t* dst = buf.data();
-  populate(src, bytes);
-  // Row ranges copied on the repack threads (same split as repack_parallel).
-  MatmulKernel copy;
-  copy.repack_rows = 1;
-  copy.repack = [](const uint8_t* s, size_t stride, int64_t n, int64_t, uint8_t* d) {
-    std::memcpy(d, s, (size_t)n * stride);
-  };
-  repack_parallel(copy, src, w.row_bytes, w.rows, w.cols, dst, w.row_bytes);
-  release_pages(w.data, bytes);
-  w.data = dst;
+  w.data = convert(w, 1, w.row_bytes, [&](const uint8_t* src, int64_t rows, uint8_t* dst) {
+    std::memcpy(dst, src, (size_t)rows * w.row_bytes);
+  });
   relocated_bytes_ += bytes;
-  bufs_.push_back(std::move(buf));
 }
 
 }  // namespace chimera::kernels

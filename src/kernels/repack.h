@@ -46,6 +46,8 @@ class PackedWeights {
 
  private:
   void relocate(WeightView& w);
+  template <class Fill>
+  uint8_t* convert(WeightView& w, int64_t group, size_t dst_row_bytes, const Fill& fill);
 
   std::vector<AlignedBuffer<uint8_t>> bufs_;
   size_t bytes_ = 0, relocated_bytes_ = 0;
