@@ -104,6 +104,15 @@ void tq2_0_repack(const uint8_t* src, size_t src_stride, int64_t n, int64_t k, u
 // unchanged: the packed kernel is TQ2_0's; 66 instead of 54 bytes per block,
 // but a shift + and per 64 weights instead of the base-3 multiplies).
 void tq1_0_repack(const uint8_t* src, size_t src_stride, int64_t n, int64_t k, uint8_t* dst);
+// Fills the repacking fields of a TQ2_0 / TQ1_0 kernel-table entry: the
+// group layout above, `repack` converting into it, `gemm_packed` reading it.
+inline void tq_add_repacking(MatmulKernel& k, void (*repack)(const uint8_t*, size_t, int64_t, int64_t, uint8_t*),
+                             GemmFn gemm_packed) {
+  k.repack_rows = kTqGroup;
+  k.repack_row_bytes = tq_packed_row_bytes;
+  k.repack = repack;
+  k.gemm_packed = gemm_packed;
+}
 // TQ1_0 kernels (AVX2, AVX-512) run on TqAct8 activations and 2-bit repacked
 // weights unless CHIMERA_TQ1_2BIT=0 (read when the kernel table is built)
 // selects the base-3 kernels (block_q8_K / TqAct16 activations), kept for

@@ -205,13 +205,6 @@ CHIMERA_T_AVX2 void gemm_tq1_act8(const GemmArgs& g, int64_t r0, int64_t r1, int
   }
 }
 
-void set_repack(MatmulKernel& k, void (*repack)(const uint8_t*, size_t, int64_t, int64_t, uint8_t*)) {
-  k.repack_rows = kTqGroup;
-  k.repack_row_bytes = tq_packed_row_bytes;
-  k.repack = repack;
-  k.gemm_packed = gemm_packed;
-}
-
 }  // namespace
 
 MatmulKernel ternary_kernel_avx2(format::GgmlType type) {
@@ -222,12 +215,12 @@ MatmulKernel ternary_kernel_avx2(format::GgmlType type) {
                 "gemm_tq1_0_q8_K_avx2", GgmlType::Q8_K};
       }
       MatmulKernel k{tq_pack_act8, tq_act8_bytes, gemm_tq1_act8, "gemm_tq1_0_q8_K_avx2_2bit", GgmlType::Q8_K};
-      set_repack(k, tq1_0_repack);
+      tq_add_repacking(k, tq1_0_repack, gemm_packed);
       return k;
     }
     case GgmlType::TQ2_0: {
       MatmulKernel k{tq_pack_act8, tq_act8_bytes, gemm_planes<false>, "gemm_tq2_0_q8_K_avx2", GgmlType::Q8_K};
-      set_repack(k, tq2_0_repack);
+      tq_add_repacking(k, tq2_0_repack, gemm_packed);
       return k;
     }
     case GgmlType::I2_S:

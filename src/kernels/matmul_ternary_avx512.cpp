@@ -408,19 +408,13 @@ MatmulKernel make_kernel(format::GgmlType type) {
       }
       MatmulKernel k{tq_pack_act8, tq_act8_bytes, gemm_tq1_act8<kVnni>,
                      kVnni ? "gemm_tq1_0_q8_K_avx512vnni_2bit" : "gemm_tq1_0_q8_K_avx512_2bit", GgmlType::Q8_K};
-      k.repack_rows = kTqGroup;
-      k.repack_row_bytes = tq_packed_row_bytes;
-      k.repack = tq1_0_repack;
-      k.gemm_packed = gemm_packed<kVnni>;
+      tq_add_repacking(k, tq1_0_repack, gemm_packed<kVnni>);
       return k;
     }
     case GgmlType::TQ2_0: {
       MatmulKernel k{tq_pack_act8, tq_act8_bytes, gemm<Kind::kTq2, kVnni>,
                      kVnni ? "gemm_tq2_0_q8_K_avx512vnni" : "gemm_tq2_0_q8_K_avx512", GgmlType::Q8_K};
-      k.repack_rows = kTqGroup;
-      k.repack_row_bytes = tq_packed_row_bytes;
-      k.repack = tq2_0_repack;
-      k.gemm_packed = gemm_packed<kVnni>;
+      tq_add_repacking(k, tq2_0_repack, gemm_packed<kVnni>);
       return k;
     }
     case GgmlType::I2_S:
