@@ -15,6 +15,7 @@
 
 #include "core/memory.h"
 #include "core/thread_pool.h"
+#include "kernels/repack.h"
 #include "format/gguf/ggml_types.h"
 #include "kernels/matmul.h"
 #include "quant/quantize_model.h"
@@ -46,6 +47,19 @@ inline WeightSet make_weight_copies(format::GgmlType type, int64_t rows, int64_t
     s.views.push_back(kernels::WeightView{type, s.copies[c].data(), rows, cols, row_bytes});
   }
   return s;
+}
+
+// Repacks every copy of `w` at "load" (kernels/repack.h) as a model's weights
+// are, into `packs`; false (and the benchmark skipped with that reason) where
+// the active ISA has no repacking kernel for the type.
+inline bool pack_all(WeightSet& w, kernels::PackedWeights& packs, benchmark::State& state) {
+  for (kernels::WeightView& v : w.views) {
+    if (!packs.pack(v)) {
+      state.SkipWithError("no repacking kernel for this type/ISA");
+      return false;
+    }
+  }
+  return true;
 }
 
 // Runs y = W x with m activation rows over the copies in turn (a new copy per

@@ -36,15 +36,8 @@ void run_kq(benchmark::State& state, GgmlType type, int64_t n, int64_t m, int th
   ScopedIsa scoped(isa);
   ThreadPool pool(threads);
   bench::WeightSet w = bench::make_quantized_weights(type, n, n, cold);
-  PackedWeights packs;
-  if (packed) {
-    for (WeightView& v : w.views) {
-      if (!packs.pack(v)) {
-        state.SkipWithError("no repacking kernel for this type/ISA");
-        return;
-      }
-    }
-  }
+  PackedWeights packs;  // load-time repacked copies (kernels/repack.h)
+  if (packed && !bench::pack_all(w, packs, state)) return;
   bench::time_matmul(state, w, m, pool);
 }
 

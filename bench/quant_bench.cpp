@@ -64,15 +64,8 @@ void run_q8_repack(benchmark::State& state, int64_t rows, int64_t cols, int64_t 
       data[b * 34 + 1] = 0x20;
     }
   });
-  PackedWeights packs;
-  if (packed) {
-    for (WeightView& v : w.views) {
-      if (!packs.pack(v)) {
-        state.SkipWithError("no repacking kernel");
-        return;
-      }
-    }
-  }
+  PackedWeights packs;  // load-time repacked copies (kernels/repack.h)
+  if (packed && !bench::pack_all(w, packs, state)) return;
   bench::time_matmul(state, w, m, pool);
   // Bytes actually streamed per call are the same in both layouts (34 per block).
   const MatmulKernel* k = matmul_kernel(GgmlType::Q8_0, isa);

@@ -54,8 +54,7 @@ void run(benchmark::State& state, GgmlType type, int64_t rows, int64_t cols, int
     for (auto& c : w.copies) std::memcpy(c.data() + format::ggml_row_size(type, cols) * (size_t)rows, &scale, 4);
   }
   PackedWeights packs;  // load-time repacked copies (kernels/repack.h)
-  if (packed)
-    for (auto& v : w.views) packs.pack(v);
+  if (packed && !bench::pack_all(w, packs, state)) return;
   bench::time_matmul(state, w, m, pool);
 }
 
