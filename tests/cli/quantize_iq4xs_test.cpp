@@ -16,6 +16,7 @@
 #include "models/model.h"
 #include "quant/quantize_model.h"
 #include "gguf_inspect.h"
+#include "logit_compare.h"
 #include "test_util.h"
 
 namespace chimera {
@@ -58,18 +59,6 @@ TEST(QuantizeIq4xs, FollowsLlamaCppRules) {
   EXPECT_EQ(type_of(gqa4, "output.weight", {64, 512}), GgmlType::Q8_0);
 }
 
-std::vector<float> all_logits(const std::string& path, const std::vector<int32_t>& ids) {
-  auto m = models::load_model(path);
-  EXPECT_TRUE(m.is_ok()) << path << ": " << m.status().message();
-  if (!m) return {};
-  auto st = (*m)->new_state(64);
-  std::vector<float> out(ids.size() * (size_t)(*m)->info().n_vocab);
-  Status s =
-      (*m)->forward(*st, ids.data(), (int64_t)ids.size(), models::Logits::kAll, out.data(), &global_thread_pool());
-  EXPECT_TRUE(s.is_ok()) << s.message();
-  return out;
-}
-
 // Budget (random synth weights, which amplify weight noise more than trained
 // ones): max |dlogit| < 1.0 * RMS(logit), RMS(dlogit) < 0.25 * RMS(logit)
 // (measured 0.70 / 0.19; Q4_0 on the same model has budget 1.5 / 0.4).
@@ -92,17 +81,10 @@ TEST(QuantizeIq4xs, SynthLlamaOneLayerEndToEnd) {
   EXPECT_EQ((*f)->get_int("general.file_type").value_or(-1), 30);
 
   const std::vector<int32_t> ids = {1, 300, 45, 7, 211, 90, 402, 13, 77, 5};
-  const std::vector<float> ref = all_logits(src, ids), q = all_logits(out, ids);
+  const std::vector<float> ref = test::all_logits(src, ids), q = test::all_logits(out, ids);
   ASSERT_EQ(ref.size(), q.size());
   ASSERT_FALSE(ref.empty());
-  double mx = 0, se = 0, ss = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    const double d = std::fabs((double)ref[i] - q[i]);
-    mx = std::max(mx, d);
-    se += d * d;
-    ss += (double)ref[i] * ref[i];
-  }
-  const double rms = std::sqrt(ss / ref.size()), max_rel = mx / rms, rms_rel = std::sqrt(se / ss);
+  const auto [max_rel, rms_rel] = test::relative_errors(ref, q);
   std::printf("IQ4_XS synth: max |dlogit| / RMS(logit) = %.4f, RMS(dlogit) / RMS(logit) = %.4f\n", max_rel, rms_rel);
   EXPECT_LT(max_rel, 1.0);
   EXPECT_LT(rms_rel, 0.25);

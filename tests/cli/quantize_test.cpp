@@ -21,6 +21,7 @@
 #include "models/synth/synth.h"
 #include "quant/quantize_model.h"
 #include "gguf_inspect.h"
+#include "logit_compare.h"
 #include "test_util.h"
 
 namespace chimera {
@@ -29,32 +30,9 @@ namespace {
 using format::GgmlType;
 using RunResult = test::ShellResult;
 using test::run_chimera;
+using test::all_logits;
+using test::relative_errors;
 using test::tensor_types;
-
-// Logits of the fixed token sequence for every position.
-std::vector<float> all_logits(const std::string& path, const std::vector<int32_t>& ids, int64_t* n_vocab) {
-  auto m = models::load_model(path);
-  EXPECT_TRUE(m.is_ok()) << path << ": " << m.status().message();
-  if (!m) return {};
-  auto st = (*m)->new_state(64);
-  *n_vocab = (*m)->info().n_vocab;
-  std::vector<float> out(ids.size() * (size_t)*n_vocab);
-  Status s = (*m)->forward(*st, ids.data(), (int64_t)ids.size(), models::Logits::kAll, out.data(), &global_thread_pool());
-  EXPECT_TRUE(s.is_ok()) << s.message();
-  return out;
-}
-
-// {max |a - b|, RMS(a - b)} / RMS(a).
-std::pair<double, double> relative_errors(const std::vector<float>& a, const std::vector<float>& b) {
-  double mx = 0, ss = 0, se = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double d = std::fabs((double)a[i] - b[i]);
-    mx = std::max(mx, d);
-    se += d * d;
-    ss += (double)a[i] * a[i];
-  }
-  return {mx / std::sqrt(ss / std::max<size_t>(1, a.size())), std::sqrt(se / std::max(ss, 1e-30))};
-}
 
 struct Budget {
   double max_rel, rms_rel;  // max |dlogit| and RMS dlogit, both over RMS(logit)
