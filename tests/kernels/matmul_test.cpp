@@ -23,6 +23,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/matmul.h"
 #include "kernels/ref/matmul_ref.h"
+#include "kernels/matmul_pack.h"
 #include "kernels/type_traits.h"
 
 namespace chimera::kernels {
@@ -353,6 +354,19 @@ TEST(MatmulPack, PackersMatchScalarRounding) {
             EXPECT_TRUE(std::isnan(got)) << kern->name << " j=" << j;
           } else {
             EXPECT_EQ(bits_from_f32(got), bits_from_f32(want[j])) << kern->name << " x=" << x[j];
+          }
+        }
+        // The f32 + f16 layout's second copy holds the same values as f16.
+        if (kern->act_bytes == &act_bytes_f32_f16) {
+          ASSERT_EQ(type, GgmlType::F16);
+          for (size_t j = 0; j < n; ++j) {
+            uint16_t h;
+            std::memcpy(&h, buf.data() + act_f16_copy_offset((int64_t)n) + j * 2, 2);
+            if (std::isnan(want[j])) {
+              EXPECT_TRUE(std::isnan(f16_to_f32(h))) << kern->name << " j=" << j;
+            } else {
+              EXPECT_EQ(h, f32_to_f16(want[j])) << kern->name << " x=" << x[j];
+            }
           }
         }
       }
