@@ -305,26 +305,53 @@ CHIMERA_T_KQ512_INLINE __m512i cat256(__m256i lo, __m256i hi) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
-template <GgmlType T, int R, bool kVnni>
+using detail::KqLayout;
+
+// Q3_K's 16 six-bit scales minus 32 as int16 (q::q3_K_scale): low nibbles
+// from bytes 0..7, top two bits from bytes 8..11, four 32-bit words in all.
+CHIMERA_T_KQ512_INLINE __m256i q3_scales_v(const uint8_t* s12) {
+  uint32_t u[3];
+  std::memcpy(u, s12, 12);
+  constexpr uint32_t kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+  const __m128i s8 = _mm_setr_epi32((int)((u[0] & kLow4) | ((u[2] & kLow2) << 4)),
+                                    (int)((u[1] & kLow4) | (((u[2] >> 2) & kLow2) << 4)),
+                                    (int)(((u[0] >> 4) & kLow4) | (((u[2] >> 4) & kLow2) << 4)),
+                                    (int)(((u[1] >> 4) & kLow4) | (((u[2] >> 6) & kLow2) << 4)));
+  return _mm256_sub_epi16(_mm256_cvtepu8_epi16(s8), _mm256_set1_epi16(32));
+}
+
+// Decode GEMV with the weights unpacked in registers (no decoded panel), in
+// llama.cpp's order like the tiles. Q3_K shares Q6_K's path: signed scale per
+// 16 elements, levels minus an offset (4 instead of 32), no mins; its levels
+// come from the 2-bit qs and the hmask bit. L: storage or the kKqGroup layout
+// (R == kKqGroup, r a multiple of it: row rr's block sb at group + (4 sb + rr)
+// blocks).
+template <GgmlType T, int R, bool kVnni, KqLayout kLayout = KqLayout::kStorage>
 CHIMERA_T_KQ512 void gemv_fused(const GemmArgs& g, int64_t r) {
-  constexpr bool kQ6 = T == GgmlType::Q6_K;
+  constexpr bool kQ3 = T == GgmlType::Q3_K;
+  constexpr bool kQ6 = T == GgmlType::Q6_K || kQ3;  // signed scales + offset, no mins
   constexpr bool kQ5 = T == GgmlType::Q5_K;
-  constexpr size_t kBb = kQ6 ? sizeof(q::block_q6_K) : kQ5 ? sizeof(q::block_q5_K) : sizeof(q::block_q4_K);
+  constexpr size_t kBb = kQ3   ? sizeof(q::block_q3_K)
+                         : kQ6 ? sizeof(q::block_q6_K)
+                         : kQ5 ? sizeof(q::block_q5_K)
+                               : sizeof(q::block_q4_K);
+  static_assert(kLayout != KqLayout::kGroup4 || R == kKqGroup);
   constexpr size_t kAb = sizeof(q::block_q8_K);
   const int64_t nsb = g.k / q::kQK_K;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   const __m512i m30 = _mm512_set1_epi8(0x30);
   const __m512i b10 = _mm512_set1_epi8(0x10);
-  const __m512i off32 = _mm512_set1_epi8(32);
+  const __m512i off32 = _mm512_set1_epi8(kQ3 ? 4 : 32);
+  const __m512i m3 = _mm512_set1_epi8(3), b4 = _mm512_set1_epi8(4);
   // Q6_K high bits: lo half 0 << 4, half 1 << 2; hi half 0 >> 0, half 1 >> 2.
   const __m512i q6_sl = _mm512_set_epi64(2, 2, 2, 2, 4, 4, 4, 4);
   const __m512i q6_sr = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0);
   const uint8_t* W[R];
   CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
-    W[rr] = g.w + (size_t)(r + rr) * g.w_stride;
+    W[rr] = kLayout == KqLayout::kGroup4 ? g.w + (size_t)r * g.w_stride + rr * kBb : g.w + (size_t)(r + rr) * g.w_stride;
   }
   // bytes from one super-block of a row to its next
-  constexpr size_t kSbStep = kBb;
+  constexpr size_t kSbStep = kLayout == KqLayout::kGroup4 ? kKqGroup * kBb : kBb;
   __m256 acc[R];
   __m128 accm[R];
   float summs[R];
@@ -350,7 +377,9 @@ CHIMERA_T_KQ512 void gemv_fused(const GemmArgs& g, int64_t r) {
         const char* pf = (const char*)(blk + (size_t)R * g.w_stride);
         CHIMERA_UNROLL for (size_t o = 0; o < kBb; o += 64) _mm_prefetch(pf + o, _MM_HINT_T1);
       }
-      if constexpr (kQ6) {
+      if constexpr (kQ3) {
+        s16[rr] = _mm512_castsi256_si512(q3_scales_v(blk + offsetof(q::block_q3_K, scales)));
+      } else if constexpr (kQ6) {
         s16[rr] = _mm512_castsi256_si512(
             _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(blk + offsetof(q::block_q6_K, scales)))));
       } else {
@@ -384,7 +413,23 @@ CHIMERA_T_KQ512 void gemv_fused(const GemmArgs& g, int64_t r) {
         const __m512i bsc = _mm512_broadcast_i32x4(kQ6 && h == 1 ? _mm512_extracti32x4_epi32(s16[rr], 1)
                                                                  : _mm512_castsi512_si128(s16[rr]));
         __m512i wlo, whi;
-        if constexpr (kQ6) {
+        if constexpr (kQ3) {
+          // Element 128h + 32j + l: bits 2j, 2j+1 of qs[32h + l] and bit 4h + j
+          // of hmask[l] (-> bit 2). wlo = j 0, 1; whi = j 2, 3 (256-bit halves).
+          const __m512i QS = _mm512_broadcast_i64x4(
+              _mm256_loadu_si256((const __m256i*)(blk + offsetof(q::block_q3_K, qs) + 32 * h)));
+          const __m512i HM = _mm512_broadcast_i64x4(
+              _mm256_loadu_si256((const __m256i*)(blk + offsetof(q::block_q3_K, hmask))));
+          wlo = _mm512_and_si512(_mm512_srlv_epi64(QS, _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0)), m3);
+          whi = _mm512_and_si512(_mm512_srlv_epi64(QS, _mm512_set_epi64(6, 6, 6, 6, 4, 4, 4, 4)), m3);
+          // hmask bit b of each byte -> bit 2: rotate each qword left by (2 - b) mod 64
+          const __m512i rlo = h == 0 ? _mm512_set_epi64(1, 1, 1, 1, 2, 2, 2, 2)
+                                     : _mm512_set_epi64(61, 61, 61, 61, 62, 62, 62, 62);
+          const __m512i rhi = h == 0 ? _mm512_set_epi64(63, 63, 63, 63, 0, 0, 0, 0)
+                                     : _mm512_set_epi64(59, 59, 59, 59, 60, 60, 60, 60);
+          wlo = _mm512_or_si512(wlo, _mm512_and_si512(_mm512_rolv_epi64(HM, rlo), b4));
+          whi = _mm512_or_si512(whi, _mm512_and_si512(_mm512_rolv_epi64(HM, rhi), b4));
+        } else if constexpr (kQ6) {
           const __m512i L = _mm512_loadu_si512(blk + 64 * h);
           const __m512i QH = _mm512_broadcast_i64x4(
               _mm256_loadu_si256((const __m256i*)(blk + offsetof(q::block_q6_K, qh) + 32 * h)));
@@ -428,7 +473,7 @@ CHIMERA_T_KQ512 void gemv_fused(const GemmArgs& g, int64_t r) {
       const uint8_t* blk = W[rr] + (size_t)sb * kSbStep;
       const __m256i S = fold256(_mm512_add_epi32(s[rr], s2[rr]));
       if constexpr (kQ6) {
-        const float d = dy * f16_at(blk + offsetof(q::block_q6_K, d));
+        const float d = dy * f16_at(blk + (kQ3 ? offsetof(q::block_q3_K, d) : offsetof(q::block_q6_K, d)));
         acc[rr] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(S), acc[rr]);
       } else {
         const float d = dy * f16_at(blk);
@@ -456,8 +501,12 @@ CHIMERA_T_KQ512 void gemv_fused(const GemmArgs& g, int64_t r) {
   }
 }
 
-template <GgmlType T, bool kVnni>
+template <GgmlType T, bool kVnni, KqLayout L = KqLayout::kStorage>
 void gemv_fused_range(const GemmArgs& g, int64_t r0, int64_t r1) {
+  if constexpr (L == KqLayout::kGroup4) {  // r0, r1: multiples of kKqGroup
+    for (int64_t r = r0; r < r1; r += kKqGroup) gemv_fused<T, kKqGroup, kVnni, L>(g, r);
+    return;
+  }
   int64_t r = r0;
   for (; r + 4 <= r1; r += 4) gemv_fused<T, 4, kVnni>(g, r);
   switch (r1 - r) {
@@ -489,8 +538,6 @@ struct TileTables {
   static constexpr detail::KqTiles<kRows, kActs> q4 = make_tiles<false, kVnni, true>();
 };
 
-using detail::KqLayout;
-
 // L: the weight layout; repacked layouts get r0, r1 at multiples of their group.
 template <GgmlType T, bool kVnni, KqLayout L = KqLayout::kStorage>
 void gemm_kq512(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
@@ -499,15 +546,16 @@ void gemm_kq512(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i
     x16(g, r0, r1, i0, i1);
     return;
   } else {
-    if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q5_K || T == GgmlType::Q6_K) {
+    // Decode GEMV: fused (no decoded panel) for Q3_K in both layouts and for
+    // Q4_K/Q5_K/Q6_K in storage layout (they repack as x16).
+    constexpr bool kFusedStorage = T == GgmlType::Q4_K || T == GgmlType::Q5_K || T == GgmlType::Q6_K;
+    if constexpr (T == GgmlType::Q3_K || (kFusedStorage && L == KqLayout::kStorage)) {
       if (i1 - i0 == 1) {
         GemmArgs g1 = g;
         g1.a = g.a + (size_t)i0 * g.a_stride;
         g1.y = g.y + i0 * g.ldy;
-        if constexpr (L == KqLayout::kStorage) {  // (these types repack as x16)
-          gemv_fused_range<T, kVnni>(g1, r0, r1);
-          return;
-        }
+        gemv_fused_range<T, kVnni, L>(g1, r0, r1);
+        return;
       }
     }
     const KqTypeInfo* t = kq_type_info(T);
