@@ -321,17 +321,20 @@ CHIMERA_T_KQ512_INLINE __m256i q3_scales_v(const uint8_t* s12) {
 }
 
 // Decode GEMV with the weights unpacked in registers (no decoded panel), in
-// llama.cpp's order like the tiles. Q3_K shares Q6_K's path: signed scale per
-// 16 elements, levels minus an offset (4 instead of 32), no mins; its levels
-// come from the 2-bit qs and the hmask bit. L: storage or the kKqGroup layout
+// llama.cpp's order like the tiles. Q3_K and Q2_K share Q6_K's path (a scale
+// per 16 elements, the same element placement): Q3_K's levels come from the
+// 2-bit qs and the hmask bit, minus an offset (4 instead of 32); Q2_K's from
+// the qs alone, no offset, with a min per 16 elements (KqMin::kLanes8). L: storage or the kKqGroup layout
 // (R == kKqGroup, r a multiple of it: row rr's block sb at group + (4 sb + rr)
 // blocks).
 template <GgmlType T, int R, bool kVnni, KqLayout kLayout = KqLayout::kStorage>
 CHIMERA_T_KQ512 void gemv_fused(const GemmArgs& g, int64_t r) {
   constexpr bool kQ3 = T == GgmlType::Q3_K;
-  constexpr bool kQ6 = T == GgmlType::Q6_K || kQ3;  // signed scales + offset, no mins
+  constexpr bool kQ2 = T == GgmlType::Q2_K;
+  constexpr bool kQ6 = T == GgmlType::Q6_K || kQ3 || kQ2;  // scale per 16 elements
   constexpr bool kQ5 = T == GgmlType::Q5_K;
-  constexpr size_t kBb = kQ3   ? sizeof(q::block_q3_K)
+  constexpr size_t kBb = kQ2   ? sizeof(q::block_q2_K)
+                         : kQ3 ? sizeof(q::block_q3_K)
                          : kQ6 ? sizeof(q::block_q6_K)
                          : kQ5 ? sizeof(q::block_q5_K)
                                : sizeof(q::block_q4_K);
@@ -366,6 +369,7 @@ CHIMERA_T_KQ512 void gemv_fused(const GemmArgs& g, int64_t r) {
     std::memcpy(&dy, A, 4);
     __m512i s[R], s2[R];
     __m512i s16[R];
+    [[maybe_unused]] __m256i min16[R];
     CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
       s[rr] = _mm512_setzero_si512();
       s2[rr] = _mm512_setzero_si512();
@@ -377,7 +381,12 @@ CHIMERA_T_KQ512 void gemv_fused(const GemmArgs& g, int64_t r) {
         const char* pf = (const char*)(blk + (size_t)R * g.w_stride);
         CHIMERA_UNROLL for (size_t o = 0; o < kBb; o += 64) _mm_prefetch(pf + o, _MM_HINT_T1);
       }
-      if constexpr (kQ3) {
+      if constexpr (kQ2) {
+        const __m128i sm = _mm_loadu_si128((const __m128i*)(blk + offsetof(q::block_q2_K, scales)));
+        const __m128i lo4 = _mm_set1_epi8(0x0F);
+        s16[rr] = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(sm, lo4)));
+        min16[rr] = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), lo4));
+      } else if constexpr (kQ3) {
         s16[rr] = _mm512_castsi256_si512(q3_scales_v(blk + offsetof(q::block_q3_K, scales)));
       } else if constexpr (kQ6) {
         s16[rr] = _mm512_castsi256_si512(
@@ -399,7 +408,7 @@ CHIMERA_T_KQ512 void gemv_fused(const GemmArgs& g, int64_t r) {
                      _mm256_loadu_si256((const __m256i*)(A + 4 + 128 * h + 96)));
       }
       [[maybe_unused]] __m512i olo, ohi;
-      if constexpr (kQ6) {
+      if constexpr (kQ6 && !kQ2) {
         olo = _mm512_maddubs_epi16(off32, alo);
         ohi = _mm512_maddubs_epi16(off32, ahi);
       }
@@ -413,7 +422,13 @@ CHIMERA_T_KQ512 void gemv_fused(const GemmArgs& g, int64_t r) {
         const __m512i bsc = _mm512_broadcast_i32x4(kQ6 && h == 1 ? _mm512_extracti32x4_epi32(s16[rr], 1)
                                                                  : _mm512_castsi512_si128(s16[rr]));
         __m512i wlo, whi;
-        if constexpr (kQ3) {
+        if constexpr (kQ2) {
+          // Element 128h + 32j + l: bits 2j, 2j+1 of qs[32h + l].
+          const __m512i QS = _mm512_broadcast_i64x4(
+              _mm256_loadu_si256((const __m256i*)(blk + offsetof(q::block_q2_K, qs) + 32 * h)));
+          wlo = _mm512_and_si512(_mm512_srlv_epi64(QS, _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0)), m3);
+          whi = _mm512_and_si512(_mm512_srlv_epi64(QS, _mm512_set_epi64(6, 6, 6, 6, 4, 4, 4, 4)), m3);
+        } else if constexpr (kQ3) {
           // Element 128h + 32j + l: bits 2j, 2j+1 of qs[32h + l] and bit 4h + j
           // of hmask[l] (-> bit 2). wlo = j 0, 1; whi = j 2, 3 (256-bit halves).
           const __m512i QS = _mm512_broadcast_i64x4(
@@ -453,7 +468,7 @@ CHIMERA_T_KQ512 void gemv_fused(const GemmArgs& g, int64_t r) {
         }
         __m512i plo = _mm512_maddubs_epi16(wlo, alo);
         __m512i phi = _mm512_maddubs_epi16(whi, ahi);
-        if constexpr (kQ6) {
+        if constexpr (kQ6 && !kQ2) {
           plo = _mm512_sub_epi16(plo, olo);
           phi = _mm512_sub_epi16(phi, ohi);
         }
@@ -463,6 +478,8 @@ CHIMERA_T_KQ512 void gemv_fused(const GemmArgs& g, int64_t r) {
       }
     }
     [[maybe_unused]] __m128i bsp;
+    [[maybe_unused]] __m256i bs16;
+    if constexpr (kQ2) bs16 = _mm256_loadu_si256((const __m256i*)(A + 260));  // Q8_K bsums
     if constexpr (!kQ6) {
       // per-sub-block activation sums (bsums pairs), shared by the rows
       const __m128i b0 = _mm_loadu_si128((const __m128i*)(A + 260));
@@ -472,7 +489,14 @@ CHIMERA_T_KQ512 void gemv_fused(const GemmArgs& g, int64_t r) {
     CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
       const uint8_t* blk = W[rr] + (size_t)sb * kSbStep;
       const __m256i S = fold256(_mm512_add_epi32(s[rr], s2[rr]));
-      if constexpr (kQ6) {
+      if constexpr (kQ2) {
+        // mins first (lane l: B_l = m_2l bsum_2l + m_2l+1 bsum_2l+1), then the sums
+        const float d = dy * f16_at(blk + offsetof(q::block_q2_K, d));
+        const float dm = -dy * f16_at(blk + offsetof(q::block_q2_K, dmin));
+        const __m256i B = _mm256_madd_epi16(min16[rr], bs16);
+        acc[rr] = _mm256_fmadd_ps(_mm256_set1_ps(dm), _mm256_cvtepi32_ps(B), acc[rr]);
+        acc[rr] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(S), acc[rr]);
+      } else if constexpr (kQ6) {
         const float d = dy * f16_at(blk + (kQ3 ? offsetof(q::block_q3_K, d) : offsetof(q::block_q6_K, d)));
         acc[rr] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(S), acc[rr]);
       } else {
@@ -491,7 +515,7 @@ CHIMERA_T_KQ512 void gemv_fused(const GemmArgs& g, int64_t r) {
       }
     }
   }
-  constexpr KqMin kMin = kQ6 ? KqMin::kNone : kQ5 ? KqMin::kSum : KqMin::kLanes4;
+  constexpr KqMin kMin = kQ2 ? KqMin::kLanes8 : kQ6 ? KqMin::kNone : kQ5 ? KqMin::kSum : KqMin::kLanes4;
   CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
     alignas(32) float a8[8];
     alignas(16) float m4v[4];
@@ -546,10 +570,10 @@ void gemm_kq512(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i
     x16(g, r0, r1, i0, i1);
     return;
   } else {
-    // Decode GEMV: fused (no decoded panel) for Q3_K in both layouts and for
-    // Q4_K/Q5_K/Q6_K in storage layout (they repack as x16).
+    // Decode GEMV: fused (no decoded panel) for Q2_K/Q3_K in both layouts and
+    // for Q4_K/Q5_K/Q6_K in storage layout (they repack as x16).
     constexpr bool kFusedStorage = T == GgmlType::Q4_K || T == GgmlType::Q5_K || T == GgmlType::Q6_K;
-    if constexpr (T == GgmlType::Q3_K || (kFusedStorage && L == KqLayout::kStorage)) {
+    if constexpr (T == GgmlType::Q2_K || T == GgmlType::Q3_K || (kFusedStorage && L == KqLayout::kStorage)) {
       if (i1 - i0 == 1) {
         GemmArgs g1 = g;
         g1.a = g.a + (size_t)i0 * g.a_stride;
