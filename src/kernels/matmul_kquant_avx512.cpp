@@ -307,6 +307,21 @@ CHIMERA_T_KQ512_INLINE __m512i cat256(__m256i lo, __m256i hi) {
 
 using detail::KqLayout;
 
+// Per-qword rotate counts that move bit b_lower (qwords 0..3) / b_upper
+// (qwords 4..7) of every byte to bit `target` of the same byte.
+CHIMERA_T_KQ512_INLINE __m512i rot_to(int target, int b_lower, int b_upper) {
+  const int64_t l = (target - b_lower) & 63, u = (target - b_upper) & 63;
+  return _mm512_set_epi64(u, u, u, u, l, l, l, l);
+}
+
+// ORs one high bit per byte of H into the levels: wlo gets it rotated by
+// rlo, whi by rhi, each masked to `bit`.
+CHIMERA_T_KQ512_INLINE void or_high_bits(__m512i& wlo, __m512i& whi, __m512i H, __m512i rlo, __m512i rhi,
+                                         __m512i bit) {
+  wlo = _mm512_or_si512(wlo, _mm512_and_si512(_mm512_rolv_epi64(H, rlo), bit));
+  whi = _mm512_or_si512(whi, _mm512_and_si512(_mm512_rolv_epi64(H, rhi), bit));
+}
+
 // Q3_K's 16 six-bit scales minus 32 as int16 (q::q3_K_scale): low nibbles
 // from bytes 0..7, top two bits from bytes 8..11, four 32-bit words in all.
 CHIMERA_T_KQ512_INLINE __m256i q3_scales_v(const uint8_t* s12) {
@@ -437,13 +452,7 @@ CHIMERA_T_KQ512 void gemv_fused(const GemmArgs& g, int64_t r) {
               _mm256_loadu_si256((const __m256i*)(blk + offsetof(q::block_q3_K, hmask))));
           wlo = _mm512_and_si512(_mm512_srlv_epi64(QS, _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0)), m3);
           whi = _mm512_and_si512(_mm512_srlv_epi64(QS, _mm512_set_epi64(6, 6, 6, 6, 4, 4, 4, 4)), m3);
-          // hmask bit b of each byte -> bit 2: rotate each qword left by (2 - b) mod 64
-          const __m512i rlo = h == 0 ? _mm512_set_epi64(1, 1, 1, 1, 2, 2, 2, 2)
-                                     : _mm512_set_epi64(61, 61, 61, 61, 62, 62, 62, 62);
-          const __m512i rhi = h == 0 ? _mm512_set_epi64(63, 63, 63, 63, 0, 0, 0, 0)
-                                     : _mm512_set_epi64(59, 59, 59, 59, 60, 60, 60, 60);
-          wlo = _mm512_or_si512(wlo, _mm512_and_si512(_mm512_rolv_epi64(HM, rlo), b4));
-          whi = _mm512_or_si512(whi, _mm512_and_si512(_mm512_rolv_epi64(HM, rhi), b4));
+          or_high_bits(wlo, whi, HM, rot_to(2, 4 * h, 4 * h + 1), rot_to(2, 4 * h + 2, 4 * h + 3), b4);
         } else if constexpr (kQ6) {
           const __m512i L = _mm512_loadu_si512(blk + 64 * h);
           const __m512i QH = _mm512_broadcast_i64x4(
@@ -456,14 +465,9 @@ CHIMERA_T_KQ512 void gemv_fused(const GemmArgs& g, int64_t r) {
           wlo = _mm512_and_si512(L, m4);
           whi = _mm512_and_si512(_mm512_srli_epi16(L, 4), m4);
           if constexpr (kQ5) {
-            // qh bit b of each byte -> bit 4: rotate each qword left by (4 - b) mod 64.
+            // qh bits 4h, 4h+2 (low nibbles) and 4h+1, 4h+3 (high) -> bit 4
             const __m512i QH = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i*)(blk + 16)));
-            const __m512i rlo = h == 0 ? _mm512_set_epi64(2, 2, 2, 2, 4, 4, 4, 4)
-                                       : _mm512_set_epi64(62, 62, 62, 62, 0, 0, 0, 0);
-            const __m512i rhi = h == 0 ? _mm512_set_epi64(1, 1, 1, 1, 3, 3, 3, 3)
-                                       : _mm512_set_epi64(61, 61, 61, 61, 63, 63, 63, 63);
-            wlo = _mm512_or_si512(wlo, _mm512_and_si512(_mm512_rolv_epi64(QH, rlo), b10));
-            whi = _mm512_or_si512(whi, _mm512_and_si512(_mm512_rolv_epi64(QH, rhi), b10));
+            or_high_bits(wlo, whi, QH, rot_to(4, 4 * h, 4 * h + 2), rot_to(4, 4 * h + 1, 4 * h + 3), b10);
           }
         }
         __m512i plo = _mm512_maddubs_epi16(wlo, alo);
