@@ -142,17 +142,10 @@ CHIMERA_T_AVX2 void decode_q3_K(const uint8_t* blk, KqDecoded* out, float* dd) {
       hm = _mm256_srli_epi16(hm, 1);
     }
   }
-  // The 16 six-bit scales (q::q3_K_scale): low nibbles from bytes 0..7 (scale
-  // g < 8 low, g >= 8 high nibble of byte g - 8), top two bits from bytes
-  // 8..11 (bits 2(g/4) of byte 8 + g%4) — four 32-bit words hold them all.
-  uint32_t u[3];
-  std::memcpy(u, blk + offsetof(q::block_q3_K, scales), 12);
-  constexpr uint32_t kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
-  const __m128i s8 = _mm_setr_epi32((int)((u[0] & kLow4) | ((u[2] & kLow2) << 4)),
-                                    (int)((u[1] & kLow4) | (((u[2] >> 2) & kLow2) << 4)),
-                                    (int)(((u[0] >> 4) & kLow4) | (((u[2] >> 4) & kLow2) << 4)),
-                                    (int)(((u[1] >> 4) & kLow4) | (((u[2] >> 6) & kLow2) << 4)));
-  const __m256i scv = _mm256_sub_epi16(_mm256_cvtepu8_epi16(s8), _mm256_set1_epi16(32));
+  alignas(16) uint8_t s6[16];
+  q::q3_K_scales_biased(blk + offsetof(q::block_q3_K, scales), s6);
+  const __m256i scv =
+      _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_load_si128((const __m128i*)s6)), _mm256_set1_epi16(32));
   store(out->sc, scv);
   store(out->bc, _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(scv, 2)));
   dd[0] = load_f16(blk + offsetof(q::block_q3_K, d));

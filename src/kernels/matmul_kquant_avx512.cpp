@@ -322,26 +322,20 @@ CHIMERA_T_KQ512_INLINE void or_high_bits(__m512i& wlo, __m512i& whi, __m512i H, 
   whi = _mm512_or_si512(whi, _mm512_and_si512(_mm512_rolv_epi64(H, rhi), bit));
 }
 
-// Q3_K's 16 six-bit scales minus 32 as int16 (q::q3_K_scale): low nibbles
-// from bytes 0..7, top two bits from bytes 8..11, four 32-bit words in all.
+// Q3_K's 16 scales (q::q3_K_scale) as int16.
 CHIMERA_T_KQ512_INLINE __m256i q3_scales_v(const uint8_t* s12) {
-  uint32_t u[3];
-  std::memcpy(u, s12, 12);
-  constexpr uint32_t kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
-  const __m128i s8 = _mm_setr_epi32((int)((u[0] & kLow4) | ((u[2] & kLow2) << 4)),
-                                    (int)((u[1] & kLow4) | (((u[2] >> 2) & kLow2) << 4)),
-                                    (int)(((u[0] >> 4) & kLow4) | (((u[2] >> 4) & kLow2) << 4)),
-                                    (int)(((u[1] >> 4) & kLow4) | (((u[2] >> 6) & kLow2) << 4)));
-  return _mm256_sub_epi16(_mm256_cvtepu8_epi16(s8), _mm256_set1_epi16(32));
+  alignas(16) uint8_t s6[16];
+  q::q3_K_scales_biased(s12, s6);
+  return _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_load_si128((const __m128i*)s6)), _mm256_set1_epi16(32));
 }
 
 // Decode GEMV with the weights unpacked in registers (no decoded panel), in
 // llama.cpp's order like the tiles. Q3_K and Q2_K share Q6_K's path (a scale
 // per 16 elements, the same element placement): Q3_K's levels come from the
 // 2-bit qs and the hmask bit, minus an offset (4 instead of 32); Q2_K's from
-// the qs alone, no offset, with a min per 16 elements (KqMin::kLanes8). L: storage or the kKqGroup layout
-// (R == kKqGroup, r a multiple of it: row rr's block sb at group + (4 sb + rr)
-// blocks).
+// the qs alone, no offset, with a min per 16 elements (KqMin::kLanes8).
+// kLayout: storage or the kKqGroup layout (R == kKqGroup, r a multiple of it:
+// row rr's block sb at group + (4 sb + rr) blocks).
 template <GgmlType T, int R, bool kVnni, KqLayout kLayout = KqLayout::kStorage>
 CHIMERA_T_KQ512 void gemv_fused(const GemmArgs& g, int64_t r) {
   constexpr bool kQ3 = T == GgmlType::Q3_K;
@@ -437,22 +431,19 @@ CHIMERA_T_KQ512 void gemv_fused(const GemmArgs& g, int64_t r) {
         const __m512i bsc = _mm512_broadcast_i32x4(kQ6 && h == 1 ? _mm512_extracti32x4_epi32(s16[rr], 1)
                                                                  : _mm512_castsi512_si128(s16[rr]));
         __m512i wlo, whi;
-        if constexpr (kQ2) {
-          // Element 128h + 32j + l: bits 2j, 2j+1 of qs[32h + l].
-          const __m512i QS = _mm512_broadcast_i64x4(
-              _mm256_loadu_si256((const __m256i*)(blk + offsetof(q::block_q2_K, qs) + 32 * h)));
+        if constexpr (kQ2 || kQ3) {
+          // Element 128h + 32j + l: bits 2j, 2j+1 of qs[32h + l] (wlo = j 0, 1;
+          // whi = j 2, 3, one per 256-bit half); Q3_K adds bit 4h + j of
+          // hmask[l] as bit 2.
+          constexpr size_t kQs = kQ2 ? offsetof(q::block_q2_K, qs) : offsetof(q::block_q3_K, qs);
+          const __m512i QS = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i*)(blk + kQs + 32 * h)));
           wlo = _mm512_and_si512(_mm512_srlv_epi64(QS, _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0)), m3);
           whi = _mm512_and_si512(_mm512_srlv_epi64(QS, _mm512_set_epi64(6, 6, 6, 6, 4, 4, 4, 4)), m3);
-        } else if constexpr (kQ3) {
-          // Element 128h + 32j + l: bits 2j, 2j+1 of qs[32h + l] and bit 4h + j
-          // of hmask[l] (-> bit 2). wlo = j 0, 1; whi = j 2, 3 (256-bit halves).
-          const __m512i QS = _mm512_broadcast_i64x4(
-              _mm256_loadu_si256((const __m256i*)(blk + offsetof(q::block_q3_K, qs) + 32 * h)));
-          const __m512i HM = _mm512_broadcast_i64x4(
-              _mm256_loadu_si256((const __m256i*)(blk + offsetof(q::block_q3_K, hmask))));
-          wlo = _mm512_and_si512(_mm512_srlv_epi64(QS, _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0)), m3);
-          whi = _mm512_and_si512(_mm512_srlv_epi64(QS, _mm512_set_epi64(6, 6, 6, 6, 4, 4, 4, 4)), m3);
-          or_high_bits(wlo, whi, HM, rot_to(2, 4 * h, 4 * h + 1), rot_to(2, 4 * h + 2, 4 * h + 3), b4);
+          if constexpr (kQ3) {
+            const __m512i HM = _mm512_broadcast_i64x4(
+                _mm256_loadu_si256((const __m256i*)(blk + offsetof(q::block_q3_K, hmask))));
+            or_high_bits(wlo, whi, HM, rot_to(2, 4 * h, 4 * h + 1), rot_to(2, 4 * h + 2, 4 * h + 3), b4);
+          }
         } else if constexpr (kQ6) {
           const __m512i L = _mm512_loadu_si512(blk + 64 * h);
           const __m512i QH = _mm512_broadcast_i64x4(

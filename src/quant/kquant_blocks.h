@@ -30,6 +30,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace chimera::quant {
 
@@ -99,6 +100,18 @@ inline int q3_K_scale(const uint8_t* s, int j) {
   const int lo = j < 8 ? (s[j] & 0xF) : (s[j - 8] >> 4);
   const int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
   return (lo | (hi << 4)) - 32;
+}
+// Q3_K: all 16 stored six-bit scales at once, out[j] = q3_K_scale(s, j) + 32
+// (0..63): low nibbles from bytes 0..7, top two bits from bytes 8..11, as
+// byte-wise operations on 32-bit words (what the SIMD decoders widen).
+inline void q3_K_scales_biased(const uint8_t* s, uint8_t out[16]) {
+  uint32_t u[3];
+  std::memcpy(u, s, 12);
+  constexpr uint32_t kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+  const uint32_t w[4] = {(u[0] & kLow4) | ((u[2] & kLow2) << 4), (u[1] & kLow4) | (((u[2] >> 2) & kLow2) << 4),
+                         ((u[0] >> 4) & kLow4) | (((u[2] >> 4) & kLow2) << 4),
+                         ((u[1] >> 4) & kLow4) | (((u[2] >> 6) & kLow2) << 4)};
+  std::memcpy(out, w, 16);
 }
 
 // --- reference dequantization (k = elements, a multiple of 256) ---

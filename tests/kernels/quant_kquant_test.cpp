@@ -166,6 +166,18 @@ TEST(KQuantLayout, Q3_K) {
   EXPECT_EQ(q::q3_K_scale(b + 96, 0), 4 - 32);
 }
 
+// The all-at-once scale decode (used by the SIMD decoders) equals the
+// per-scale one on every bit pattern of each scale byte.
+TEST(KQuantLayout, Q3_KScalesBiasedMatchPerScale) {
+  uint8_t s[12];
+  for (int v = 0; v < 256; ++v) {
+    for (int i = 0; i < 12; ++i) s[i] = (uint8_t)(v * (2 * i + 1) + 37 * i);
+    uint8_t got[16];
+    q::q3_K_scales_biased(s, got);
+    for (int j = 0; j < 16; ++j) ASSERT_EQ(got[j], q::q3_K_scale(s, j) + 32) << "v=" << v << " j=" << j;
+  }
+}
+
 TEST(KQuantLayout, Q8_K) {
   q::block_q8_K b{};
   b.d = 0.25f;
