@@ -4,6 +4,12 @@
 
 #if defined(__x86_64__)
 
+// GCC 12's AVX-512 intrinsics self-initialise "undefined" vectors, which
+// -Wuninitialized reports once inlined into the kernels that include this.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <cstdint>
