@@ -83,6 +83,7 @@ Result<std::unique_ptr<models::Model>> load_model_verbose(const std::string& pat
                  i.name.c_str(), i.arch.c_str(), (long long)i.n_layer, (long long)i.n_vocab,
                  (double)i.weight_bytes / (1024.0 * 1024.0), sw.elapsed(), global_thread_pool().size(),
                  kernels::isa_name(kernels::active_isa()));
+    for (const std::string& d : i.derived) std::fprintf(stderr, "chimera: derived: %s\n", d.c_str());
     if (m->repacked_bytes() > 0 || m->relocated_bytes() > 0)
       std::fprintf(stderr,
                    "chimera: repacked %.1f MiB of weights into kernel layouts, copied %.1f MiB to huge pages at load "

@@ -90,15 +90,14 @@ class BitnetModel final : public MicroBatchedModel {
     CHIMERA_ASSIGN_OR_RETURN(n_head_, hp.count("attention.head_count", 1 << 14));
     n_head_kv_ = hp.count_or("attention.head_count_kv", n_head_);
     if (n_head_kv_ < 1 || n_head_ % n_head_kv_ != 0) return invalid_argument("head_count must be a multiple of head_count_kv");
-    head_dim_ = hp.count_or("attention.key_length", n_embd_ / n_head_);
-    if (head_dim_ < 1 || hp.count_or("attention.value_length", head_dim_) != head_dim_)
-      return invalid_argument("unsupported attention head sizes");
+    CHIMERA_ASSIGN_OR_RETURN(const HeadDims heads, read_head_dims(hp, n_embd_, n_head_, n_head_kv_, "blk.0"));
+    head_dim_ = heads.k;
+    if (heads.v != heads.k) return invalid_argument("unsupported attention head sizes (value_length != key_length)");
     eps_ = hp.real_or("attention.layer_norm_rms_epsilon", 1e-5f);
     info_.n_ctx_train = hp.count_or("context_length", 2048);
     info_.n_layer = n_layer;
     info_.n_embd = n_embd_;
-    const int64_t n_rot = hp.count_or("rope.dimension_count", head_dim_);
-    if (n_rot > head_dim_) return invalid_argument("rope.dimension_count exceeds the head size");
+    CHIMERA_ASSIGN_OR_RETURN(const int64_t n_rot, read_rope_dims(hp, head_dim_));
     CHIMERA_ASSIGN_OR_RETURN(rope_, read_rope(hp, kernels::RopeMode::kNeox, n_rot, info_.n_ctx_train));
 
     layers::WeightBinder b(g, &packed_);
@@ -122,6 +121,7 @@ class BitnetModel final : public MicroBatchedModel {
       CHIMERA_ASSIGN_OR_RETURN(L.down, bind_scaled(b, p + ".ffn_down", n_ff_, n_embd_));
     }
     info_.weight_bytes = g.tensor_bytes();
+    info_.derived = hp.notes();
     ws_.n_embd = n_embd_;
     q_.resize((size_t)(kMaxUbatch * nq));
     attn_.resize((size_t)(kMaxUbatch * nq));

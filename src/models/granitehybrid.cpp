@@ -117,6 +117,7 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
     CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
     info_.n_vocab = embd_.output.rows;
     int64_t max_head = 0;
+    HeadDims heads;
     for (int64_t i = 0; i < n_layer; ++i) {
       const std::string p = "blk." + std::to_string(i);
       GraniteLayer& L = layers_[(size_t)i];
@@ -131,13 +132,16 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
           return invalid_argument("layer " + std::to_string(i) + ": attention.head_count (" +
                                   std::to_string(c.n_head) + ") must be a positive multiple of head_count_kv (" +
                                   std::to_string(c.n_head_kv) + ")");
-        c.head_dim = hp.count_or("attention.key_length", n_embd_ / c.n_head);
-        c.head_dim_v = hp.count_or("attention.value_length", c.head_dim);
-        if (c.head_dim < 1 || c.head_dim_v < 1) return invalid_argument("invalid attention head size");
+        // One head size for every attention layer (one key_length key), read
+        // or derived at the first attention layer.
+        if (heads.k == 0) {
+          CHIMERA_ASSIGN_OR_RETURN(heads, read_head_dims(hp, n_embd_, c.n_head, c.n_head_kv, p));
+        }
+        c.head_dim = heads.k;
+        c.head_dim_v = heads.v;
         c.use_rope = use_rope;
         if (use_rope) {
-          const int64_t n_rot = hp.count_or("rope.dimension_count", c.head_dim);
-          if (n_rot > c.head_dim) return invalid_argument("rope.dimension_count exceeds the head size");
+          CHIMERA_ASSIGN_OR_RETURN(const int64_t n_rot, read_rope_dims(hp, c.head_dim));
           CHIMERA_ASSIGN_OR_RETURN(c.rope, read_rope(hp, kernels::RopeMode::kNorm, n_rot, info_.n_ctx_train));
         }
         c.scale = hp.real_or("attention.scale", 0.f);
@@ -154,6 +158,7 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
       }
     }
     info_.weight_bytes = g.tensor_bytes();
+    info_.derived = hp.notes();
     ws_.n_embd = n_embd_;
     if (max_head > 0) attn_scratch_.reserve(attn_max_cfg_, kMaxUbatch);
     for (const GraniteLayer& L : layers_)

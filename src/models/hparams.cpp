@@ -35,18 +35,75 @@ bool HParams::flag_or(const std::string& k, bool dflt) const {
   return v ? *v : dflt;
 }
 
-Result<AttentionGeometry> read_attention_geometry(const HParams& hp, int64_t n_embd) {
+namespace {
+
+// Rows of `<layer>.<name>.weight` per head, or 0 when the tensor is absent or
+// not a matrix; an error when the rows are not a multiple of the head count.
+Result<int64_t> rows_per_head(const HParams& hp, const std::string& layer, const char* name, int64_t n_heads) {
+  const std::string t = layer + "." + name + ".weight";
+  const format::GgufTensorInfo* ti = hp.gguf().find_tensor(t);
+  if (!ti || ti->ne.size() != 2) return int64_t{0};
+  const int64_t rows = ti->ne[1];
+  if (rows < 1 || rows % n_heads != 0)
+    return invalid_argument("tensor '" + t + "' has " + std::to_string(rows) + " rows, not a multiple of its " +
+                            std::to_string(n_heads) + " heads");
+  return rows / n_heads;
+}
+
+}  // namespace
+
+Result<HeadDims> read_head_dims(const HParams& hp, int64_t n_embd, int64_t n_head, int64_t n_head_kv,
+                                const std::string& layer) {
+  HeadDims d;
+  const int64_t naive = n_embd / n_head;
+  const auto key_k = hp.gguf().get_int(hp.key("attention.key_length"));
+  const auto key_v = hp.gguf().get_int(hp.key("attention.value_length"));
+  if (key_k) {
+    d.k = *key_k;
+  } else {
+    CHIMERA_ASSIGN_OR_RETURN(const int64_t from_q, rows_per_head(hp, layer, "attn_q", n_head));
+    d.k = from_q > 0 ? from_q : naive;
+    if (from_q > 0 && from_q != naive)
+      hp.note("head size " + std::to_string(from_q) + " from " + layer + ".attn_q.weight (no " +
+              hp.key("attention.key_length") + "; embedding_length / head_count would be " + std::to_string(naive) + ")");
+  }
+  if (key_v) {
+    d.v = *key_v;
+  } else {
+    CHIMERA_ASSIGN_OR_RETURN(const int64_t from_v, rows_per_head(hp, layer, "attn_v", n_head_kv));
+    d.v = from_v > 0 ? from_v : d.k;
+    if (from_v > 0 && from_v != d.k)
+      hp.note("value head size " + std::to_string(from_v) + " from " + layer + ".attn_v.weight (no " +
+              hp.key("attention.value_length") + ")");
+  }
+  if (d.k < 1 || d.v < 1 || d.k > 4096 || d.v > 4096)
+    return invalid_argument("invalid attention head size (key_length " + std::to_string(d.k) + ", value_length " +
+                            std::to_string(d.v) + ")");
+  return d;
+}
+
+Result<AttentionGeometry> read_attention_geometry(const HParams& hp, int64_t n_embd, const std::string& layer) {
   AttentionGeometry a;
   CHIMERA_ASSIGN_OR_RETURN(a.n_head, hp.count("attention.head_count", 1 << 14));
   a.n_head_kv = hp.count_or("attention.head_count_kv", a.n_head);
   if (a.n_head_kv < 1 || a.n_head % a.n_head_kv != 0)
     return invalid_argument("attention.head_count (" + std::to_string(a.n_head) +
                             ") must be a multiple of head_count_kv (" + std::to_string(a.n_head_kv) + ")");
-  a.head_dim = hp.count_or("attention.key_length", n_embd / a.n_head);
-  a.head_dim_v = hp.count_or("attention.value_length", a.head_dim);
-  if (a.head_dim < 1 || a.head_dim_v < 1 || a.head_dim > 4096 || a.head_dim_v > 4096)
-    return invalid_argument("invalid attention head size (key_length / value_length)");
+  CHIMERA_ASSIGN_OR_RETURN(const HeadDims d, read_head_dims(hp, n_embd, a.n_head, a.n_head_kv, layer));
+  a.head_dim = d.k;
+  a.head_dim_v = d.v;
   return a;
+}
+
+Result<int64_t> read_rope_dims(const HParams& hp, int64_t head_dim) {
+  const int64_t n_rot = hp.count_or("rope.dimension_count", head_dim);
+  if (n_rot < 1) return invalid_argument("metadata '" + hp.key("rope.dimension_count") + "' must be positive");
+  if (n_rot > head_dim) {
+    hp.note(hp.key("rope.dimension_count") + " " + std::to_string(n_rot) + " exceeds the head size " +
+            std::to_string(head_dim) + ": the whole head is rotated");
+    return head_dim;
+  }
+  return n_rot;
 }
 
 Result<kernels::RopeParams> read_rope(const HParams& hp, kernels::RopeMode mode, int64_t n_rot, int64_t n_ctx_train) {

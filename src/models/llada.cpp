@@ -68,8 +68,7 @@ class DiffusionLm final : public Model {
     attn_cfg_.head_dim = head_dim;
     attn_cfg_.head_dim_v = head_dim_v;
     attn_cfg_.causal = hp.flag_or("attention.causal", false);
-    const int64_t n_rot = hp.count_or("rope.dimension_count", head_dim);
-    if (n_rot > head_dim) return invalid_argument("rope.dimension_count exceeds the head size");
+    CHIMERA_ASSIGN_OR_RETURN(const int64_t n_rot, read_rope_dims(hp, head_dim));
     CHIMERA_ASSIGN_OR_RETURN(attn_cfg_.rope, read_rope(hp, fam.rope, n_rot, info_.n_ctx_train));
     attn_cfg_.scale = hp.real_or("attention.scale", 0.f);
 
@@ -92,6 +91,7 @@ class DiffusionLm final : public Model {
     spec_.mask_id = (int32_t)*mask;
     spec_.shift_logits = g.get_bool("diffusion.shift_logits").value_or(fam.default_shift);
     info_.weight_bytes = g.tensor_bytes();
+    info_.derived = hp.notes();
     ws_.n_embd = n_embd_;
     return Status::ok();
   }

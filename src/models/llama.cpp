@@ -43,8 +43,7 @@ class LlamaModel final : public MicroBatchedModel {
     attn_cfg_.n_head_kv = n_head_kv;
     attn_cfg_.head_dim = head_dim;
     attn_cfg_.head_dim_v = head_dim_v;
-    const int64_t n_rot = hp.count_or("rope.dimension_count", head_dim);
-    if (n_rot > head_dim) return invalid_argument("rope.dimension_count exceeds the head size");
+    CHIMERA_ASSIGN_OR_RETURN(const int64_t n_rot, read_rope_dims(hp, head_dim));
     CHIMERA_ASSIGN_OR_RETURN(attn_cfg_.rope, read_rope(hp, kernels::RopeMode::kNorm, n_rot, info_.n_ctx_train));
     attn_cfg_.scale = hp.real_or("attention.scale", 0.f);
 
@@ -64,6 +63,7 @@ class LlamaModel final : public MicroBatchedModel {
       CHIMERA_ASSIGN_OR_RETURN(L.mlp, layers::bind_gated_mlp(b, p, n_embd_, n_ff));
     }
     info_.weight_bytes = g.tensor_bytes();
+    info_.derived = hp.notes();
     ws_.n_embd = n_embd_;
     attn_scratch_.reserve(attn_cfg_, kMaxUbatch);
     seg_attn_scratch_.reserve(attn_cfg_, kMaxUbatch);

@@ -33,6 +33,9 @@ struct ModelInfo {
   // an untied embedding table and the experts a token does not route to
   // (expert tensors × used / total). The decode-bandwidth figure uses this.
   uint64_t decode_bytes_per_token = 0;
+  // Hyper-parameters derived rather than read from the file (absent keys,
+  // values clamped), in words; shown on the CLI's load line.
+  std::vector<std::string> derived;
 };
 
 enum class Logits {

@@ -72,8 +72,7 @@ class PhiMoeModel final : public Model, public layers::MoeObservable {
     attn_cfg_.head_dim_v = head_dim_v;
     attn_cfg_.window = std::max<int64_t>(0, hp.count_or("attention.sliding_window", 0));
     if (attn_cfg_.window >= info_.n_ctx_train) attn_cfg_.window = 0;  // never binding
-    const int64_t n_rot = hp.count_or("rope.dimension_count", head_dim);
-    if (n_rot > head_dim) return invalid_argument("rope.dimension_count exceeds the head size");
+    CHIMERA_ASSIGN_OR_RETURN(const int64_t n_rot, read_rope_dims(hp, head_dim));
     CHIMERA_ASSIGN_OR_RETURN(attn_cfg_.rope, read_rope(hp, kernels::RopeMode::kNeox, n_rot, info_.n_ctx_train));
 
     layers::WeightBinder b(g, &packed_);
@@ -102,6 +101,7 @@ class PhiMoeModel final : public Model, public layers::MoeObservable {
       CHIMERA_ASSIGN_OR_RETURN(L.moe, layers::bind_moe(b, g, p, moe_cfg_));
     }
     info_.weight_bytes = g.tensor_bytes();  // all weights, as the field documents (decode reads k/E of the experts)
+    info_.derived = hp.notes();
     ws_.n_embd = n_embd_;
     attn_scratch_.reserve(attn_cfg_, kMaxUbatch);
     moe_scratch_.reserve(moe_cfg_, kMaxUbatch);
