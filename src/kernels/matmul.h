@@ -4,11 +4,14 @@
 //
 // W is row-major in its storage type (ggml ne0 = cols = k). Following llama.cpp,
 // each weight type has an activation ("vec_dot") type: activations are first
-// converted row by row into it (F32 -> F32, F16 -> F16, BF16 -> BF16; the
-// quantized types of the quantization issue use Q8_0 / Q8_K), then each output
-// is a dot product of a weight row and an activation row accumulated in F32.
-// Converting activations the same way llama.cpp does is what lets our logits
-// match llama.cpp's within the golden tolerances.
+// converted row by row into it (F32 -> F32, F16 -> F16; the quantized types
+// use Q8_0 / Q8_1 / Q8_K), then each output is a dot product of a weight row
+// and an activation row accumulated in F32. Converting activations the same
+// way llama.cpp does is what lets our logits match llama.cpp's within the
+// golden tolerances. One deliberate difference: BF16 weights take exact f32
+// activations (llama.cpp rounds them to BF16, which moves logits of BF16
+// checkpoints well beyond the tolerance from the original model's fp32
+// computation); see type_traits.cpp.
 //
 // Threads split the output rows r into contiguous ranges; every y element is
 // computed by exactly one thread with a fixed summation order, so results are

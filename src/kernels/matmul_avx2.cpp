@@ -1,7 +1,7 @@
 // AVX2 + FMA + F16C matmul kernels (Isa::kAvx2), hand-written intrinsics in
 // functions compiled for that target only (the build has no -march flags).
-// Layout: activations packed as f32 (F16/BF16 activations rounded RNE first,
-// exactly as pack_*_scalar does). Accumulation: one 8-lane f32 accumulator
+// Layout: activations as f32 (F16 activations rounded RNE first, exactly as
+// pack_f16_as_f32_scalar does; F32 and BF16 weights take them as given). Accumulation: one 8-lane f32 accumulator
 // per output, element j into lane j % 8 with FMA (exact products for F16/BF16
 // operands), tail lanes zero-filled, then a fixed horizontal sum
 // (hi128 + lo128, then pairwise). Tiles of up to 6 weight rows x 4 activations.
@@ -126,24 +126,6 @@ CHIMERA_T_AVX2 void pack_f16_as_f32_avx2(const float* x, int64_t k, void* out) {
   pack_f16_as_f32_scalar(x + j, k - j, o + j);
 }
 
-CHIMERA_T_AVX2 void pack_bf16_as_f32_avx2(const float* x, int64_t k, void* out) {
-  float* o = static_cast<float*>(out);
-  const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff);
-  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
-  const __m256i hi_mask = _mm256_set1_epi32((int)0xffff0000u), quiet = _mm256_set1_epi32(0x400000);
-  int64_t j = 0;
-  for (; j + 8 <= k; j += 8) {
-    const __m256i v = _mm256_castps_si256(_mm256_loadu_ps(x + j));
-    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(v, 16), one);
-    __m256i r = _mm256_and_si256(_mm256_add_epi32(v, _mm256_add_epi32(bias, lsb)), hi_mask);
-    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(v, abs_mask), inf);
-    const __m256i qnan = _mm256_or_si256(_mm256_and_si256(v, hi_mask), quiet);
-    r = _mm256_blendv_epi8(r, qnan, nan);
-    _mm256_storeu_ps(o + j, _mm256_castsi256_ps(r));
-  }
-  pack_bf16_as_f32_scalar(x + j, k - j, o + j);
-}
-
 }  // namespace
 
 MatmulKernel matmul_kernel_avx2(format::GgmlType type) {
@@ -153,7 +135,7 @@ MatmulKernel matmul_kernel_avx2(format::GgmlType type) {
   switch (type) {
     case GgmlType::F32: return {nullptr, nullptr, gemm_avx2<WF32>, "gemm_f32_f32_avx2"};
     case GgmlType::F16: return {pack_f16_as_f32_avx2, act_bytes_f32, gemm_avx2<WF16>, "gemm_f16_f16_avx2"};
-    case GgmlType::BF16: return {pack_bf16_as_f32_avx2, act_bytes_f32, gemm_avx2<WBF16>, "gemm_bf16_bf16_avx2"};
+    case GgmlType::BF16: return {nullptr, nullptr, gemm_avx2<WBF16>, "gemm_bf16_f32_avx2"};
     default: return {};
   }
 }

@@ -1,17 +1,14 @@
 // AVX-512 matmul kernels: Isa::kAvx512 (F/BW/DQ/VL) for F32, F16 and BF16
-// weights, and Isa::kAvx512Vnni's BF16 kernel built on vdpbf16ps
-// (AVX512_BF16). Hand-written intrinsics in functions compiled for those
-// targets only.
+// weights (also used at kAvx512Vnni). Hand-written intrinsics in functions
+// compiled for those targets only.
 //
-// kAvx512: activations packed as f32 (F16/BF16 rounded RNE first, bit-equal
-// to pack_*_scalar); one 16-lane f32 accumulator per output, element j into
-// lane j % 16 by FMA, tail via masked (zeroing) loads, then a
-// fixed-order horizontal sum. Tiles up to 8 weight rows x 6 activations (<= 32 zmm).
-// kAvx512Vnni BF16: activations packed as BF16 (RNE); per output one 16-lane
-// accumulator, lane l += a[2l]*w[2l] + a[2l+1]*w[2l+1] per 32 elements as
-// vdpbf16ps defines it (bf16 products exact in f32; the instruction treats
-// bf16 subnormal inputs as zero and flushes subnormal results — outside any
-// range that matters for weights/activations, within the stated tolerance).
+// Activations: f32 as given for F32 and BF16 weights (BF16 products of exact
+// f32 activations: a vdpbf16ps kernel on BF16-rounded activations was tried
+// and dropped — it changed logits by ~2.5% of their scale and was not faster
+// for prefill on Sapphire Rapids); F16 rounded RNE first (bit-equal to
+// pack_f16_as_f32_scalar), as llama.cpp does. One 16-lane f32 accumulator per
+// output, element j into lane j % 16 by FMA, tail via masked (zeroing) loads,
+// then a fixed-order horizontal sum. Tiles up to 8 weight rows x 6 activations (<= 32 zmm).
 #include "kernels/type_traits.h"
 
 #if defined(__x86_64__)
@@ -33,8 +30,6 @@
 #define CHIMERA_T_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")))
 #define CHIMERA_T_AVX512_INLINE \
   __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq"), always_inline)) inline
-#define CHIMERA_T_BF16 \
-  __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vnni")))
 
 namespace chimera::kernels {
 namespace {
@@ -166,47 +161,6 @@ struct KernelAvx512 {
   }
 };
 
-struct KernelBf16Dp {
-  static constexpr int kGemvRows = 2;
-
-  template <int R, int M>
-  CHIMERA_T_BF16 static void tile(const GemmArgs& g, int64_t r, int64_t i) {
-    const uint8_t* w = g.w + (size_t)r * g.w_stride;
-    const uint8_t* a = g.a + (size_t)i * g.a_stride;
-    const size_t ws = g.w_stride, as = g.a_stride;
-    const int64_t k = g.k;
-    __m512 acc[R][M];
-    CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
-      CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) acc[rr][mm] = _mm512_setzero_ps();
-    }
-    int64_t j = 0;
-    for (; j + 32 <= k; j += 32) {
-      __m512i wv[R];
-      CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) wv[rr] = _mm512_loadu_si512(w + rr * ws + j * 2);
-      CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
-        const __m512i av = _mm512_loadu_si512(a + mm * as + j * 2);
-        CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
-          acc[rr][mm] = _mm512_dpbf16_ps(acc[rr][mm], (__m512bh)av, (__m512bh)wv[rr]);
-        }
-      }
-    }
-    if (j < k) {
-      const __mmask32 m = (__mmask32)((1ull << (k - j)) - 1u);
-      __m512i wv[R];
-      CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) wv[rr] = _mm512_maskz_loadu_epi16(m, w + rr * ws + j * 2);
-      CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
-        const __m512i av = _mm512_maskz_loadu_epi16(m, a + mm * as + j * 2);
-        CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
-          acc[rr][mm] = _mm512_dpbf16_ps(acc[rr][mm], (__m512bh)av, (__m512bh)wv[rr]);
-        }
-      }
-    }
-    CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
-      CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) g.y[(i + mm) * g.ldy + r + rr] = hsum(acc[rr][mm]);
-    }
-  }
-};
-
 // Accumulators + weight vectors + one activation must fit in 32 zmm registers.
 // GEMV (one activation row): K::kGemvRows rows at a time, i.e. one or two
 // weight streams per thread instead of 8 — the streaming rate then follows
@@ -241,39 +195,6 @@ CHIMERA_T_AVX512 void pack_f16_dual_avx512(const float* x, int64_t k, void* out)
   }
 }
 
-// f32 -> bf16 bits (RNE, NaN kept NaN) in the low half of each 32-bit lane's
-// upper 16 bits, i.e. the result is the rounded value's f32 bit pattern.
-CHIMERA_T_AVX512_INLINE __m512i round_bf16_bits(__m512i v) {
-  const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff);
-  const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(v, 16), one);
-  const __m512i r = _mm512_and_si512(_mm512_add_epi32(v, _mm512_add_epi32(bias, lsb)), hi_mask);
-  const __mmask16 nan =
-      _mm512_cmpgt_epu32_mask(_mm512_and_si512(v, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-  const __m512i qnan = _mm512_or_si512(_mm512_and_si512(v, hi_mask), _mm512_set1_epi32(0x400000));
-  return _mm512_mask_mov_epi32(r, nan, qnan);
-}
-
-CHIMERA_T_AVX512 void pack_bf16_as_f32_avx512(const float* x, int64_t k, void* out) {
-  float* o = static_cast<float*>(out);
-  int64_t j = 0;
-  for (; j + 16 <= k; j += 16) {
-    const __m512i r = round_bf16_bits(_mm512_castps_si512(_mm512_loadu_ps(x + j)));
-    _mm512_storeu_ps(o + j, _mm512_castsi512_ps(r));
-  }
-  pack_bf16_as_f32_scalar(x + j, k - j, o + j);
-}
-
-CHIMERA_T_AVX512 void pack_bf16_avx512(const float* x, int64_t k, void* out) {
-  uint16_t* o = static_cast<uint16_t*>(out);
-  int64_t j = 0;
-  for (; j + 16 <= k; j += 16) {
-    const __m512i r = round_bf16_bits(_mm512_castps_si512(_mm512_loadu_ps(x + j)));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + j), _mm512_maskz_cvtepi32_epi16(0xffff, _mm512_srli_epi32(r, 16)));
-  }
-  pack_bf16_scalar(x + j, k - j, o + j);
-}
-
 }  // namespace
 
 MatmulKernel matmul_kernel_avx512(format::GgmlType type) {
@@ -284,7 +205,7 @@ MatmulKernel matmul_kernel_avx512(format::GgmlType type) {
     case GgmlType::F16:
       return {pack_f16_dual_avx512, act_bytes_f32_f16, gemm_avx512<KernelAvx512<WF16>>, "gemm_f16_f16_avx512"};
     case GgmlType::BF16:
-      return {pack_bf16_as_f32_avx512, act_bytes_f32, gemm_avx512<KernelAvx512<WBF16>>, "gemm_bf16_bf16_avx512"};
+      return {nullptr, nullptr, gemm_avx512<KernelAvx512<WBF16>>, "gemm_bf16_f32_avx512"};
     default: return {};
   }
 }
@@ -294,10 +215,7 @@ MatmulKernel matmul_kernel_avx512vnni(format::GgmlType type) {
   if (MatmulKernel k = kquant_kernel_avx512vnni(type); k.gemm) return k;                  // Q2_K..Q6_K
   if (MatmulKernel k = ternary_kernel_avx512vnni(type); k.gemm) return k;  // TQ1_0/TQ2_0
   switch (type) {
-    case GgmlType::BF16:
-      return {pack_bf16_avx512, act_bytes_16bit, gemm_avx512<KernelBf16Dp>, "gemm_bf16_bf16_avx512bf16",
-              GgmlType::BF16};
-    default: return {};  // F32/F16 use the kAvx512 kernels
+    default: return {};  // F32/F16/BF16 use the kAvx512 kernels
   }
 }
 

@@ -28,14 +28,4 @@ inline void pack_f16_as_f32_scalar(const float* x, int64_t k, void* out) {
   for (int64_t j = 0; j < k; ++j) o[j] = f16_to_f32(f32_to_f16(x[j]));
 }
 
-inline void pack_bf16_as_f32_scalar(const float* x, int64_t k, void* out) {
-  auto* o = static_cast<float*>(out);
-  for (int64_t j = 0; j < k; ++j) o[j] = bf16_to_f32(f32_to_bf16(x[j]));
-}
-
-inline void pack_bf16_scalar(const float* x, int64_t k, void* out) {
-  auto* o = static_cast<uint16_t*>(out);
-  for (int64_t j = 0; j < k; ++j) o[j] = f32_to_bf16(x[j]);
-}
-
 }  // namespace chimera::kernels

@@ -1,7 +1,7 @@
 // Portable matmul kernels (Isa::kScalar, and the fallback on CPUs without a
 // SIMD implementation, NEON included for now). Same contract as the SIMD
 // kernels: activations rounded to the vec_dot type (kept as f32 values, which
-// is exact for F16/BF16), each output accumulated in f32 in 8 interleaved
+// is exact for F16; BF16 weights take f32 activations as given), each output accumulated in f32 in 8 interleaved
 // lanes (element j goes to lane j % 8) and the lanes summed pairwise in a
 // fixed order, so y[i][r] depends only on its operands.
 #include <cstring>
@@ -80,7 +80,7 @@ MatmulKernel matmul_kernel_scalar(format::GgmlType type) {
     case GgmlType::F32: return {nullptr, nullptr, gemm_scalar<LoadF32>, "gemm_f32_f32_scalar"};
     case GgmlType::F16: return {pack_f16_as_f32_scalar, act_bytes_f32, gemm_scalar<LoadF16>, "gemm_f16_f16_scalar"};
     case GgmlType::BF16:
-      return {pack_bf16_as_f32_scalar, act_bytes_f32, gemm_scalar<LoadBF16>, "gemm_bf16_bf16_scalar"};
+      return {nullptr, nullptr, gemm_scalar<LoadBF16>, "gemm_bf16_f32_scalar"};  // exact f32 activations
     default: return {};
   }
 }

@@ -16,7 +16,6 @@ void round_activation_ref(GgmlType type, const float* x, float* out, int64_t n) 
   for (int64_t j = 0; j < n; ++j) {
     switch (type) {
       case GgmlType::F16: out[j] = f16_to_f32(f32_to_f16(x[j])); break;
-      case GgmlType::BF16: out[j] = bf16_to_f32(f32_to_bf16(x[j])); break;
       default: out[j] = x[j]; break;
     }
   }
