@@ -1,6 +1,6 @@
 // `chimera convert`: imports a model from another format into GGUF.
 //   chimera convert --from llama2c MODEL.bin --vocab TOK.bin -o OUT.gguf
-//   chimera convert HF_DIR -o OUT.gguf [--type f32|f16|bf16]   (a directory: Hugging Face)
+//   chimera convert HF_DIR -o OUT.gguf [--type f32|f16|bf16|Q8_0|Q4_K_M|TQ2_0|...]   (a directory: Hugging Face)
 // Sources are rows of a small importer table (name, usage, optional
 // auto-detection, run function); adding a source (a Hugging Face directory,
 // bitnet-llama2c, ...) is one function plus one row. Options that only some
@@ -8,6 +8,7 @@
 // Invariants: an unknown --from lists the supported sources; progress (tensor
 // names and shapes) goes to stderr; errors print "error: ..." and exit 1, and a
 // failed conversion leaves no output file behind.
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/common.h"
 #include "format/bitnet_llama2c/bitnet_llama2c.h"
 #include "format/hf/hf_convert.h"
 #include "format/llama2c/llama2c.h"
@@ -29,7 +31,7 @@ struct ConvertRequest {
   std::string output;  // -o
   std::string name;    // --name: general.name
   uint32_t ctx = 0;    // --ctx: llama.context_length override (0: the source's)
-  std::string type;    // --type (hf): f32|f16|bf16; empty: the checkpoint's
+  std::string type;    // --type (hf): f32|f16|bf16 or a `quantize` type; empty: the checkpoint's
   bool quiet = false;
 };
 
@@ -83,8 +85,21 @@ bool is_hf_dir(const std::string& input) { return std::filesystem::is_directory(
 
 Status import_hf(const ConvertRequest& req) {
   format::hf::ConvertOptions opts;
-  opts.out_type = req.type;
+  std::string lower = req.type;
+  for (char& c : lower) c = (char)std::tolower((unsigned char)c);
+  const bool float_type = lower == "f32" || lower == "f16" || lower == "bf16";
+  opts.out_type = float_type ? lower : req.type;
   opts.name = req.name;
+  // A quantized --type: convert at the checkpoint's float type into a
+  // temporary file next to the output, then quantize it (llama.cpp's rules).
+  const quant::QuantMix* mix = nullptr;
+  if (!float_type && !req.type.empty()) {
+    mix = quant::find_quant_mix(req.type);
+    if (!mix)
+      return invalid_argument("--type must be f32, f16, bf16 or a quantization type (" + quant::quant_mix_names() +
+                              "), got '" + req.type + "'");
+    opts.out_type.clear();
+  }
   if (!req.quiet) {
     opts.progress = [](const std::string& name, const std::vector<int64_t>& ne, format::GgmlType t) {
       std::fprintf(stderr, "  %-36s %-18s %s\n", name.c_str(), shape_string(ne).c_str(),
@@ -92,11 +107,21 @@ Status import_hf(const ConvertRequest& req) {
     };
     std::fprintf(stderr, "converting Hugging Face checkpoint '%s'\n", req.input.c_str());
   }
-  return format::hf::convert(req.input, req.output, opts);
+  if (!mix) return format::hf::convert(req.input, req.output, opts);
+  const std::string tmp = req.output + ".unquantized.partial";
+  Status s = format::hf::convert(req.input, tmp, opts);
+  if (s) {
+    if (!req.quiet) std::fprintf(stderr, "quantizing to %s\n", std::string(mix->name).c_str());
+    auto r = quantize_file(tmp, req.output, *mix, req.quiet);
+    if (!r) s = r.status();
+  }
+  std::error_code ec;
+  std::filesystem::remove(tmp, ec);
+  return s;
 }
 
 const Importer kImporters[] = {
-    {"hf", "Hugging Face folder (config.json, *.safetensors, tokenizer.json): HF_DIR [--type f32|f16|bf16]",
+    {"hf", "Hugging Face folder (config.json, *.safetensors, tokenizer.json): HF_DIR [--type f32|f16|bf16|Q8_0|Q4_K_M|...]",
      &is_hf_dir, &import_hf},
     {"llama2c", "llama2.c legacy checkpoint: --from llama2c MODEL.bin --vocab TOKENIZER.bin", nullptr,
      &import_llama2c},
@@ -157,7 +182,9 @@ void add_convert_command(CLI::App& app) {
   sub->add_option("--name", req->name, "general.name (default: the input's file name)");
   sub->add_option("--ctx", req->ctx,
                   "llama.context_length to record (default: the source's training context)");
-  sub->add_option("--type", req->type, "hf: output weight type f32|f16|bf16 (default: the checkpoint's)");
+  sub->add_option("--type", req->type,
+                  "hf: output weight type f32|f16|bf16, or a quantization type as `chimera quantize` takes it "
+                  "(Q8_0, Q4_K_M, TQ2_0, ...; converted then quantized in one run); default: the checkpoint's");
   sub->add_flag("-q,--quiet", req->quiet, "No progress output");
   sub->callback([req] { set_exit_code(run(*req)); });
 }

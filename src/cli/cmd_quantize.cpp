@@ -32,21 +32,31 @@ std::string human_bytes(uint64_t b) {
   return buf;
 }
 
+}  // namespace
+
+Result<quant::QuantizeStats> quantize_file(const std::string& in, const std::string& out, const quant::QuantMix& mix,
+                                           bool quiet) {
+  quant::QuantizeOptions qo;
+  qo.pool = &global_thread_pool();
+  qo.warn = [](const std::string& m) { std::fprintf(stderr, "warning: %s\n", m.c_str()); };
+  if (!quiet)
+    qo.on_tensor = [](size_t i, size_t n, const std::string& name, format::GgmlType from, format::GgmlType to,
+                      uint64_t bin, uint64_t bout, bool fallback) {
+      std::fprintf(stderr, "[%4zu/%4zu] %-32s %6s -> %-6s %10s -> %-10s%s\n", i + 1, n, name.c_str(),
+                   format::ggml_type_name(from).c_str(), format::ggml_type_name(to).c_str(), human_bytes(bin).c_str(),
+                   human_bytes(bout).c_str(), fallback ? "  (fallback: row length)" : "");
+    };
+  return quant::quantize_model(in, out, mix, qo);
+}
+
+namespace {
+
 int run_quantize(const QuantizeCliOptions& o) {
   const quant::QuantMix* mix = quant::find_quant_mix(o.type);
   if (!mix) return report_error("unknown quantization type '" + o.type + "' (known: " + quant::quant_mix_names() + ")");
   if (o.threads > 0) set_global_thread_count(o.threads);
-  quant::QuantizeOptions qo;
-  qo.pool = &global_thread_pool();
-  qo.warn = [](const std::string& m) { std::fprintf(stderr, "warning: %s\n", m.c_str()); };
-  qo.on_tensor = [](size_t i, size_t n, const std::string& name, format::GgmlType from, format::GgmlType to,
-                    uint64_t bin, uint64_t bout, bool fallback) {
-    std::fprintf(stderr, "[%4zu/%4zu] %-32s %6s -> %-6s %10s -> %-10s%s\n", i + 1, n, name.c_str(),
-                 format::ggml_type_name(from).c_str(), format::ggml_type_name(to).c_str(), human_bytes(bin).c_str(),
-                 human_bytes(bout).c_str(), fallback ? "  (fallback: row length)" : "");
-  };
   const auto t0 = std::chrono::steady_clock::now();
-  auto r = quant::quantize_model(o.in, o.out, *mix, qo);
+  auto r = quantize_file(o.in, o.out, *mix, false);
   if (!r) return report_error(r.status());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("quantized %s -> %s as %s: %zu tensors (%zu converted, %zu fallbacks), %s -> %s (%.2fx), %.2f s\n",

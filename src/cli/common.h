@@ -8,6 +8,7 @@
 
 #include "core/status.h"
 #include "models/model.h"
+#include "quant/quantize_model.h"
 #include "runtime/generator.h"
 #include "runtime/sampler.h"
 
@@ -35,5 +36,10 @@ Result<std::unique_ptr<models::Model>> load_model_verbose(const std::string& pat
 
 // Context size: requested (> 0), else 4096.
 int64_t resolve_ctx(const models::Model& m, int64_t requested);
+
+// quant::quantize_model on the global pool, one progress line per tensor on
+// stderr unless quiet (`quantize`, and `convert --type Q...`).
+Result<quant::QuantizeStats> quantize_file(const std::string& in, const std::string& out, const quant::QuantMix& mix,
+                                           bool quiet);
 
 }  // namespace chimera::cli

@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -173,6 +174,12 @@ class GgufWriter {
   // Same, but the writer keeps its own copy of the bytes.
   Status add_tensor_copy(const std::string& name, GgmlType type, std::vector<int64_t> ne,
                          std::vector<uint8_t> bytes);
+  // Same, but the bytes are produced while the file is written: `fill` gets a
+  // buffer of n_bytes (reused from tensor to tensor), so a converter holds one
+  // tensor in memory at a time. An error from `fill` fails write().
+  using Filler = std::function<Status(uint8_t* dst)>;
+  Status add_tensor_lazy(const std::string& name, GgmlType type, std::vector<int64_t> ne, size_t n_bytes,
+                         Filler fill);
   // Writes path + ".partial", then renames it to path (removed on failure).
   Status write(const std::string& path) const;
   // The file image; an invalid alignment is replaced by 32 (see set_alignment).
@@ -186,8 +193,9 @@ class GgufWriter {
     const void* data;
     size_t n_bytes;
     std::shared_ptr<std::vector<uint8_t>> owned;
+    Filler fill;
   };
-  template <typename Sink> void emit(Sink& sink) const;
+  template <typename Sink> Status emit(Sink& sink) const;
   uint32_t version_;
   uint32_t alignment_ = 32;
   std::vector<std::pair<std::string, GgufValue>> kv_;

@@ -116,8 +116,15 @@ Status GgufWriter::add_tensor_copy(const std::string& name, GgmlType type, std::
   return Status::ok();
 }
 
+Status GgufWriter::add_tensor_lazy(const std::string& name, GgmlType type, std::vector<int64_t> ne, size_t n_bytes,
+                                   Filler fill) {
+  CHIMERA_RETURN_IF_ERROR(add_tensor(name, type, std::move(ne), nullptr, n_bytes));
+  tensors_.back().fill = std::move(fill);
+  return Status::ok();
+}
+
 template <typename Sink>
-void GgufWriter::emit(Sink& s) const {
+Status GgufWriter::emit(Sink& s) const {
   const uint64_t alignment = valid_alignment(alignment_) ? alignment_ : 32;
   s.put("GGUF", 4);
   put_pod<Sink, uint32_t>(s, version_);
@@ -147,10 +154,19 @@ void GgufWriter::emit(Sink& s) const {
     }
   };
   pad();
+  std::vector<uint8_t> buf;  // lazy tensors, one at a time
   for (const auto& t : tensors_) {
-    s.put(t.data, t.n_bytes);
+    if (t.fill) {
+      buf.resize(t.n_bytes);
+      Status st = t.fill(buf.data());
+      if (!st) return st.with_context("tensor '" + t.name + "'");
+      s.put(buf.data(), t.n_bytes);
+    } else {
+      s.put(t.data, t.n_bytes);
+    }
     pad();
   }
+  return Status::ok();
 }
 
 Status GgufWriter::write(const std::string& path) const {
@@ -162,10 +178,14 @@ Status GgufWriter::write(const std::string& path) const {
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) return io_error("cannot create '" + tmp + "'");
   FileSink s{f};
-  emit(s);
+  const Status filled = emit(s);
   bool ok = s.ok;
   if (std::fclose(f) != 0) ok = false;
   std::error_code ec;
+  if (!filled) {
+    std::filesystem::remove(tmp, ec);
+    return filled;
+  }
   if (!ok) {
     std::filesystem::remove(tmp, ec);
     return io_error("failed writing '" + tmp + "' (disk full?)");
@@ -181,7 +201,7 @@ Status GgufWriter::write(const std::string& path) const {
 std::vector<uint8_t> GgufWriter::to_bytes() const {
   std::vector<uint8_t> v;
   VecSink s{&v};
-  emit(s);
+  if (!emit(s)) v.clear();  // a lazy tensor failed
   return v;
 }
 

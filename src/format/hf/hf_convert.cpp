@@ -48,8 +48,31 @@ Result<GgmlType> resolve_type(const std::string& name, const st::Checkpoint& ck)
   return GgmlType::F32;
 }
 
+// Rows of a head for the RoPE permutations (0: not permuted).
+int64_t permute_head_rows(const TensorRule& r, const LayerPlan& plan, int64_t rows) {
+  const int64_t heads = r.transform == Transform::kRopePermuteQ   ? plan.n_head
+                        : r.transform == Transform::kRopePermuteK ? plan.n_head_kv
+                                                                  : 0;
+  return heads > 0 ? rows / heads : 0;
+}
+
+void narrow(const float* v, size_t n, GgmlType type, uint8_t* dst) {
+  if (type == GgmlType::F32) {
+    std::memcpy(dst, v, n * 4);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const uint16_t h = type == GgmlType::F16 ? f32_to_f16(v[i]) : f32_to_bf16(v[i]);
+    std::memcpy(dst + 2 * i, &h, 2);
+  }
+}
+
+// Adds one tensor. Stored type == output type without a transform: written
+// straight from the mapping. Otherwise produced while the file is written, in
+// chunks of rows (whole heads for the RoPE permutations), so converting holds
+// at most one chunk in f32, never the whole checkpoint.
 Status add_tensor(GgufWriter& w, const st::TensorInfo& t, const std::string& gname, const TensorRule& r,
-                  GgmlType out_type, const ConvertOptions& opts) {
+                  GgmlType out_type, const LayerPlan& plan, const ConvertOptions& opts) {
   std::vector<int64_t> shape = t.shape;
   if (r.transform == Transform::kSqueezeMiddle) {
     if (shape.size() != 3 || shape[1] != 1)
@@ -57,30 +80,66 @@ Status add_tensor(GgufWriter& w, const st::TensorInfo& t, const std::string& gna
     shape = {shape[0], shape[2]};
   }
   if (shape.empty()) shape = {1};
-  const GgmlType type = (r.keep_f32 || shape.size() == 1 || r.transform != Transform::kNone) ? GgmlType::F32 : out_type;
+  const bool permute = r.transform == Transform::kRopePermuteQ || r.transform == Transform::kRopePermuteK;
+  const bool elementwise = r.transform == Transform::kNegExp || r.transform == Transform::kSqueezeMiddle;
+  const GgmlType type = (r.keep_f32 || shape.size() == 1 || elementwise) ? GgmlType::F32 : out_type;
   std::vector<int64_t> ne(shape.rbegin(), shape.rend());
-  if (opts.progress) opts.progress(gname, ne, type);
+  const int64_t cols = ne[0];
+  const int64_t rows = (int64_t)(t.n_elements() / (uint64_t)std::max<int64_t>(cols, 1));
+  int64_t head_rows = 0;
+  if (permute) {
+    head_rows = permute_head_rows(r, plan, rows);
+    if (shape.size() != 2 || head_rows < 2 || head_rows % 2 != 0 || rows % head_rows != 0)
+      return invalid_argument("tensor '" + t.name + "' " + t.shape_string() + " does not split into " +
+                              std::to_string(r.transform == Transform::kRopePermuteQ ? plan.n_head : plan.n_head_kv) +
+                              " heads of an even size");
+  }
+  auto report = [&opts, gname, ne, type] {
+    if (opts.progress) opts.progress(gname, ne, type);
+  };
   const bool same = (type == GgmlType::F32 && t.dtype == st::Dtype::F32) ||
                     (type == GgmlType::F16 && t.dtype == st::Dtype::F16) ||
                     (type == GgmlType::BF16 && t.dtype == st::Dtype::BF16);
-  if (same && r.transform == Transform::kNone) return w.add_tensor(gname, type, ne, t.data, t.n_bytes());
-  auto f = st::to_f32(t);
-  if (!f) return f.status();
-  std::vector<float>& v = f.value();
-  if (r.transform == Transform::kNegExp)
-    for (float& x : v) x = -std::exp(x);
-  std::vector<uint8_t> bytes;
-  if (type == GgmlType::F32) {
-    bytes.resize(v.size() * 4);
-    std::memcpy(bytes.data(), v.data(), bytes.size());
-  } else {
-    bytes.resize(v.size() * 2);
-    for (size_t i = 0; i < v.size(); ++i) {
-      const uint16_t h = type == GgmlType::F16 ? f32_to_f16(v[i]) : f32_to_bf16(v[i]);
-      std::memcpy(bytes.data() + 2 * i, &h, 2);
-    }
+  if (same && r.transform == Transform::kNone) {
+    report();
+    return w.add_tensor(gname, type, ne, t.data, t.n_bytes());
   }
-  return w.add_tensor_copy(gname, type, ne, std::move(bytes));
+  const size_t in_row = t.n_bytes() / (size_t)std::max<int64_t>(rows, 1);
+  const size_t out_elem = type == GgmlType::F32 ? 4 : 2;
+  // ~4 MiB of f32 per chunk, whole heads when permuting.
+  int64_t chunk = std::max<int64_t>(1, ((int64_t)4 << 20) / (std::max<int64_t>(cols, 1) * 4));
+  if (permute) chunk = std::max<int64_t>(1, chunk / head_rows) * head_rows;
+  const size_t n_out = (size_t)rows * (size_t)cols * out_elem;
+  return w.add_tensor_lazy(gname, type, ne, n_out, [t, r, type, cols, rows, in_row, out_elem, chunk, head_rows,
+                                                     report](uint8_t* dst) -> Status {
+    report();
+    std::vector<float> perm;
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+      const int64_t n = std::min(chunk, rows - r0);
+      st::TensorInfo part = t;
+      part.shape = {n, cols};
+      part.data = t.data + (size_t)r0 * in_row;
+      part.begin = 0;
+      part.end = (uint64_t)((size_t)n * in_row);
+      auto f = st::to_f32(part);
+      if (!f) return f.status();
+      std::vector<float>& v = f.value();
+      if (r.transform == Transform::kNegExp)
+        for (float& x : v) x = -std::exp(x);
+      const float* src = v.data();
+      if (head_rows > 0) {
+        perm.resize(v.size());
+        const int64_t half = head_rows / 2;
+        for (int64_t row = 0; row < n; ++row) {
+          const int64_t h = row / head_rows, k = row % head_rows, i = k / 2, j = k % 2;
+          std::memcpy(perm.data() + row * cols, v.data() + (h * head_rows + j * half + i) * cols, (size_t)cols * 4);
+        }
+        src = perm.data();
+      }
+      narrow(src, v.size(), type, dst + (size_t)r0 * (size_t)cols * out_elem);
+    }
+    return Status::ok();
+  });
 }
 
 Status convert_impl(const std::string& hf_dir, const std::string& out, const ConvertOptions& opts) {
@@ -112,8 +171,9 @@ Status convert_impl(const std::string& hf_dir, const std::string& out, const Con
   if (name.empty()) name = fs::path(hf_dir).parent_path().filename().string();  // "dir/"
   w.set("general.name", GgufValue::from_string(name));
   w.set("general.file_type", GgufValue::from_u32(out_type == GgmlType::F32 ? 0 : out_type == GgmlType::F16 ? 1 : 32));
-  std::vector<int> kinds;
-  Status hs = fam->hparams(config, w, &kinds);
+  LayerPlan plan;
+  Status hs = fam->hparams(config, w, &plan);
+  const std::vector<int>& kinds = plan.kinds;
   if (!hs) return hs.with_context("'" + cpath + "'");
   CHIMERA_RETURN_IF_ERROR(write_tokenizer(hf_dir, config, w));
 
@@ -137,6 +197,11 @@ Status convert_impl(const std::string& hf_dir, const std::string& out, const Con
                          fam->arch + " (layer plan mismatch or unknown layout)");
   // Write in rule order, layer by layer: globals first, then blk.0, blk.1, ...
   for (int64_t layer = -1; layer < (int64_t)kinds.size(); ++layer) {
+    if (layer == 0)
+      for (const auto& [name, v] : plan.extra_f32)
+        CHIMERA_RETURN_IF_ERROR(w.add_tensor_copy(name, GgmlType::F32, {(int64_t)v.size()},
+                                                  std::vector<uint8_t>((const uint8_t*)v.data(),
+                                                                       (const uint8_t*)(v.data() + v.size()))));
     for (const TensorRule& r : fam->rules) {
       const bool per_layer = std::string(r.hf).find("{i}") != std::string::npos;
       if (per_layer != (layer >= 0)) continue;
@@ -147,7 +212,8 @@ Status convert_impl(const std::string& hf_dir, const std::string& out, const Con
         if (r.optional) continue;
         return not_found("checkpoint has no tensor '" + hn + "' (required by arch " + fam->arch + ")");
       }
-      Status s = add_tensor(w, *t, subst(r.gguf, layer), r, out_type, opts);
+      if (!r.gguf) continue;  // claimed, not converted
+      Status s = add_tensor(w, *t, subst(r.gguf, layer), r, out_type, plan, opts);
       if (!s) return s.with_context("tensor '" + hn + "'");
     }
   }

@@ -34,6 +34,11 @@ enum class Transform {
   kNone,
   kNegExp,         // A = -exp(A_log) (Mamba)
   kSqueezeMiddle,  // [C, 1, K] -> [C, K] (depthwise conv1d weights)
+  // llama.cpp's Q/K row permutation for rotate-half checkpoints stored for
+  // interleaved (NORM) RoPE: within each head of d rows, GGUF row 2i + j is
+  // HF row j * d/2 + i (heads: LayerPlan::n_head for Q, n_head_kv for K).
+  kRopePermuteQ,
+  kRopePermuteK,
 };
 
 // A layer-kind bit mask; families define their own kinds (bit i = kind i).
@@ -42,19 +47,27 @@ inline constexpr KindMask kAllKinds = 0xffffffffu;
 
 struct TensorRule {
   const char* hf;    // e.g. "model.layers.{i}.attn.in_proj.weight"; no "{i}": a global tensor
-  const char* gguf;  // e.g. "blk.{i}.ssm_in.weight"
+  const char* gguf;  // e.g. "blk.{i}.ssm_in.weight"; null: claimed and dropped (e.g. rotary inv_freq buffers)
   KindMask kinds = kAllKinds;  // per-layer rows: the layer kinds it applies to
   Transform transform = Transform::kNone;
   bool keep_f32 = false;  // 1-D tensors are always F32
   bool optional = false;
 };
 
+// What a family's hyper-parameter step tells the driver.
+struct LayerPlan {
+  std::vector<int> kinds;          // the kind of each layer
+  int64_t n_head = 0, n_head_kv = 0;  // for the RoPE permutations
+  // Tensors computed from config.json (llama.cpp's rope_freqs.weight for Llama 3 RoPE scaling).
+  std::vector<std::pair<std::string, std::vector<float>>> extra_f32;
+};
+
 struct FamilySpec {
   std::vector<const char*> model_types;  // config.json "model_type" values
   const char* arch;                      // general.architecture
   // Writes `<arch>.*` keys from config.json (defaults for missing keys are the
-  // family's business) and fills the kind of each layer.
-  Status (*hparams)(const nlohmann::json& config, GgufWriter& w, std::vector<int>* layer_kinds);
+  // family's business) and fills the layer plan.
+  Status (*hparams)(const nlohmann::json& config, GgufWriter& w, LayerPlan* plan);
   std::vector<TensorRule> rules;
 };
 
@@ -71,7 +84,8 @@ struct ConvertOptions {
 Status convert(const std::string& hf_dir, const std::string& out, const ConvertOptions& opts);
 
 // Reads tokenizer.json (+ tokenizer_config.json, generation_config.json, the
-// config's token ids) into tokenizer.ggml.* keys. Byte-level BPE only.
+// config's token ids) into tokenizer.ggml.* keys. Byte-level BPE only; the
+// pre-tokenizer is recognised from its split regex (o200k / GPT-4o, Llama 3).
 Status write_tokenizer(const std::string& hf_dir, const nlohmann::json& config, GgufWriter& w);
 
 // JSON file helper: parses without exceptions; a missing file is not_found.

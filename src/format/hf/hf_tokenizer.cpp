@@ -5,7 +5,7 @@
 // NORMAL for BPE pieces, CONTROL for special added tokens, USER_DEFINED for the
 // other added tokens. merges are copied in rank order ("a b"; the newer
 // [a, b] array form is joined). The pre-tokenizer name is recognised from the
-// Split regex (only o200k / GPT-4o is known here: "gpt-4o"); an unknown
+// Split regex (o200k / GPT-4o: "gpt-4o"; Llama 3: "llama-bpe"); an unknown
 // pre-tokenizer is an error rather than a silently different tokenisation.
 // Invariants: ids must be in [0, vocab_size) and unique; every string is
 // type-checked; errors name the file.
@@ -43,7 +43,10 @@ Result<std::string> pre_name(const json& tok) {
   if (it != tok.end()) walk(*it);
   if (all.find("[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+") != std::string::npos)
     return std::string("gpt-4o");
-  return unsupported("tokenizer.json: unknown pre-tokenizer (only the o200k / GPT-4o split is recognised)");
+  if (all.find("(?i:'s|'t|'re|'ve|'m|'ll|'d)") != std::string::npos && all.find("\\p{N}{1,3}") != std::string::npos)
+    return std::string("llama-bpe");
+  return unsupported(
+      "tokenizer.json: unknown pre-tokenizer (recognised: the o200k / GPT-4o and the Llama 3 splits)");
 }
 
 Result<int64_t> token_id(const json& config, const char* key) {

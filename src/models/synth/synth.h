@@ -22,6 +22,7 @@
 
 #include "core/status.h"
 #include "format/gguf/gguf.h"
+#include "format/rope_factors.h"
 
 namespace chimera::models::synth {
 
@@ -107,8 +108,5 @@ Status write_synth_gguf(const SynthPlan& plan, uint64_t seed, const std::string&
 // SentencePiece-style vocabulary ("llama" tokenizer): <unk> <s> </s>, 256 byte
 // tokens <0x00>..<0xFF> (type 6), then unique filler pieces "▁tok<i>"; bos 1, eos 2.
 Status add_spm_vocab(SynthPlan& plan, int64_t n_vocab);
-// Llama-3 rope frequency factors, as llama.cpp's converter writes rope_freqs.weight.
-std::vector<float> llama3_rope_factors(int64_t head_dim, double theta, double factor, double low_freq_factor,
-                                       double high_freq_factor, double original_context);
 
 }  // namespace chimera::models::synth

@@ -42,7 +42,7 @@ Result<SynthPlan> build_llama_plan(const LlamaSynthConfig& cfg, const SynthReque
   if (cfg.llama3_rope) {
     const auto& r = *cfg.llama3_rope;
     p.tensors.push_back({"rope_freqs.weight", {cfg.head_dim / 2},
-                         SynthInit::exact(llama3_rope_factors(cfg.head_dim, cfg.rope_theta, r.factor,
+                         SynthInit::exact(format::llama3_rope_factors(cfg.head_dim, cfg.rope_theta, r.factor,
                                                               r.low_freq_factor, r.high_freq_factor,
                                                               r.original_context))});
   }
