@@ -122,12 +122,10 @@ std::string integer_range_gbnf(bool has_lo, int64_t lo, bool has_hi, int64_t hi)
   std::vector<std::string> alts;
   // Negative part: values in [lo, min(hi, -1)], written "-" |v|.
   if (!has_lo || lo < 0) {
-    if (!has_hi || hi < 0) {
-      const uint64_t abs_min = has_hi && hi < 0 ? (uint64_t)(-(hi + 1)) + 1 : 1;
-      const bool inf = !has_lo;
-      const uint64_t abs_max = inf ? 0 : (uint64_t)(-(lo + 1)) + 1;
-      alts.push_back("\"-\" " + nonneg(abs_min, inf, abs_max));
-    }
+    const uint64_t abs_min = has_hi && hi < 0 ? (uint64_t)(-(hi + 1)) + 1 : 1;
+    const bool inf = !has_lo;
+    const uint64_t abs_max = inf ? 0 : (uint64_t)(-(lo + 1)) + 1;
+    alts.push_back("\"-\" " + nonneg(abs_min, inf, abs_max));
   }
   // Non-negative part: [max(lo, 0), hi].
   if (!has_hi || hi >= 0) {
