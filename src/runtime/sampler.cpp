@@ -305,6 +305,14 @@ void Sampler::apply_mask(const uint64_t* allowed, size_t nv) {
   for (size_t w = 0; w * 64 < nv; ++w) {
     const uint64_t bits = allowed[w];
     const size_t end = std::min(nv, w * 64 + 64);
+    if (bits == ~uint64_t{0}) {  // word fast paths: whole runs allowed or masked
+      for (size_t i = w * 64; i < end; ++i) vals_[i] = vals_[i] == kNegInf ? kLowest : vals_[i];
+      continue;
+    }
+    if (bits == 0) {
+      std::fill(vals_.begin() + static_cast<std::ptrdiff_t>(w * 64), vals_.begin() + static_cast<std::ptrdiff_t>(end), kNegInf);
+      continue;
+    }
     for (size_t i = w * 64; i < end; ++i) {
       if ((bits >> (i & 63)) & 1u) {
         if (vals_[i] == kNegInf) vals_[i] = kLowest;
