@@ -4,7 +4,7 @@
 
 #include "core/timer.h"
 #include "runtime/diffusion.h"
-#include "runtime/grammar/grammar_constraint.h"
+#include "runtime/grammar/constrained_sampling.h"
 
 namespace chimera::runtime {
 
@@ -41,17 +41,16 @@ Result<GenerateStats> AutoregressiveGenerator::generate(const std::vector<int32_
   double t_first = 0;
   std::vector<uint64_t> allowed;
   for (int64_t i = 0; opts.n_predict < 0 || i < opts.n_predict; ++i) {
+    int32_t tok;
     if (opts.grammar) {
-      CHIMERA_ASSIGN_OR_RETURN(size_t n_allowed, opts.grammar->fill_mask(allowed, n_vocab));
-      if (n_allowed == 0) {
-        if (!opts.grammar->is_complete())
-          return invalid_argument("grammar: no token of the vocabulary can continue the text");
+      CHIMERA_ASSIGN_OR_RETURN(tok, grammar::sample_constrained(sampler, *opts.grammar, logits_.data(), n_vocab, allowed));
+      if (tok < 0) {
         st.grammar_complete = true;
         break;
       }
+    } else {
+      tok = sampler.sample(logits_.data(), n_vocab);
     }
-    const int32_t tok = sampler.sample(logits_.data(), n_vocab, opts.grammar ? allowed.data() : nullptr);
-    if (opts.grammar) CHIMERA_RETURN_IF_ERROR(opts.grammar->accept(tok));
     if (i == 0) {
       t_first = clock.elapsed();
       st.ttft_seconds = t_first;

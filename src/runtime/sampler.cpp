@@ -302,23 +302,27 @@ size_t Sampler::prepare(const float* logits, int32_t n_vocab, const uint64_t* al
 // win over every masked token.
 void Sampler::apply_mask(const uint64_t* allowed, size_t nv) {
   constexpr float kLowest = std::numeric_limits<float>::lowest();
-  for (size_t w = 0; w * 64 < nv; ++w) {
+  float* v = vals_.data();
+  const size_t full = nv / 64;
+  for (size_t w = 0; w < full; ++w) {  // whole words: fixed-length loops the compiler vectorizes
     const uint64_t bits = allowed[w];
-    const size_t end = std::min(nv, w * 64 + 64);
-    if (bits == ~uint64_t{0}) {  // word fast paths: whole runs allowed or masked
-      for (size_t i = w * 64; i < end; ++i) vals_[i] = vals_[i] == kNegInf ? kLowest : vals_[i];
-      continue;
-    }
-    if (bits == 0) {
-      std::fill(vals_.begin() + static_cast<std::ptrdiff_t>(w * 64), vals_.begin() + static_cast<std::ptrdiff_t>(end), kNegInf);
-      continue;
-    }
-    for (size_t i = w * 64; i < end; ++i) {
-      if ((bits >> (i & 63)) & 1u) {
-        if (vals_[i] == kNegInf) vals_[i] = kLowest;
-      } else {
-        vals_[i] = kNegInf;
+    float* x = v + w * 64;
+    if (bits == ~uint64_t{0}) {
+      for (size_t j = 0; j < 64; ++j) x[j] = x[j] == kNegInf ? kLowest : x[j];
+    } else if (bits == 0) {
+      for (size_t j = 0; j < 64; ++j) x[j] = kNegInf;
+    } else {
+      for (size_t j = 0; j < 64; ++j) {
+        const bool ok = (bits >> j) & 1u;
+        x[j] = ok ? (x[j] == kNegInf ? kLowest : x[j]) : kNegInf;
       }
+    }
+  }
+  for (size_t i = full * 64; i < nv; ++i) {
+    if ((allowed[full] >> (i & 63)) & 1u) {
+      if (v[i] == kNegInf) v[i] = kLowest;
+    } else {
+      v[i] = kNegInf;
     }
   }
 }

@@ -14,6 +14,7 @@
 
 #include "core/timer.h"
 #include "runtime/generator.h"
+#include "runtime/grammar/constrained_sampling.h"
 #include "server/prefix_cache.h"
 #include "server/stepped_generation.h"
 #include "tokenizer/tokenizer.h"
@@ -415,16 +416,14 @@ void Engine::after_forward(WorkItem& w) {
   const int32_t nv = (int32_t)model_.info().n_vocab;
   std::vector<float> raw;
   if (s.p.top_logprobs >= 0) raw.assign(w.out, w.out + nv);  // the sampler may rewrite the row
-  const uint64_t* allowed = nullptr;
+  int32_t tok;
   if (s.grammar) {
-    auto n = s.grammar->fill_mask(s.allowed, nv);
-    if (!n) return finish(s, FinishReason::kError, n.status().message());
-    if (*n == 0) return finish(s, FinishReason::kStop);  // the grammar is complete; nothing may follow
-    allowed = s.allowed.data();
-  }
-  const int32_t tok = s.sampler->sample(w.out, nv, allowed);
-  if (s.grammar) {
-    if (Status st = s.grammar->accept(tok); !st) return finish(s, FinishReason::kError, st.message());
+    auto t = runtime::grammar::sample_constrained(*s.sampler, *s.grammar, w.out, nv, s.allowed);
+    if (!t) return finish(s, FinishReason::kError, t.status().message());
+    if (*t < 0) return finish(s, FinishReason::kStop);  // the grammar is complete; nothing may follow
+    tok = *t;
+  } else {
+    tok = s.sampler->sample(w.out, nv);
   }
   if (!raw.empty() && !(!s.p.ignore_eos && model_.tokenizer().is_eog(tok))) {
     float mx = -INFINITY;

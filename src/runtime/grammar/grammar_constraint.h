@@ -116,6 +116,7 @@ class GrammarMatcher {
   bool is_complete() const { return g_->space().accepting(state_); }
   bool can_continue() const { return !finished_ && g_->space().can_continue(state_); }
   bool finished() const { return finished_; }
+  int32_t vocab_size() const { return g_->vocab().n_vocab(); }
   void reset();
 
  private:

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "grammar_test_util.h"
+#include "runtime/grammar/constrained_sampling.h"
 #include "runtime/sampler.h"
 
 namespace chimera::test {
@@ -167,6 +168,64 @@ TEST(TokenMask, RepeatedStatesHitTheCache) {
   auto n = m.fill_mask(bits, vocab->n_vocab() + 100);
   ASSERT_TRUE(n.is_ok());
   for (int32_t id = vocab->n_vocab(); id < vocab->n_vocab() + 100; ++id) EXPECT_FALSE(bit(bits, id));
+}
+
+TEST(TokenMask, GreedyFastPathEqualsMaskedArgmax) {
+  // sample_constrained's greedy shortcut (keep the unmasked argmax when the
+  // grammar accepts it) must pick exactly what masking first would, including
+  // steps where the favourite token is not allowed.
+  auto vocab = real_vocab(VocabKind::kLlama3);
+  if (!vocab) GTEST_SKIP() << "shared vocabularies not found";
+  auto g = CompiledGrammar::compile({GrammarSource::Kind::kJsonObject, ""}, vocab).value();
+  runtime::SamplingParams greedy;
+  greedy.temperature = 0;
+  runtime::Sampler fast(greedy), slow(greedy);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  std::vector<float> logits((size_t)vocab->n_vocab());
+  GrammarMatcher a(g), b(g);
+  std::vector<uint64_t> scratch, bits;
+  const int32_t brace = vocab->n_vocab() > 90 ? 90 : 0;  // some id; boosted below at times
+  int shortcut_steps = 0;
+  for (int step = 0; step < 60; ++step) {
+    for (auto& x : logits) x = nd(rng);
+    if (step % 3 == 0) logits[(size_t)brace] = 50.0f;  // a favourite that is usually not allowed
+    auto ta = runtime::grammar::sample_constrained(fast, a, logits.data(), vocab->n_vocab(), scratch);
+    ASSERT_TRUE(ta.is_ok()) << ta.status().message();
+    auto n = b.fill_mask(bits, vocab->n_vocab());
+    ASSERT_TRUE(n.is_ok());
+    if (*n == 0) {
+      EXPECT_EQ(*ta, -1);
+      break;
+    }
+    const int32_t tb = slow.sample(logits.data(), vocab->n_vocab(), bits.data());
+    ASSERT_EQ(*ta, tb) << "step " << step;
+    ASSERT_TRUE(b.accept(tb).is_ok());
+    shortcut_steps += g->mask_cache_misses() + g->mask_cache_hits() < (size_t)(2 * (step + 1));
+    if (b.finished()) break;
+  }
+  EXPECT_GT(shortcut_steps, 0);
+}
+
+TEST(TokenMask, StateLimitsGiveErrorsNotHangs) {
+  // Deep nesting under a small state budget: a clear error from the matcher.
+  runtime::grammar::GrammarOptions opts;
+  opts.limits.max_states = 50;
+  auto g = CompiledGrammar::compile({GrammarSource::Kind::kGbnf, "root ::= \"(\" root \")\" | \"x\"\n"}, byte_vocab(), opts);
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  GrammarMatcher m(*g);
+  std::vector<uint64_t> bits;
+  bool failed = false;
+  for (int i = 0; i < 200 && !failed; ++i) {
+    auto n = m.fill_mask(bits, 257);
+    if (!n.is_ok()) {
+      EXPECT_NE(n.status().message().find("matcher states"), std::string::npos) << n.status().message();
+      failed = true;
+      break;
+    }
+    if (!m.accept_bytes("(")) failed = true;
+  }
+  EXPECT_TRUE(failed);
 }
 
 }  // namespace
