@@ -21,23 +21,27 @@ size_t words_for(int32_t n) { return ((size_t)std::max(n, 0) + 63) / 64; }
 // Sets the bit of every trie token whose bytes the grammar accepts from state
 // s0; returns how many. states has room for trie.max_depth() + 1 entries.
 size_t walk(const TokenTrie& trie, StateSpace& space, int32_t s0, uint64_t* bits, int32_t* states) {
+  const TokenTrie::Node* nodes = trie.nodes().data();
   const size_t n = trie.n_nodes();
-  const uint8_t* byte = trie.byte_.data();
-  const uint16_t* depth = trie.depth_.data();
-  const uint32_t* skip = trie.skip_.data();
-  const uint32_t* tb = trie.tok_begin_.data();
-  const int32_t* toks = trie.tokens_.data();
+  const int32_t* toks = trie.tokens().data();
+  const int32_t* table = space.table();
   size_t count = 0;
   states[0] = s0;
   for (size_t i = 0; i < n;) {
-    const uint16_t d = depth[i];
-    const int32_t s = space.step(states[d - 1], byte[i]);
+    const TokenTrie::Node nd = nodes[i];
+    const int32_t from = states[nd.depth - 1];
+    int32_t s = table[(size_t)from * 256 + nd.byte];
+    if (s == StateSpace::kUnknown) {
+      s = space.step(from, nd.byte);
+      table = space.table();  // may have grown
+    }
     if (s < 0) {
-      i = skip[i];
+      i = nd.skip;
       continue;
     }
-    states[d] = s;
-    for (uint32_t k = tb[i]; k < tb[i + 1]; ++k) {
+    states[nd.depth] = s;
+    const uint32_t end = nodes[i + 1].tok_begin;
+    for (uint32_t k = nd.tok_begin; k < end; ++k) {
       const auto id = (uint32_t)toks[k];
       bits[id >> 6] |= uint64_t{1} << (id & 63);
       ++count;

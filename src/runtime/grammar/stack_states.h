@@ -36,6 +36,7 @@ struct StateLimits {
 class StateSpace {
  public:
   static constexpr int32_t kDead = -1;
+  static constexpr int32_t kUnknown = -2;  // a transition-table entry not computed yet
 
   StateSpace(Grammar g, StateLimits limits = {});
   // The state before any byte (kDead only on error).
@@ -53,8 +54,11 @@ class StateSpace {
   size_t n_states() const { return accepting_.size(); }
   const Grammar& grammar() const { return g_; }
 
+  // The transition table, 256 entries per state (kUnknown where step() has
+  // not been asked yet). Moves when a state is added: re-read after step().
+  const int32_t* table() const { return trans_.data(); }
+
  private:
-  static constexpr int32_t kUnknown = -2;
   struct Node {
     uint32_t pos;    // element index (the stack top, or a return position)
     int32_t parent;  // node below; 0 = the empty stack

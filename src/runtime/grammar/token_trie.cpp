@@ -27,14 +27,12 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes) {
       while (lcp < s.size() && lcp < prev->size() && s[lcp] == (*prev)[lcp]) ++lcp;
     }
     while (open.size() > lcp) {
-      skip_[open.back()] = (uint32_t)byte_.size();
+      nodes_[open.back()].skip = (uint32_t)nodes_.size();
       open.pop_back();
     }
     for (size_t d = lcp; d < s.size(); ++d) {
-      open.push_back((uint32_t)byte_.size());
-      byte_.push_back((uint8_t)s[d]);
-      depth_.push_back((uint16_t)(d + 1));
-      skip_.push_back(0);
+      open.push_back((uint32_t)nodes_.size());
+      nodes_.push_back({0, 0, (uint16_t)(d + 1), (uint8_t)s[d]});
       node_tokens.emplace_back();
     }
     node_tokens[open.back()].push_back(id);
@@ -42,15 +40,14 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes) {
     prev = &s;
   }
   while (!open.empty()) {
-    skip_[open.back()] = (uint32_t)byte_.size();
+    nodes_[open.back()].skip = (uint32_t)nodes_.size();
     open.pop_back();
   }
-  tok_begin_.reserve(byte_.size() + 1);
-  for (const auto& t : node_tokens) {
-    tok_begin_.push_back((uint32_t)tokens_.size());
-    tokens_.insert(tokens_.end(), t.begin(), t.end());
+  for (size_t i = 0; i < node_tokens.size(); ++i) {
+    nodes_[i].tok_begin = (uint32_t)tokens_.size();
+    tokens_.insert(tokens_.end(), node_tokens[i].begin(), node_tokens[i].end());
   }
-  tok_begin_.push_back((uint32_t)tokens_.size());
+  nodes_.push_back({(uint32_t)nodes_.size() + 1, (uint32_t)tokens_.size(), 0, 0});  // sentinel
 }
 
 }  // namespace chimera::runtime::grammar
