@@ -305,9 +305,12 @@ class Parser {
         pos = end;
       } else if (c == '(') {
         const size_t open = pos;
+        if (++depth_ > kMaxNesting)
+          throw ParseError{pos, "groups nest too deeply (more than " + std::to_string(kMaxNesting) + " levels)"};
         const uint32_t sub = b_.fresh_rule(b_.name(rule));
         pos = parse_alternates(skip_space(pos + 1, true), sub, true);
         if (at(pos) != ')') throw ParseError{open, "unclosed '(' (expecting ')')"};
+        --depth_;
         ++pos;
         last_start = seq.size();
         seq.push_back({Element::kRule, sub});
@@ -352,8 +355,10 @@ class Parser {
     return pos;
   }
 
+  static constexpr int kMaxNesting = 256;  // parentheses; the parser recurses per level
   std::string_view s_;
   GrammarBuilder b_;
+  int depth_ = 0;
   std::unordered_map<std::string, size_t> defined_;
   std::unordered_map<uint32_t, size_t> first_ref_;  // rule -> first reference position
   std::unordered_map<std::string, uint32_t> class_rules_;

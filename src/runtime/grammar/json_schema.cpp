@@ -122,6 +122,12 @@ class Compiler {
 
   // Returns a GBNF expression (a rule name or a parenthesised expression).
   std::string visit(const Json& s, const std::string& path) {
+    struct Depth {  // the compiler recurses per schema level
+      int& d;
+      explicit Depth(int& x) : d(x) { ++d; }
+      ~Depth() { --d; }
+    } guard(depth_);
+    if (depth_ > kMaxDepth) fail(path, "the schema nests too deeply (more than " + std::to_string(kMaxDepth) + " levels)");
     if (s.is_boolean()) {
       if (!s.get<bool>()) fail(path, "schema 'false' matches nothing");
       use(kValue);
@@ -327,7 +333,9 @@ class Compiler {
     return name;
   }
 
+  static constexpr int kMaxDepth = 128;
   const Json& root_;
+  int depth_ = 0;
   std::vector<std::pair<std::string, std::string>> rules_;
   std::set<const char*> prims_;
   std::unordered_map<std::string, std::string> refs_;
