@@ -7,10 +7,12 @@
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/diffusion_options.h"
+#include "cli/grammar_options.h"
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "tokenizer/chat_template.h"
@@ -51,6 +53,7 @@ struct ChatOptions {
   ComputeOptions compute;
   SamplingOptions sampling;
   DiffusionCliOptions diffusion;  // masked diffusion LMs (LLaDA, Dream)
+  GrammarCliOptions grammar;      // each reply follows the grammar
 };
 
 int run(const ChatOptions& o) {
@@ -83,6 +86,10 @@ int run(const ChatOptions& o) {
   go.n_predict = o.n_predict;
   go.sampling = o.sampling.p;
   go.diffusion = *diffusion;
+  auto grammar = o.grammar.resolve(tok);
+  if (!grammar) return report_error(grammar.status());
+  std::optional<runtime::grammar::GrammarMatcher> matcher;
+  if (*grammar) go.grammar = &matcher.emplace(*grammar);
 
   std::vector<tokenizer::ChatMessage> messages;
   if (!o.system.empty()) messages.push_back({"system", o.system});
@@ -120,6 +127,7 @@ int run(const ChatOptions& o) {
       std::fprintf(stderr, "\n");
     }
     std::string reply;
+    if (matcher) matcher->reset();  // each reply is matched from the grammar's start
     tokenizer::StreamDecoder dec(tok, false);
     auto r = gen->generate(ids, go, [&](int32_t t) {
       std::string piece = dec.push(t);
@@ -166,6 +174,7 @@ void add_chat_command(CLI::App& app) {
   o->compute.add_to(sub);
   o->sampling.add_to(sub);
   o->diffusion.add_to(sub);
+  o->grammar.add_to(sub);
   sub->callback([o] { set_exit_code(run(*o)); });
 }
 

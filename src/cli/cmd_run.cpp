@@ -1,12 +1,14 @@
 // `chimera run`: generate from a prompt, streaming text (or ids) to stdout as it
 // is produced; timing and memory figures go to stderr.
 #include <cstdio>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "core/memory.h"
 #include "core/thread_pool.h"
 #include "cli/diffusion_options.h"
+#include "cli/grammar_options.h"
 #include "runtime/expert_placement.h"
 #include "runtime/expert_stats.h"
 #include "tokenizer/tokenizer.h"
@@ -26,6 +28,7 @@ struct RunOptions {
   ComputeOptions compute;
   SamplingOptions sampling;
   DiffusionCliOptions diffusion;  // masked diffusion LMs (LLaDA, Dream)
+  GrammarCliOptions grammar;      // --grammar / --grammar-file / --json-schema
 };
 
 int run(const RunOptions& o) {
@@ -82,6 +85,10 @@ int run(const RunOptions& o) {
   go.stop_at_eog = !o.ignore_eos;
   go.sampling = o.sampling.p;
   go.diffusion = *diffusion;
+  auto grammar = o.grammar.resolve(tok);
+  if (!grammar) return report_error(grammar.status());
+  std::optional<runtime::grammar::GrammarMatcher> matcher;
+  if (*grammar) go.grammar = &matcher.emplace(*grammar);
 
   if (!o.print_ids && !prompt_text.empty()) {
     std::fwrite(prompt_text.data(), 1, prompt_text.size(), stdout);
@@ -143,6 +150,7 @@ void add_run_command(CLI::App& app) {
   o->compute.add_to(sub);
   o->sampling.add_to(sub);
   o->diffusion.add_to(sub);  // masked diffusion LMs (runtime/diffusion.h)
+  o->grammar.add_to(sub);
   sub->callback([o] { set_exit_code(run(*o)); });
 }
 

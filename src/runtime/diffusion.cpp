@@ -57,6 +57,7 @@ void DiffusionGenerator::draw(int64_t gen0, int64_t step, int64_t n_steps) const
 Result<GenerateStats> DiffusionGenerator::generate(const std::vector<int32_t>& prompt, const GenerateOptions& opts,
                                                    const TokenCallback& on_token) {
   if (!spec_status_) return spec_status_;
+  if (opts.grammar) return unsupported("grammar-constrained sampling is not supported for diffusion models");
   const DiffusionOptions& d = opts.diffusion;
   GenerateStats st;
   Stopwatch clock;

@@ -4,6 +4,7 @@
 
 #include "core/timer.h"
 #include "runtime/diffusion.h"
+#include "runtime/grammar/constrained_sampling.h"
 
 namespace chimera::runtime {
 
@@ -38,13 +39,23 @@ Result<GenerateStats> AutoregressiveGenerator::generate(const std::vector<int32_
   for (int32_t t : history_) sampler.accept(t);
   const int32_t n_vocab = (int32_t)model_.info().n_vocab;
   double t_first = 0;
+  std::vector<uint64_t> allowed;
   for (int64_t i = 0; opts.n_predict < 0 || i < opts.n_predict; ++i) {
-    const int32_t tok = sampler.sample(logits_.data(), n_vocab);
+    int32_t tok;
+    if (opts.grammar) {
+      CHIMERA_ASSIGN_OR_RETURN(tok, grammar::sample_constrained(sampler, *opts.grammar, logits_.data(), n_vocab, allowed));
+      if (tok < 0) {
+        st.grammar_complete = true;
+        break;
+      }
+    } else {
+      tok = sampler.sample(logits_.data(), n_vocab);
+    }
     if (i == 0) {
       t_first = clock.elapsed();
       st.ttft_seconds = t_first;
     }
-    if (opts.stop_at_eog && model_.tokenizer().is_eog(tok)) {
+    if ((opts.stop_at_eog || opts.grammar) && model_.tokenizer().is_eog(tok)) {
       st.stopped_at_eog = true;
       st.eog_token = tok;
       // The model produced it, so a following turn continues after it.

@@ -18,6 +18,10 @@
 
 namespace chimera::runtime {
 
+namespace grammar {
+class GrammarMatcher;
+}
+
 struct GenerateOptions {
   int64_t n_predict = 128;   // maximum new tokens (< 0: until EOG or context end)
   bool stop_at_eog = true;
@@ -27,6 +31,12 @@ struct GenerateOptions {
   // step); false stops the call without emitting the unfinished block. Lets a
   // scheduler (the server engine) interleave long generations.
   std::function<bool()> on_step;
+  // Grammar-constrained sampling (runtime/grammar/grammar_constraint.h): each
+  // step samples only tokens the matcher allows and advances it; generation
+  // ends at an end-of-generation token (allowed once the grammar is complete,
+  // whatever stop_at_eog says) or when nothing may follow. Autoregressive
+  // models only. Not owned.
+  grammar::GrammarMatcher* grammar = nullptr;
 };
 
 struct GenerateStats {
@@ -38,6 +48,7 @@ struct GenerateStats {
   bool stopped_at_eog = false;
   int32_t eog_token = -1;    // the end-of-generation token that stopped it (fed next call)
   bool hit_context_limit = false;
+  bool grammar_complete = false;  // stopped because the grammar allows nothing more
 };
 
 // Called for every generated token; return false to stop.

@@ -253,13 +253,14 @@ size_t Sampler::apply_min_p(size_t n) {
   return kept;
 }
 
-size_t Sampler::prepare(const float* logits, int32_t n_vocab, double* total) {
+size_t Sampler::prepare(const float* logits, int32_t n_vocab, const uint64_t* allowed, double* total) {
   *total = 0.0;
   if (logits == nullptr || n_vocab <= 0) return 0;
   const size_t nv = static_cast<size_t>(n_vocab);
   vals_.resize(nv);
   for (size_t i = 0; i < nv; ++i) vals_[i] = std::isnan(logits[i]) ? kNegInf : logits[i];
   apply_penalties(n_vocab);
+  if (allowed != nullptr) apply_mask(allowed, nv);
 
   if (p_.temperature <= 0.0f) {
     size_t best = 0;
@@ -296,9 +297,39 @@ size_t Sampler::prepare(const float* logits, int32_t n_vocab, double* total) {
   return n;
 }
 
-int32_t Sampler::sample(const float* logits, int32_t n_vocab) {
+// Masked tokens become -inf (weight 0: never drawn, last in every order);
+// allowed ones at -inf are lifted to the lowest finite value so they still
+// win over every masked token.
+void Sampler::apply_mask(const uint64_t* allowed, size_t nv) {
+  constexpr float kLowest = std::numeric_limits<float>::lowest();
+  float* v = vals_.data();
+  const size_t full = nv / 64;
+  for (size_t w = 0; w < full; ++w) {  // whole words: fixed-length loops the compiler vectorizes
+    const uint64_t bits = allowed[w];
+    float* x = v + w * 64;
+    if (bits == ~uint64_t{0}) {
+      for (size_t j = 0; j < 64; ++j) x[j] = x[j] == kNegInf ? kLowest : x[j];
+    } else if (bits == 0) {
+      for (size_t j = 0; j < 64; ++j) x[j] = kNegInf;
+    } else {
+      for (size_t j = 0; j < 64; ++j) {
+        const bool ok = (bits >> j) & 1u;
+        x[j] = ok ? (x[j] == kNegInf ? kLowest : x[j]) : kNegInf;
+      }
+    }
+  }
+  for (size_t i = full * 64; i < nv; ++i) {
+    if ((allowed[full] >> (i & 63)) & 1u) {
+      if (v[i] == kNegInf) v[i] = kLowest;
+    } else {
+      v[i] = kNegInf;
+    }
+  }
+}
+
+int32_t Sampler::sample(const float* logits, int32_t n_vocab, const uint64_t* allowed) {
   double total = 0.0;
-  const size_t n = prepare(logits, n_vocab, &total);
+  const size_t n = prepare(logits, n_vocab, allowed, &total);
   if (n == 0) return -1;
   if (n == 1) return cand_[0].second;
   const double target = uniform01(rng_) * total;
@@ -313,9 +344,9 @@ int32_t Sampler::sample(const float* logits, int32_t n_vocab) {
   return cand_[last_positive].second;  // rounding left target just past the sum
 }
 
-std::vector<TokenProb> Sampler::distribution(const float* logits, int32_t n_vocab) {
+std::vector<TokenProb> Sampler::distribution(const float* logits, int32_t n_vocab, const uint64_t* allowed) {
   double total = 0.0;
-  const size_t n = prepare(logits, n_vocab, &total);
+  const size_t n = prepare(logits, n_vocab, allowed, &total);
   std::vector<TokenProb> out;
   out.reserve(n);
   for (size_t i = 0; i < n; ++i) out.push_back({cand_[i].second, weight_[i] / total});

@@ -15,6 +15,13 @@
 // repeat_penalty acts as 1, a NaN top_p as 1, ...). sample() returns -1 only for
 // an empty row (n_vocab <= 0 or null logits). History tokens outside
 // [0, n_vocab) are ignored by the penalties.
+//
+// Constrained steps (grammars, runtime/grammar/grammar_constraint.h): an
+// `allowed` bitset (bit id of word id / 64; ceil(n_vocab / 64) words) masks
+// the row before every stage: tokens outside it are never drawn, greedy or
+// not; allowed tokens whose logit is -inf/NaN stay drawable (below every
+// finite one), so a non-empty mask always yields an allowed token. The caller
+// must not pass an empty mask (nothing can follow: stop instead).
 #pragma once
 
 #include <cstdint>
@@ -46,12 +53,13 @@ struct TokenProb {
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& p);
-  // Picks a token from logits[0..n_vocab). Does not record it.
-  int32_t sample(const float* logits, int32_t n_vocab);
+  // Picks a token from logits[0..n_vocab) (restricted to `allowed` when
+  // given). Does not record it.
+  int32_t sample(const float* logits, int32_t n_vocab, const uint64_t* allowed = nullptr);
   // The candidates a draw would choose from after every stage, with their
   // probabilities (summing to 1), in draw order. Consumes no randomness.
   // Greedy gives the single argmax with p = 1. Empty for an empty row.
-  std::vector<TokenProb> distribution(const float* logits, int32_t n_vocab);
+  std::vector<TokenProb> distribution(const float* logits, int32_t n_vocab, const uint64_t* allowed = nullptr);
   // Records a token in the penalty history (prompt tokens and generated ones).
   void accept(int32_t token);
   // Clears the history and restarts the RNG from the seed.
@@ -61,8 +69,9 @@ class Sampler {
  private:
   // Runs penalties and the filters; leaves the survivors in cand_[0..n) and
   // their unnormalised weights in weight_[0..n); returns n (0 for empty input).
-  size_t prepare(const float* logits, int32_t n_vocab, double* total);
+  size_t prepare(const float* logits, int32_t n_vocab, const uint64_t* allowed, double* total);
   void apply_penalties(int32_t n_vocab);
+  void apply_mask(const uint64_t* allowed, size_t nv);
   void select_top_k(size_t k);
   size_t top_p_sorted(size_t n);
   size_t top_p_unsorted(size_t n);

@@ -14,6 +14,7 @@
 
 #include "core/timer.h"
 #include "runtime/generator.h"
+#include "runtime/grammar/constrained_sampling.h"
 #include "server/prefix_cache.h"
 #include "server/stepped_generation.h"
 #include "tokenizer/tokenizer.h"
@@ -114,6 +115,8 @@ struct Engine::Sequence {
   bool stop_hit = false;
   bool done = false;
   std::unique_ptr<SteppedGeneration> gen_task;  // diffusion: the request's generation, one step per iteration
+  std::optional<runtime::grammar::GrammarMatcher> grammar;  // constrained output
+  std::vector<uint64_t> allowed;                            // scratch: the grammar's token mask
   int64_t n_fed() const { return state->n_past(); }
   bool prefilling() const { return n_fed() < n_prompt; }
 };
@@ -177,6 +180,14 @@ Result<std::shared_ptr<RequestChannel>> Engine::submit(GenerationParams p) {
   for (const auto& s : p.stop)
     if (s.empty()) return invalid_argument("stop strings must not be empty");
   auto seq = std::make_unique<Sequence>();
+  if (p.grammar) {
+    if (model_.info().is_diffusion)
+      return invalid_argument("grammar-constrained output (response_format, grammar) is not supported for diffusion models");
+    std::call_once(vocab_once_, [&] { vocab_ = runtime::grammar::TokenVocab::from_tokenizer(model_.tokenizer()); });
+    auto g = runtime::grammar::CompiledGrammar::compile(*p.grammar, vocab_);
+    if (!g) return invalid_argument(g.status().message());
+    seq->grammar.emplace(*g);
+  }
   seq->ch = std::make_shared<RequestChannel>();
   seq->t_submit = now_seconds();
   seq->n_prompt = (int64_t)p.prompt.size();
@@ -405,7 +416,15 @@ void Engine::after_forward(WorkItem& w) {
   const int32_t nv = (int32_t)model_.info().n_vocab;
   std::vector<float> raw;
   if (s.p.top_logprobs >= 0) raw.assign(w.out, w.out + nv);  // the sampler may rewrite the row
-  const int32_t tok = s.sampler->sample(w.out, nv);
+  int32_t tok;
+  if (s.grammar) {
+    auto t = runtime::grammar::sample_constrained(*s.sampler, *s.grammar, w.out, nv, s.allowed);
+    if (!t) return finish(s, FinishReason::kError, t.status().message());
+    if (*t < 0) return finish(s, FinishReason::kStop);  // the grammar is complete; nothing may follow
+    tok = *t;
+  } else {
+    tok = s.sampler->sample(w.out, nv);
+  }
   if (!raw.empty() && !(!s.p.ignore_eos && model_.tokenizer().is_eog(tok))) {
     float mx = -INFINITY;
     for (float v : raw) mx = std::max(mx, v);

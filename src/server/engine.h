@@ -34,6 +34,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,6 +43,7 @@
 #include "core/thread_pool.h"
 #include "models/model.h"
 #include "runtime/diffusion_options.h"
+#include "runtime/grammar/grammar_constraint.h"
 #include "runtime/sampler.h"
 #include "server/metrics.h"
 
@@ -72,6 +74,10 @@ struct GenerationParams {
   std::function<std::vector<int32_t>(const std::string& reply)> turn_tokens;
   int top_logprobs = -1;              // -1: no logprobs; N >= 0: chosen token + top N per token
   runtime::DiffusionOptions diffusion;  // diffusion LMs only (steps, block length, caches, ...)
+  // Grammar-constrained output (response_format, "grammar"): compiled by
+  // submit() against the model's vocabulary (errors -> invalid_argument);
+  // autoregressive models only.
+  std::optional<runtime::grammar::GrammarSource> grammar;
 };
 
 struct TokenLogprob {
@@ -172,6 +178,8 @@ class Engine {
   void publish_gauges();
 
   models::Model& model_;
+  std::once_flag vocab_once_;  // grammar token tables, built on the first constrained request
+  std::shared_ptr<const runtime::grammar::TokenVocab> vocab_;
   ThreadPool* pool_;
   EngineOptions opts_;
   Metrics* metrics_;

@@ -175,6 +175,7 @@ bool HttpServer::Impl::build_prompt(const ParsedRequest& pr, GenerationParams* g
   gp->ignore_eos = pr.ignore_eos;
   gp->top_logprobs = pr.top_logprobs;
   gp->diffusion = pr.diffusion;
+  gp->grammar = pr.grammar;
   return true;
 }
 

@@ -196,6 +196,43 @@ bool parse_json_object(std::string_view body, json* out, ApiError* err) {
   return true;
 }
 
+// response_format (json_object; json_schema with "schema", strict or not;
+// text) and the "grammar" extension (GBNF text) -> r->grammar. The schema is
+// compiled later (the engine reports its errors as 400s too).
+static bool parse_response_format(const json& b, ParsedRequest* r, ApiError* err) {
+  using runtime::grammar::GrammarSource;
+  if (auto it = b.find("response_format"); it != b.end() && !it->is_null()) {
+    if (!it->is_object()) return fail(err, "'response_format' must be an object", "response_format", "invalid_type");
+    auto t = it->find("type");
+    if (t == it->end() || !t->is_string())
+      return fail(err, "'response_format.type' must be a string", "response_format", "invalid_type");
+    const std::string type = t->get<std::string>();
+    if (type == "json_object") {
+      r->grammar = GrammarSource{GrammarSource::Kind::kJsonObject, ""};
+    } else if (type == "json_schema") {
+      auto js = it->find("json_schema");
+      if (js == it->end() || !js->is_object())
+        return fail(err, "'response_format.json_schema' must be an object", "response_format", "invalid_type");
+      auto sc = js->find("schema");
+      if (sc == js->end() || !(sc->is_object() || sc->is_boolean()))
+        return fail(err, "'response_format.json_schema.schema' must be a JSON Schema object", "response_format",
+                    "invalid_type");
+      if (auto st = js->find("strict"); st != js->end() && !st->is_null() && !st->is_boolean())
+        return fail(err, "'response_format.json_schema.strict' must be a boolean", "response_format", "invalid_type");
+      r->grammar = GrammarSource{GrammarSource::Kind::kJsonSchema, sc->dump()};
+    } else if (type != "text") {
+      return fail(err, "unknown response_format type '" + type + "' (expected text, json_object or json_schema)",
+                  "response_format", "invalid_value");
+    }
+  }
+  if (auto it = b.find("grammar"); it != b.end() && !it->is_null()) {
+    if (!it->is_string()) return fail(err, "'grammar' must be a string (GBNF)", "grammar", "invalid_type");
+    if (r->grammar) return fail(err, "give either 'grammar' or a JSON 'response_format', not both", "grammar", "invalid_value");
+    r->grammar = GrammarSource{GrammarSource::Kind::kGbnf, it->get<std::string>()};
+  }
+  return true;
+}
+
 bool parse_generation_request(std::string_view body, bool chat, const RequestLimits& lim, ParsedRequest* out,
                               ApiError* err) {
   json b;
@@ -253,6 +290,7 @@ bool parse_generation_request(std::string_view body, bool chat, const RequestLim
   }
   if (auto it = b.find("echo"); it != b.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>()))
     return fail(err, "'echo' is not supported", "echo", "unsupported_parameter");
+  if (!parse_response_format(b, &r, err)) return false;
   if (auto it = b.find("logprobs"); it != b.end() && !it->is_null()) {
     if (chat) {
       if (!it->is_boolean()) return fail(err, "'logprobs' must be a boolean", "logprobs", "invalid_type");

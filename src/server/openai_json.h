@@ -50,6 +50,9 @@ struct ParsedRequest {
   // "block_length", "remasking", "threshold", "cfg_scale", "prefix_cache",
   // "dual_cache", "cache_refresh" (ignored by autoregressive models).
   runtime::DiffusionOptions diffusion;
+  // response_format {"type": "json_object"} / {"type": "json_schema", "json_schema": {"schema": ...}}
+  // or the "grammar" extension (GBNF text); "text" or absent: none.
+  std::optional<runtime::grammar::GrammarSource> grammar;
 };
 
 // Limits the request is validated against.
