@@ -36,6 +36,10 @@ struct ServeOptions {
   int64_t prefill_chunk = 256;
   int64_t checkpoint_interval = 256;
   int http_threads = 0;
+  int64_t max_body_mb = 16;
+  int64_t max_header_bytes = 32 << 10;
+  int max_connections = 512;
+  double header_timeout = 10, body_timeout = 60, idle_timeout = 5;
   bool no_prefix_cache = false;
   std::string expert_placement;  // --expert-placement PLAN.json (MoE models)
   ComputeOptions compute;
@@ -94,6 +98,12 @@ int run(const ServeOptions& o) {
   so.diffusion = *diffusion;
   so.model_id = !o.alias.empty() ? o.alias : std::filesystem::path(o.model).stem().string();
   so.http_threads = o.http_threads > 0 ? o.http_threads : 2 * o.parallel + 32;
+  so.max_body_bytes = (size_t)o.max_body_mb << 20;
+  so.max_header_bytes = (size_t)o.max_header_bytes;
+  so.max_connections = o.max_connections;
+  so.header_timeout_s = o.header_timeout;
+  so.body_timeout_s = o.body_timeout;
+  so.idle_timeout_s = o.idle_timeout;
 
   if (Status s = engine.start(); !s) return report_error(s);
   server::HttpServer http(engine, metrics, std::move(tmpl), so);
@@ -148,6 +158,25 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::Range((int64_t)1, (int64_t)1 << 30));
   sub->add_option("--http-threads", o->http_threads, "HTTP worker threads (default 2 x parallel + 32)")
       ->check(CLI::Range(1, 4096));
+  // Transport limits (docs/SERVER.md, "Security").
+  sub->add_option("--max-body-mb", o->max_body_mb, "Largest request body, chunked too (MiB); larger: 413")
+      ->capture_default_str()
+      ->check(CLI::Range((int64_t)1, (int64_t)4096));
+  sub->add_option("--max-header-bytes", o->max_header_bytes, "Largest request line + headers; larger: 414/431")
+      ->capture_default_str()
+      ->check(CLI::Range((int64_t)1024, (int64_t)1 << 20));
+  sub->add_option("--max-connections", o->max_connections, "Open connections at most (beyond: idle ones are closed, else 503)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65536));
+  sub->add_option("--header-timeout", o->header_timeout, "Seconds to receive a request head (absolute); then 408")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  sub->add_option("--body-timeout", o->body_timeout, "Seconds to receive a request body after its head (absolute); then 408")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  sub->add_option("--idle-timeout", o->idle_timeout, "Seconds a kept-alive connection may wait for its next request")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
   sub->add_flag("--no-prefix-cache", o->no_prefix_cache, "Disable prefix caching");
   sub->add_option("--expert-placement", o->expert_placement,
                   "MoE models: keep the plan's resident experts in memory (`chimera experts --budget-gb` JSON)");
