@@ -69,6 +69,19 @@ std::string read_until(int fd, double seconds, const std::function<bool(const st
   return buf;
 }
 
+// True when the peer closes (EOF or reset) within `seconds`, data before it ignored.
+bool closed_by_peer(int fd, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds((int)(seconds * 1000));
+  for (;;) {
+    const int left = (int)std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now()).count();
+    if (left <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, left) <= 0) return false;
+    char b[4096];
+    if (::recv(fd, b, sizeof b, 0) <= 0) return true;
+  }
+}
+
 struct RawResponse {
   int status = -1;
   std::string body;
@@ -217,6 +230,41 @@ TEST(HostileTransport, SlowlorisHoldsNoWorkerAndMeetsTheAbsoluteHeadDeadline) {
   EXPECT_EQ(n_408, kSockets);
   EXPECT_TRUE(srv.alive());
   EXPECT_TRUE(srv.answers_health());
+}
+
+TEST(HostileTransport, ConnectionCapEvictsIdleKeepAliveThenRefuses) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  START_SERVER(srv, shared, "--max-connections", "8");
+  auto has_response = [](const std::string& b) { return !parse_responses(b).empty(); };
+  // A kept-alive connection that has been answered and now waits: idle.
+  const int idle = connect_to(srv.port());
+  ASSERT_GE(idle, 0);
+  ASSERT_TRUE(send_all(idle, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_EQ(parse_responses(read_until(idle, 10, has_response)).size(), 1u);
+  // Seven silent connections fill the cap (they are mid-request, not idle).
+  std::vector<int> silent;
+  for (int i = 0; i < 7; ++i) {
+    silent.push_back(connect_to(srv.port()));
+    ASSERT_GE(silent.back(), 0);
+  }
+  // The next connection is served: the idle one is closed to make room.
+  RawResponse r = raw_request(srv.port(), "GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_TRUE(closed_by_peer(idle, 10)) << "the idle connection was not closed";
+  ::close(idle);
+  // With no idle connection left, a new one beyond the cap gets 503.
+  silent.push_back(connect_to(srv.port()));
+  RawResponse refused = raw_request(srv.port(), "GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(refused.status, 503) << refused.body;
+  for (int fd : silent) ::close(fd);
+  // Closed connections free their places.
+  bool healthy = false;
+  for (int i = 0; i < 100 && !healthy; ++i) {  // <= 5 s: the server sees the closes on its next wake
+    healthy = raw_request(srv.port(), "GET /health HTTP/1.1\r\nHost: x\r\n\r\n").status == 200;
+    if (!healthy) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(healthy);
+  EXPECT_TRUE(srv.alive());
 }
 
 TEST(HostileTransport, BadContentLengthIsAnsweredAtOnce) {
