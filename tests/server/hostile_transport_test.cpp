@@ -232,6 +232,32 @@ TEST(HostileTransport, SlowlorisHoldsNoWorkerAndMeetsTheAbsoluteHeadDeadline) {
   EXPECT_TRUE(srv.answers_health());
 }
 
+TEST(HostileTransport, TrickledBodyMeetsTheAbsoluteBodyDeadline) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  START_SERVER(srv, shared, "--body-timeout", "1");
+  const int fd = connect_to(srv.port());
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(send_all(fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n"));
+  // One body byte every 50 ms (each well inside any per-read timeout) until the server answers or closes.
+  std::string got;
+  int sent = 0;
+  for (; sent < 400; ++sent) {  // <= 20 s
+    char b[4096];
+    ssize_t k;
+    while ((k = ::recv(fd, b, sizeof b, MSG_DONTWAIT)) > 0) got.append(b, (size_t)k);
+    if (k == 0 || !got.empty() || ::send(fd, " ", 1, MSG_NOSIGNAL) != 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  got += read_until(fd, 5, [&](const std::string& more) { return !parse_responses(got + more).empty(); });
+  ::close(fd);
+  auto r = parse_responses(got);
+  ASSERT_EQ(r.size(), 1u) << "after " << sent << " bytes: " << got;
+  EXPECT_EQ(r[0].status, 408) << r[0].body;
+  EXPECT_LT(sent, 400);
+  EXPECT_TRUE(srv.alive());
+  EXPECT_TRUE(srv.answers_health());
+}
+
 TEST(HostileTransport, ConnectionCapEvictsIdleKeepAliveThenRefuses) {
   CHIMERA_REQUIRE_SHARED(shared);
   START_SERVER(srv, shared, "--max-connections", "8");
