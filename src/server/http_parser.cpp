@@ -218,15 +218,22 @@ bool HttpParser::parse_head() {
 }
 
 bool HttpParser::take_line(const char* data, size_t n, size_t* used, size_t max_len, int too_long_status) {
-  const void* nl = std::memchr(data, '\n', n);
-  const size_t take = nl ? (size_t)((const char*)nl - data) + 1 : n;
-  if (line_.size() + take > max_len + 2) {
-    *used = take;
-    return fail(too_long_status, too_long_status == 431 ? "the chunked trailer is too large" : "chunk line too long");
+  // The line with its CR LF may take max_len + 2 bytes: its '\n' must come
+  // within the next `room` bytes (the same verdict however input is split).
+  const size_t room = max_len + 2 - line_.size();
+  const void* nl = std::memchr(data, '\n', std::min(n, room));
+  if (!nl) {
+    if (n >= room) {
+      *used = room;
+      return fail(too_long_status, too_long_status == 431 ? "the chunked trailer is too large" : "chunk line too long");
+    }
+    line_.append(data, n);
+    *used = n;
+    return false;
   }
+  const size_t take = (size_t)((const char*)nl - data) + 1;
   line_.append(data, take);
   *used = take;
-  if (!nl) return false;
   line_.pop_back();
   if (!line_.empty() && line_.back() == '\r') line_.pop_back();
   return true;

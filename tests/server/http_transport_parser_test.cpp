@@ -103,6 +103,8 @@ TEST(HttpParser, RefusalsCarryTheirStatus) {
       {post + "Transfer-Encoding: chunked\r\n\r\nzz\r\n", 400},
       {post + "Transfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n", 400},
       {post + "Expect: something\r\n\r\n", 417},
+      {post + "Transfer-Encoding: chunked\r\n\r\n1;" + std::string(2000, 'e') + "\r\nx\r\n0\r\n\r\n", 400},
+      {post + "Transfer-Encoding: chunked\r\n\r\n1\r\nx" + std::string(2000, ' ') + "\r\n0\r\n\r\n", 400},
       {post + " folded\r\n\r\n", 400},
       {post + "Bad Name: x\r\n\r\n", 400},
       {post + ": x\r\n\r\n", 400},
@@ -125,6 +127,7 @@ TEST(HttpParser, RefusalsCarryTheirStatus) {
     EXPECT_EQ(f.status, k.status);
     Fed b = feed(k.in, lim, /*bytewise=*/true);
     EXPECT_EQ(b.status, k.status);
+    EXPECT_EQ(b.used, f.used);  // the same verdict at the same byte, however the input is split
   }
 }
 
