@@ -418,3 +418,21 @@ TEST(HostileTransport, AbandonedNonStreamingRequestIsCancelled) {
 
 }  // namespace
 }  // namespace chimera::test
+
+namespace chimera::test {
+namespace {
+
+TEST(HostileTransport, LimitFlagsRefuseBadValues) {
+  // Refused before the model is read (the path does not exist).
+  for (const char* bad : {"--max-body-mb 0", "--max-body-mb 99999", "--max-header-bytes 10", "--max-connections 0",
+                          "--header-timeout 0", "--body-timeout -1", "--idle-timeout x"}) {
+    SCOPED_TRACE(bad);
+    ShellResult r = run_chimera(std::string("serve -m /nonexistent.gguf ") + bad);
+    EXPECT_EQ(r.rc, 1) << r.output;
+    const std::string flag = std::string(bad).substr(0, std::string(bad).find(' '));
+    EXPECT_NE(r.output.find("error: " + flag), std::string::npos) << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace chimera::test
