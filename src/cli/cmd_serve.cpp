@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
@@ -39,6 +40,7 @@ struct ServeOptions {
   int64_t max_body_mb = 16;
   int64_t max_header_bytes = 32 << 10;
   int max_connections = 512;
+  int64_t max_buffered_mb = 0;  // 0: max(512, 4 x max_body_mb)
   double header_timeout = 10, body_timeout = 60, idle_timeout = 5;
   bool no_prefix_cache = false;
   std::string expert_placement;  // --expert-placement PLAN.json (MoE models)
@@ -60,6 +62,8 @@ int run(const ServeOptions& o) {
   if (Status s = o.compute.apply(); !s) return report_error(s);
   if (o.parallel < 1 || o.parallel > 4096) return report_error("--parallel must be between 1 and 4096");
   if (o.mem_budget_mb < 0) return report_error("--mem-budget-mb must be >= 0");
+  if (o.max_buffered_mb > 0 && o.max_buffered_mb < o.max_body_mb)
+    return report_error("--max-buffered-mb must be at least --max-body-mb");
   auto diffusion = o.diffusion.resolve();
   if (!diffusion) return report_error(diffusion.status());
   auto mr = load_model_verbose(o.model, false);
@@ -101,6 +105,8 @@ int run(const ServeOptions& o) {
   so.max_body_bytes = (size_t)o.max_body_mb << 20;
   so.max_header_bytes = (size_t)o.max_header_bytes;
   so.max_connections = o.max_connections;
+  so.max_buffered_bytes = (size_t)(o.max_buffered_mb > 0 ? o.max_buffered_mb : std::max<int64_t>(512, 4 * o.max_body_mb))
+                          << 20;
   so.header_timeout_s = o.header_timeout;
   so.body_timeout_s = o.body_timeout;
   so.idle_timeout_s = o.idle_timeout;
@@ -168,6 +174,9 @@ void add_serve_command(CLI::App& app) {
   sub->add_option("--max-connections", o->max_connections, "Open connections at most (beyond: idle ones are closed, else 503)")
       ->capture_default_str()
       ->check(CLI::Range(1, 65536));
+  sub->add_option("--max-buffered-mb", o->max_buffered_mb,
+                  "Request data held by all connections together (MiB; default max(512, 4 x --max-body-mb)); beyond: 503")
+      ->check(CLI::Range((int64_t)1, (int64_t)1 << 20));
   sub->add_option("--header-timeout", o->header_timeout, "Seconds to receive a request head (absolute); then 408")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 3600.0));

@@ -363,6 +363,7 @@ void HttpServer::Impl::make_transport() {
   t.limits.max_head_bytes = opts.max_header_bytes;
   t.workers = opts.http_threads > 0 ? opts.http_threads : 64;
   t.max_connections = opts.max_connections;
+  t.max_buffered_bytes = opts.max_buffered_bytes;
   t.header_timeout_s = opts.header_timeout_s;
   t.body_timeout_s = opts.body_timeout_s;
   t.idle_timeout_s = opts.idle_timeout_s;

@@ -36,6 +36,7 @@ struct ServerOptions {
   size_t max_body_bytes = 16u << 20;     // decoded request body (chunked too)
   size_t max_header_bytes = 32u << 10;   // request line + headers
   int max_connections = 512;             // open sockets
+  size_t max_buffered_bytes = 512u << 20;  // request bytes held by all connections together
   double header_timeout_s = 10;          // absolute: connection (or first byte) -> end of head
   double body_timeout_s = 60;            // absolute: end of head -> end of body
   double idle_timeout_s = 5;             // kept-alive connection between requests

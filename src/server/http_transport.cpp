@@ -113,6 +113,7 @@ struct Conn {
   HttpParser parser;
   bool head_checked = false;
   std::optional<HttpResponse> early;  // answered at the head; sent once the small body is read
+  size_t charged = 0;                 // bytes counted in Impl::buffered
   std::string in;   // received, not yet parsed (the start of a pipelined request)
   std::string out;  // kWrite: response bytes
   size_t out_off = 0;
@@ -135,6 +136,7 @@ struct HttpTransport::Impl {
   std::atomic<bool> stopping{false};
   std::unordered_map<int, std::unique_ptr<Conn>> conns;
   int n_working = 0;
+  size_t buffered = 0;  // request bytes held for reading and queued/running connections (Conn::charged)
   bool listener_paused = false;
 
   // Worker queue.
@@ -166,7 +168,13 @@ struct HttpTransport::Impl {
     ev.data.fd = c.fd;
     ::epoll_ctl(epoll_fd, op, c.fd, &ev);
   }
+  // Accounts c's buffered request bytes (body + unparsed input) in `buffered`.
+  void charge(Conn& c, size_t bytes) {
+    buffered = buffered - c.charged + bytes;
+    c.charged = bytes;
+  }
   void close_conn(Conn& c) {
+    charge(c, 0);
     const int fd = c.fd;
     ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
     ::close(fd);
@@ -299,6 +307,7 @@ void HttpTransport::Impl::enter_read(Conn& c, double now) {
   c.head_checked = false;
   c.early.reset();
   c.parser.reset();
+  charge(c, c.in.size());
 }
 
 void HttpTransport::Impl::accept_all() {
@@ -368,6 +377,9 @@ void HttpTransport::Impl::advance(Conn& c) {
     const bool was_started = c.parser.started();
     const size_t n = c.parser.feed(c.in.data(), c.in.size());
     c.in.erase(0, n);
+    charge(c, c.parser.request().body.size() + c.in.size());
+    if (buffered > opts.max_buffered_bytes && c.parser.state() == HttpParser::State::kBody)
+      return respond(c, h.error(503, "the server holds too much request data; retry later"), true);
     if (!was_started && c.parser.started() && c.stage == Conn::Stage::kIdle) {
       c.stage = Conn::Stage::kHead;
       c.deadline = now_s() + opts.header_timeout_s;
@@ -446,6 +458,7 @@ void HttpTransport::Impl::start_linger(Conn& c) {
   c.in.clear();
   c.in.shrink_to_fit();
   c.parser.reset();  // frees a refused body
+  charge(c, 0);
   watch(c, EPOLLIN, EPOLL_CTL_MOD);
 }
 
@@ -484,6 +497,7 @@ void HttpTransport::Impl::take_completions() {
   for (auto& d : got) {
     Conn& c = *d.conn;
     --n_working;
+    charge(c, c.in.size());  // the request (and its body) is gone with the worker
     watch(c, EPOLLIN, EPOLL_CTL_ADD);
     if (d.bytes.empty()) {
       if (d.close_after) {

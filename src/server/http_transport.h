@@ -13,6 +13,9 @@
 //   /health), which then closes the connection after the answer.
 // - At most max_connections sockets are open; at the cap a kept-alive idle
 //   connection is closed to make room, else the new one gets 503 and closes.
+// - Request bytes held by all connections together (bodies being read, and
+//   those of requests queued or running) stay under max_buffered_bytes: a body
+//   that would pass it gets 503 and its connection closes.
 // - Pipelined requests are answered in order: a connection has at most one
 //   request in a worker; bytes after it wait in its buffer (bounded) or the
 //   kernel until the answer is written.
@@ -39,6 +42,7 @@ struct TransportOptions {
   HttpLimits limits;
   int workers = 64;                 // threads running complete requests
   int max_connections = 512;        // open sockets (reading, queued, running, writing)
+  size_t max_buffered_bytes = 512u << 20;  // request bytes held by all connections together
   double header_timeout_s = 10;     // accept (or a kept-alive request's first byte) -> end of head
   double body_timeout_s = 60;       // end of head -> end of body
   double idle_timeout_s = 5;        // kept-alive connection waiting for its next request

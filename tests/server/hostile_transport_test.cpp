@@ -232,6 +232,44 @@ TEST(HostileTransport, SlowlorisHoldsNoWorkerAndMeetsTheAbsoluteHeadDeadline) {
   EXPECT_TRUE(srv.answers_health());
 }
 
+TEST(HostileTransport, BufferedRequestDataIsBoundedAcrossConnections) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  START_SERVER(srv, shared, "--max-body-mb", "4", "--max-buffered-mb", "8");
+  // Three uploads of 3.9 MiB of a declared 4 MiB (each within the body
+  // limit, never complete): together they pass the 8 MiB budget, so one is
+  // refused with 503 once the server has read them.
+  const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 4194304\r\n\r\n";
+  const std::string part(4000u << 10, ' ');
+  std::vector<int> fds;
+  for (int i = 0; i < 3; ++i) {
+    fds.push_back(connect_to(srv.port()));
+    ASSERT_GE(fds.back(), 0);
+  }
+  std::vector<std::string> got(3);
+  std::vector<size_t> off(3, 0);
+  std::string all = head + part;
+  int refused = -1;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (refused < 0 && std::chrono::steady_clock::now() < end) {
+    for (int i = 0; i < 3 && refused < 0; ++i) {
+      if (off[i] < all.size()) {
+        const ssize_t k = ::send(fds[i], all.data() + off[i], all.size() - off[i], MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k > 0) off[i] += (size_t)k;
+      }
+      char b[4096];
+      ssize_t k;
+      while ((k = ::recv(fds[i], b, sizeof b, MSG_DONTWAIT)) > 0) got[i].append(b, (size_t)k);
+      if (!parse_responses(got[i]).empty()) refused = i;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (int fd : fds) ::close(fd);
+  ASSERT_GE(refused, 0) << "no upload was refused; sent " << off[0] << ", " << off[1] << ", " << off[2];
+  EXPECT_EQ(parse_responses(got[refused])[0].status, 503) << got[refused];
+  EXPECT_TRUE(srv.alive());
+  EXPECT_TRUE(srv.answers_health());
+}
+
 TEST(HostileTransport, TrickledBodyMeetsTheAbsoluteBodyDeadline) {
   CHIMERA_REQUIRE_SHARED(shared);
   START_SERVER(srv, shared, "--body-timeout", "1");
@@ -424,7 +462,7 @@ namespace {
 
 TEST(HostileTransport, LimitFlagsRefuseBadValues) {
   // Refused before the model is read (the path does not exist).
-  for (const char* bad : {"--max-body-mb 0", "--max-body-mb 99999", "--max-header-bytes 10", "--max-connections 0",
+  for (const char* bad : {"--max-body-mb 0", "--max-body-mb 99999", "--max-header-bytes 10", "--max-connections 0", "--max-buffered-mb 0",
                           "--header-timeout 0", "--body-timeout -1", "--idle-timeout x"}) {
     SCOPED_TRACE(bad);
     ShellResult r = run_chimera(std::string("serve -m /nonexistent.gguf ") + bad);
