@@ -392,8 +392,9 @@ void HttpTransport::Impl::advance(Conn& c) {
       const HttpRequest& head = c.parser.request();
       if (auto r = h.on_head ? h.on_head(head) : std::nullopt) {
         // Answered at the head. A small declared body is read (and dropped)
-        // to keep the connection; else the connection closes after the answer.
-        if (head.chunked || head.content_length > kMaxSkippedBody)
+        // to keep the connection; else (or when the client waits for a 100
+        // Continue, which it does not get) the connection closes after the answer.
+        if (head.chunked || head.content_length > kMaxSkippedBody || head.expect_continue)
           return respond(c, *r, true);
         if (c.parser.state() != HttpParser::State::kDone) c.early = std::move(*r);
         else return respond(c, *r, !head.keep_alive || stopping.load());
