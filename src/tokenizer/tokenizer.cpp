@@ -100,12 +100,12 @@ Status Tokenizer::init_common(const VocabSpec& spec, const std::string& model, T
                 "<end_of_utterance>"});
   detect(eom_, {"<|eom_id|>"});
   detect(fim_pre, {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>",
-                   "<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>"});
+                   "<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>"});
   detect(fim_suf, {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "hole\xef\xbd\x9c>",
-                   "<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>"});
+                   "<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>"});
   detect(fim_mid, {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>",
-                   "<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>"});
-  detect(fim_pad, {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>"});
+                   "<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>", "<|middle|>"});
+  detect(fim_pad, {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"});
   detect(fim_rep, {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"});
   detect(fim_sep, {"<|file_sep|>"});
 
@@ -115,9 +115,14 @@ Status Tokenizer::init_common(const VocabSpec& spec, const std::string& model, T
     if (id >= 0 && std::find(eog_ids_.begin(), eog_ids_.end(), id) == eog_ids_.end()) eog_ids_.push_back(id);
   };
   for (TokenId id : {fim_pad, fim_rep, fim_sep}) add_eog(id);
+  // llama.cpp's text list. A listed token becomes control (kept as text when
+  // special parsing is off) even where the file types it user-defined, e.g.
+  // "</s>" in the Phi-3 vocabulary.
   for (const char* name :
-       {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>", "<|endoftext|>",
-        "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>", "<end_of_utterance>"}) {
+       {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>",
+        "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
+        "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+        "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>", "[e~["}) {
     TokenId id = lookup(name);
     if (id >= 0) {
       add_eog(id);
@@ -125,13 +130,20 @@ Status Tokenizer::init_common(const VocabSpec& spec, const std::string& model, T
     }
   }
   for (TokenId id : {eos_, eot_, eom_}) add_eog(id);
-  // gpt-oss (harmony): "<|end|>" ends a message, not the generation, when
-  // "<|return|>" and "<|call|>" exist; these markers are always rendered.
+  // gpt-oss (harmony) and solar-open: "<|end|>" ends a message, not the
+  // generation, when "<|return|>" and "<|call|>" (or "<|calls|>" and
+  // "<|flush|>") exist; these markers are always rendered.
   {
     TokenId end = lookup("<|end|>"), ret = lookup("<|return|>"), call = lookup("<|call|>");
-    if (end >= 0 && ret >= 0 && call >= 0) {
+    TokenId calls = lookup("<|calls|>"), flush = lookup("<|flush|>");
+    if (end >= 0 && ((ret >= 0 && call >= 0) || (calls >= 0 && flush >= 0))) {
       eog_ids_.erase(std::remove(eog_ids_.begin(), eog_ids_.end(), end), eog_ids_.end());
       attrs_[end] = kAttrUserDefined;
+    }
+    // Gemma 4 / PaddleOCR: "</s>" is ordinary text next to "<|tool_response>".
+    if (TokenId s = lookup("</s>"); s >= 0 && lookup("<|tool_response>") >= 0) {
+      eog_ids_.erase(std::remove(eog_ids_.begin(), eog_ids_.end(), s), eog_ids_.end());
+      attrs_[s] = kAttrNormal;
     }
     for (const char* name : {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"}) {
       TokenId id = lookup(name);
