@@ -14,6 +14,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "runtime/diffusion_options.h"
@@ -26,7 +27,10 @@ namespace chimera::server {
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                       // 0: any free port (bind() returns it)
-  std::string api_key;                   // "" = no authentication
+  std::vector<std::string> api_keys;     // empty = no authentication; else any of them (api_keys.h)
+  // Prefix-cache scope: false = per API key (+ the request's cache_salt);
+  // true = one cache for all keys (cache_salt still partitions it).
+  bool shared_prefix_cache = false;
   std::string model_id = "chimera";      // the id /v1/models reports and requests may name
   int http_threads = 0;                  // 0: 2 x max running + 32
   size_t max_body_bytes = 16u << 20;

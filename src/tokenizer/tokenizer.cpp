@@ -174,6 +174,11 @@ Status Tokenizer::init_common(const VocabSpec& spec, const std::string& model, T
   if (spec.pre.find("jina-v2-") != std::string::npos) {
     if (TokenId id = lookup("<mask>"); id >= 0) attrs_[id] |= kAttrLstrip;
   }
+  for (TokenId id : special_cache_) {
+    const std::string& t = tokens_[id];
+    if (attrs_[id] & kAttrRstrip) rstrip_last_byte_[(uint8_t)t.back()] = true;
+    if (attrs_[id] & kAttrLstrip) lstrip_first_byte_[(uint8_t)t.front()] = true;
+  }
   return Status::ok();
 }
 
@@ -242,11 +247,89 @@ std::vector<Tokenizer::Fragment> Tokenizer::partition(std::string_view text, boo
 }
 
 std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+  return encode_fragments(partition(text, parse_special), add_special);
+}
+
+std::vector<TokenId> Tokenizer::encode_spans(std::string_view text, const std::vector<Span>& literal,
+                                             bool add_special) const {
+  // Partition each region with its own rule, then join the pieces as one
+  // partition of the whole text would have left them.
+  std::vector<Fragment> frags;
+  bool eat_leading_space = false;  // the last marker has rstrip
+  auto append = [&](const std::vector<Fragment>& part) {
+    for (Fragment f : part) {
+      if (f.token >= 0) {
+        if (attrs_[f.token] & kAttrLstrip) {
+          while (!frags.empty() && frags.back().token < 0) {
+            std::string_view& t = frags.back().text;
+            while (!t.empty() && is_ascii_space(t.back())) t.remove_suffix(1);
+            if (!t.empty()) break;
+            frags.pop_back();
+          }
+        }
+        frags.push_back(f);
+        eat_leading_space = (attrs_[f.token] & kAttrRstrip) != 0;
+        continue;
+      }
+      if (eat_leading_space) {
+        while (!f.text.empty() && is_ascii_space(f.text.front())) f.text.remove_prefix(1);
+        if (f.text.empty()) continue;
+        eat_leading_space = false;
+      }
+      if (!frags.empty() && frags.back().token < 0 &&
+          frags.back().text.data() + frags.back().text.size() == f.text.data()) {
+        frags.back().text = std::string_view(frags.back().text.data(), frags.back().text.size() + f.text.size());
+      } else {
+        frags.push_back(f);
+      }
+    }
+  };
+  size_t pos = 0;
+  for (const Span& s : literal) {
+    const size_t b = std::min(std::max(s.begin, pos), text.size()), e = std::min(std::max(s.end, b), text.size());
+    if (b > pos) append(partition(text.substr(pos, b - pos), /*parse_special=*/true));
+    if (e > b) append(partition(text.substr(b, e - b), /*parse_special=*/false));
+    pos = e;
+  }
+  if (pos < text.size()) append(partition(text.substr(pos), /*parse_special=*/true));
+  return encode_fragments(frags, add_special);
+}
+
+bool Tokenizer::contains_control_text(std::string_view text) const {
+  for (TokenId id : special_cache_) {
+    if ((attrs_[id] & (kAttrControl | kAttrUnknown)) && text.find(tokens_[id]) != std::string_view::npos) return true;
+  }
+  return false;
+}
+
+int64_t Tokenizer::min_tokens(std::string_view text) const {
+  if ((model_ != "llama" && model_ != "gpt2") || max_token_len_ == 0) return 0;
+  uint64_t counted = 0;
+  const size_t n = text.size();
+  for (size_t i = 0; i < n;) {
+    if (!is_ascii_space(text[i])) {
+      ++counted;
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < n && is_ascii_space(text[j])) ++j;
+    const bool may_drop = (i > 0 && rstrip_last_byte_[(uint8_t)text[i - 1]]) ||
+                          (j < n && lstrip_first_byte_[(uint8_t)text[j]]);
+    if (!may_drop) counted += j - i;
+    i = j;
+  }
+  return (int64_t)(counted / max_token_len_);
+}
+
+std::vector<TokenId> Tokenizer::encode_fragments(const std::vector<Fragment>& frags, bool add_special) const {
   std::vector<TokenId> out;
-  out.reserve(text.size() / 3 + 4);
+  size_t bytes = 0;
+  for (const auto& f : frags) bytes += f.text.size();
+  out.reserve(bytes / 3 + frags.size() + 4);
   if (add_special && add_bos_ && bos_ >= 0) out.push_back(bos_);
   bool after_special = true;
-  for (const auto& f : partition(text, parse_special)) {
+  for (const auto& f : frags) {
     if (f.token >= 0) {
       out.push_back(f.token);
       after_special = true;
