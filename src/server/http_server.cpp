@@ -25,6 +25,7 @@ namespace {
 
 using json = nlohmann::json;
 constexpr auto kPoll = std::chrono::milliseconds(250);
+constexpr int64_t kTokenizeContexts = 8;  // /tokenize refuses texts that prove more tokens than this many contexts
 
 void send_json(httplib::Response& res, int status, const std::string& body) {
   res.status = status;
@@ -267,7 +268,17 @@ void HttpServer::Impl::handle_tokenize(const httplib::Request& req, httplib::Res
                                         "parse_special", "invalid_type"));
     parse_special = a->get<bool>();
   }
-  auto ids = engine.tokenizer().encode(it->get<std::string>(), add_special, parse_special);
+  // Counting is for prompts: a text whose size alone proves more than
+  // kTokenizeContexts contexts of tokens is refused before it is tokenized.
+  const std::string& text = it->get_ref<const std::string&>();
+  const int64_t at_least = engine.tokenizer().min_tokens(text), cap = kTokenizeContexts * engine.n_ctx();
+  if (at_least > cap)
+    return send_error(res, make_error(400,
+                                      "the text has at least " + std::to_string(at_least) + " tokens; /tokenize counts at "
+                                      "most " + std::to_string(cap) + " (" + std::to_string(kTokenizeContexts) +
+                                      " contexts)",
+                                      "invalid_request_error", key, "context_length_exceeded"));
+  auto ids = engine.tokenizer().encode(text, add_special, parse_special);
   json out = {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", engine.n_ctx()}};
   send_json(res, 200, out.dump(-1, ' ', false, json::error_handler_t::replace));
 }

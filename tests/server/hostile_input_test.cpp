@@ -127,6 +127,15 @@ TEST(HostileInput, HugePromptsAreRefusedBySize) {
     // Refused from its size ("at least N tokens"), i.e. before tokenization.
     EXPECT_NE(e.value("message", "").find("at least"), std::string::npos) << e.dump();
   }
+  // /tokenize counts long texts, but not ones that prove more than 8 contexts of tokens.
+  auto t = post_json(*c, "/tokenize", json{{"content", big}}.dump());
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->status, 400);
+  EXPECT_NE(error_of(t).value("message", "").find("at least"), std::string::npos) << t->body;
+  auto t_ok = post_json(*c, "/tokenize", json{{"content", big.substr(0, 4000)}}.dump());
+  ASSERT_TRUE(t_ok);
+  EXPECT_EQ(t_ok->status, 200) << t_ok->body;
+  EXPECT_GT(json::parse(t_ok->body)["count"].get<int>(), 256);  // more than one context is fine
   // A prompt just over the context is tokenized and gets the same error, with the exact count.
   std::string over;
   while (over.size() < 2000) over += "Once upon a time. ";
