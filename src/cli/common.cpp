@@ -88,7 +88,16 @@ void SamplingOptions::add_to(CLI::App* app) {
   app->add_option("--repeat-last-n", p.penalty_last_n, "Penalty window (-1 = all)")
       ->capture_default_str()
       ->check(CLI::Range(-1, 1 << 30));
-  app->add_option("--seed", p.seed, "Random seed")->capture_default_str();
+  // The parser would wrap "-1" and saturate values past 2^64 silently.
+  const CLI::Validator u64(
+      [](std::string& v) -> std::string {
+        if (v.empty() || v.size() > 20 || v.find_first_not_of("0123456789") != std::string::npos ||
+            (v.size() == 20 && v > "18446744073709551615"))
+          return "must be an integer between 0 and 18446744073709551615 (got " + v + ")";
+        return "";
+      },
+      "UINT64");
+  app->add_option("--seed", p.seed, "Random seed")->capture_default_str()->check(u64);
 }
 
 Result<std::unique_ptr<models::Model>> load_model_verbose(const std::string& path, bool quiet) {

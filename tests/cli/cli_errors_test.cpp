@@ -94,6 +94,8 @@ TEST(CliErrors, AbsurdNumbersAndDirectoriesAreRefused) {
   expect_error_naming("run -m " + m + " -p hi --top-p 3", "--top-p");
   expect_error_naming("run -m " + m + " -p hi --top-k -2", "--top-k");
   expect_error_naming("run -m " + m + " -p hi --repeat-penalty 0", "--repeat-penalty");
+  expect_error_naming("run -m " + m + " -p hi --seed -1", "--seed");
+  expect_error_naming("run -m " + m + " -p hi --seed 99999999999999999999999", "--seed");
   expect_error_naming("serve -m " + m + " --port 0 --mem-budget-mb 9223372036854775807", "--mem-budget-mb");
   expect_error_naming("serve -m " + m + " --port 0 --mem-budget-mb -1", "--mem-budget-mb");
   expect_error_naming("serve -m " + m + " --port 0 --prefix-cache-scope everyone", "--prefix-cache-scope");
