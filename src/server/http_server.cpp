@@ -14,14 +14,17 @@
 #include <nlohmann/json.hpp>
 
 #include "core/timer.h"
+#include "server/api_keys.h"
 #include "server/http_transport.h"
 #include "server/openai_json.h"
+#include "server/prompt_builder.h"
 
 namespace chimera::server {
 namespace {
 
 using json = nlohmann::json;
 constexpr auto kPoll = std::chrono::milliseconds(250);
+constexpr int64_t kTokenizeContexts = 8;  // /tokenize refuses texts that prove more tokens than this many contexts
 
 HttpResponse json_response(int status, std::string body) {
   HttpResponse r;
@@ -62,7 +65,7 @@ struct RouteInfo {
 
 constexpr RouteInfo kRoutes[] = {
     {"/health", Route::kHealth, "GET", false},
-    {"/metrics", Route::kMetrics, "GET", false},
+    {"/metrics", Route::kMetrics, "GET", true},
     {"/v1/models", Route::kModels, "GET", true},
     {"/v1/completions", Route::kCompletions, "POST", true},
     {"/v1/chat/completions", Route::kChat, "POST", true},
@@ -106,79 +109,27 @@ struct HttpServer::Impl {
                        const tokenizer::Tokenizer* logprobs_tok);
   void handle_tokenize(const HttpRequest& req, HttpExchange& ex);
   void handle_detokenize(const HttpRequest& req, HttpExchange& ex);
-  bool build_prompt(const ParsedRequest& pr, GenerationParams* gp, ApiError* err);
+  bool build_prompt(const ParsedRequest& pr, const HttpRequest& req, GenerationParams* gp, ApiError* err);
   bool authorized(const HttpRequest& head) const {
-    return opts.api_key.empty() || constant_time_equal(head.header("Authorization"), "Bearer " + opts.api_key);
+    return opts.api_keys.empty() || match_api_key(opts.api_keys, head.header("Authorization")) >= 0;
   }
 };
 
-bool HttpServer::Impl::build_prompt(const ParsedRequest& pr, GenerationParams* gp, ApiError* err) {
-  const auto& tok = engine.tokenizer();
-  if (pr.chat) {
-    tokenizer::ChatRenderOptions ro;
-    ro.add_generation_prompt = true;
-    ro.bos_token = bos;
-    ro.eos_token = eos;
-    auto rendered = tmpl.render_json(pr.messages, ro);
-    if (!rendered) {
-      *err = make_error(400, "cannot apply the chat template: " + rendered.status().message(),
-                        "invalid_request_error", "messages", "invalid_value");
-      return false;
-    }
-    // BOS: the vocabulary's rule, unless the template already wrote it.
-    const bool add_special = !(!bos.empty() && rendered->compare(0, bos.size(), bos) == 0);
-    gp->prompt = tok.encode(*rendered, add_special, /*parse_special=*/true);
-    // The next turn's prompt starts with this conversation + the reply as the
-    // template renders it: the engine snapshots the state there (engine.h).
-    gp->turn_tokens = [t = tmpl_shared, msgs = pr.messages, bos = bos, eos = eos,
-                       &tok](const std::string& reply) -> std::vector<int32_t> {
-      nlohmann::ordered_json m = msgs;
-      m.push_back({{"role", "assistant"}, {"content", reply}});
-      tokenizer::ChatRenderOptions o;
-      o.add_generation_prompt = false;
-      o.bos_token = bos;
-      o.eos_token = eos;
-      auto r = t->render_json(m, o);
-      if (!r) return {};
-      const bool add = !(!bos.empty() && r->compare(0, bos.size(), bos) == 0);
-      return tok.encode(*r, add, /*parse_special=*/true);
-    };
-  } else if (pr.prompt_text) {
-    gp->prompt = tok.encode(*pr.prompt_text, /*add_special=*/true, /*parse_special=*/true);
-  } else {
-    gp->prompt = pr.prompt_ids;
-  }
-  const int64_t n_prompt = (int64_t)gp->prompt.size();
-  const int64_t n_ctx = engine.n_ctx();
-  if (n_prompt == 0) {
-    *err = make_error(400, "the prompt is empty after tokenization", "invalid_request_error", "prompt", "invalid_value");
-    return false;
-  }
-  if (n_prompt >= n_ctx) {
-    *err = make_error(400,
-                      "This model's maximum context length is " + std::to_string(n_ctx) + " tokens, but the prompt has " +
-                          std::to_string(n_prompt) + " tokens",
-                      "invalid_request_error", pr.chat ? "messages" : "prompt", "context_length_exceeded");
-    return false;
-  }
-  if (pr.max_tokens > 0 && n_prompt + pr.max_tokens > n_ctx) {
-    *err = make_error(400,
-                      "This model's maximum context length is " + std::to_string(n_ctx) + " tokens; you requested " +
-                          std::to_string(n_prompt + pr.max_tokens) + " tokens (" + std::to_string(n_prompt) +
-                          " in the prompt, " + std::to_string(pr.max_tokens) + " for the completion)",
-                      "invalid_request_error", "max_tokens", "context_length_exceeded");
-    return false;
-  }
-  gp->max_tokens = pr.max_tokens > 0 ? pr.max_tokens
-                   : pr.chat         ? n_ctx - n_prompt
-                                     : std::min<int64_t>(16, n_ctx - n_prompt);
-  if (engine.info().is_diffusion && !resolve_diffusion_length(pr, n_ctx - n_prompt, &gp->max_tokens, err)) return false;
-  gp->sampling = pr.sampling;
-  gp->stop = pr.stop;
-  gp->ignore_eos = pr.ignore_eos;
-  gp->top_logprobs = pr.top_logprobs;
-  gp->diffusion = pr.diffusion;
-  return true;
+bool HttpServer::Impl::build_prompt(const ParsedRequest& pr, const HttpRequest& req, GenerationParams* gp,
+                                    ApiError* err) {
+  PromptContext c;
+  c.tok = &engine.tokenizer();
+  c.tmpl = tmpl_shared;
+  c.bos = bos;
+  c.eos = eos;
+  c.n_ctx = engine.n_ctx();
+  c.is_diffusion = engine.info().is_diffusion;
+  // The prefix-cache identity: the API key the request presented (its index),
+  // unless the cache is shared across keys.
+  std::string identity;
+  if (!opts.api_keys.empty() && !opts.shared_prefix_cache)
+    identity = "key" + std::to_string(match_api_key(opts.api_keys, req.header("Authorization")));
+  return build_generation(c, pr, identity, gp, err);
 }
 
 void HttpServer::Impl::handle_generate(const HttpRequest& req, HttpExchange& ex, bool chat) {
@@ -191,7 +142,7 @@ void HttpServer::Impl::handle_generate(const HttpRequest& req, HttpExchange& ex,
                                               opts.model_id + "'",
                                      "invalid_request_error", "model", "model_not_found"));
   GenerationParams gp;
-  if (!build_prompt(pr, &gp, &err)) return send_error(ex, err);
+  if (!build_prompt(pr, req, &gp, &err)) return send_error(ex, err);
   auto sub = engine.submit(std::move(gp));
   if (!sub) {
     const Status& s = sub.status();
@@ -296,7 +247,24 @@ void HttpServer::Impl::handle_tokenize(const HttpRequest& req, HttpExchange& ex)
           ex, make_error(400, "'add_special' must be a boolean", "invalid_request_error", "add_special", "invalid_type"));
     add_special = a->get<bool>();
   }
-  auto ids = engine.tokenizer().encode(it->get<std::string>(), add_special, /*parse_special=*/true);
+  bool parse_special = true;  // llama.cpp's /tokenize default
+  if (auto a = b.find("parse_special"); a != b.end() && !a->is_null()) {
+    if (!a->is_boolean())
+      return send_error(ex, make_error(400, "'parse_special' must be a boolean", "invalid_request_error",
+                                        "parse_special", "invalid_type"));
+    parse_special = a->get<bool>();
+  }
+  // Counting is for prompts: a text whose size alone proves more than
+  // kTokenizeContexts contexts of tokens is refused before it is tokenized.
+  const std::string& text = it->get_ref<const std::string&>();
+  const int64_t at_least = engine.tokenizer().min_tokens(text), cap = kTokenizeContexts * engine.n_ctx();
+  if (at_least > cap)
+    return send_error(ex, make_error(400,
+                                      "the text has at least " + std::to_string(at_least) + " tokens; /tokenize counts at "
+                                      "most " + std::to_string(cap) + " (" + std::to_string(kTokenizeContexts) +
+                                      " contexts)",
+                                      "invalid_request_error", key, "context_length_exceeded"));
+  auto ids = engine.tokenizer().encode(text, add_special, parse_special);
   json out = {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", engine.n_ctx()}};
   send_json(ex, 200, out.dump(-1, ' ', false, json::error_handler_t::replace));
 }

@@ -18,6 +18,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "runtime/diffusion_options.h"
@@ -30,7 +31,10 @@ namespace chimera::server {
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                       // 0: any free port (bind() returns it)
-  std::string api_key;                   // "" = no authentication
+  std::vector<std::string> api_keys;     // empty = no authentication; else any of them (api_keys.h)
+  // Prefix-cache scope: false = per API key (+ the request's cache_salt);
+  // true = one cache for all keys (cache_salt still partitions it).
+  bool shared_prefix_cache = false;
   std::string model_id = "chimera";      // the id /v1/models reports and requests may name
   int http_threads = 0;                  // worker threads; 0: 64
   size_t max_body_bytes = 16u << 20;     // decoded request body (chunked too)

@@ -92,15 +92,6 @@ std::string serialize_response(const HttpResponse& r, bool keep_alive) {
   return out;
 }
 
-bool constant_time_equal(std::string_view given, std::string_view expected) {
-  volatile unsigned char diff = given.size() == expected.size() ? 0 : 1;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    const unsigned char g = i < given.size() ? (unsigned char)given[i] : 0;
-    diff = (unsigned char)(diff | (g ^ (unsigned char)expected[i]));
-  }
-  return diff == 0;
-}
-
 namespace {
 
 struct Conn {

@@ -105,7 +105,4 @@ class HttpTransport {
 // "HTTP/1.1 200 OK\r\n..." with Content-Length and Connection headers.
 std::string serialize_response(const HttpResponse& r, bool keep_alive);
 
-// Constant-time comparison (time depends only on the expected value's length).
-bool constant_time_equal(std::string_view given, std::string_view expected);
-
 }  // namespace chimera::server

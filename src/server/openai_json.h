@@ -50,6 +50,13 @@ struct ParsedRequest {
   // "block_length", "remasking", "threshold", "cfg_scale", "prefix_cache",
   // "dual_cache", "cache_refresh" (ignored by autoregressive models).
   runtime::DiffusionOptions diffusion;
+  // "parse_special": text that spells a control token becomes that token.
+  // Unset: completions prompts yes (like llama.cpp and vLLM), chat message
+  // contents no (only the chat template's own markers are control tokens).
+  std::optional<bool> parse_special;
+  // "cache_salt": requests share prefix-cache entries only with the same salt
+  // (and the same API key unless the server shares the cache across keys).
+  std::string cache_salt;
 };
 
 // Limits the request is validated against.
@@ -71,7 +78,17 @@ bool parse_generation_request(std::string_view body, bool chat, const RequestLim
 // when the combination is invalid.
 bool resolve_diffusion_length(const ParsedRequest& pr, int64_t room, int64_t* max_tokens, ApiError* err);
 
-// Parses JSON, turning a syntax error or a non-object body into an ApiError.
+// Deepest array/object nesting of JSON text, found by one non-recursive scan
+// of the bytes (brackets inside strings do not count); stops early and returns
+// a value > stop_above once the depth passes stop_above. Malformed text gets a
+// number too (the parser rejects it afterwards).
+int64_t json_nesting_depth(std::string_view text, int64_t stop_above);
+// Request bodies nest at most this deep (OpenAI requests need about 10 levels).
+inline constexpr int64_t kMaxJsonDepth = 64;
+
+// Parses JSON, turning a syntax error, nesting deeper than kMaxJsonDepth (a
+// 400, checked before parsing: nothing recursive ever sees a deeper value) or
+// a non-object body into an ApiError.
 bool parse_json_object(std::string_view body, nlohmann::json* out, ApiError* err);
 
 struct ResponseMeta {

@@ -1,7 +1,7 @@
 // The transport's HTTP/1.1 request parser (src/server/http_parser.h) and
 // helpers, without sockets: heads, Content-Length and chunked bodies fed
 // whole and byte by byte, pipelined leftovers, every limit and refusal
-// status, keep-alive rules, response serialisation, constant-time compare.
+// status, keep-alive rules, response serialisation.
 #include <gtest/gtest.h>
 
 #include "server/http_parser.h"
@@ -159,7 +159,7 @@ TEST(HttpParser, ResetParsesTheNextPipelinedRequest) {
   EXPECT_EQ(p.request().body, "hi");
 }
 
-TEST(HttpTransportHelpers, SerializeAndConstantTimeEqual) {
+TEST(HttpTransportHelpers, SerializeResponse) {
   HttpResponse r;
   r.status = 413;
   r.body = "{}";
@@ -167,12 +167,6 @@ TEST(HttpTransportHelpers, SerializeAndConstantTimeEqual) {
   EXPECT_EQ(serialize_response(r, false),
             "HTTP/1.1 413 Content Too Large\r\nContent-Type: application/json\r\nContent-Length: 2\r\nX-A: 1\r\n"
             "Connection: close\r\n\r\n{}");
-  EXPECT_TRUE(constant_time_equal("Bearer k", "Bearer k"));
-  EXPECT_FALSE(constant_time_equal("Bearer K", "Bearer k"));
-  EXPECT_FALSE(constant_time_equal("Bearer", "Bearer k"));
-  EXPECT_FALSE(constant_time_equal("Bearer kk", "Bearer k"));
-  EXPECT_FALSE(constant_time_equal("", "Bearer k"));
-  EXPECT_TRUE(constant_time_equal("", ""));
 }
 
 }  // namespace
