@@ -308,7 +308,7 @@ int64_t Tokenizer::min_tokens(std::string_view text) const {
   const size_t n = text.size();
   for (size_t i = 0; i < n;) {
     if (!is_ascii_space(text[i])) {
-      ++counted;
+      counted += byte_kept_[(uint8_t)text[i]];
       ++i;
       continue;
     }
@@ -316,7 +316,9 @@ int64_t Tokenizer::min_tokens(std::string_view text) const {
     while (j < n && is_ascii_space(text[j])) ++j;
     const bool may_drop = (i > 0 && rstrip_last_byte_[(uint8_t)text[i - 1]]) ||
                           (j < n && lstrip_first_byte_[(uint8_t)text[j]]);
-    if (!may_drop) counted += j - i;
+    if (!may_drop) {
+      for (size_t k = i; k < j; ++k) counted += byte_kept_[(uint8_t)text[k]];
+    }
     i = j;
   }
   return (int64_t)(counted / max_token_len_);

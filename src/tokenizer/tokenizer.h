@@ -104,7 +104,9 @@ class Tokenizer {
   // <unk> per character), and a token covers at most as many input bytes as
   // its own text is long (longest: max_token_bytes()). ASCII whitespace next
   // to a byte that can end (start) a marker with rstrip (lstrip) may be
-  // dropped, so it is not counted. 0 for WordPiece and "none" vocabularies.
+  // dropped, so it is not counted; nor is a byte the vocabulary can drop (no
+  // byte token and no <unk>, e.g. some control bytes in Falcon's). 0 for
+  // WordPiece and "none" vocabularies.
   // Lets a server reject a prompt that cannot fit the context before paying
   // for its tokenization.
   int64_t min_tokens(std::string_view text) const;
@@ -186,6 +188,10 @@ class Tokenizer {
   bool add_bos_ = false, add_eos_ = false, add_sep_ = false;
   bool add_space_prefix_ = false, clean_spaces_ = false, remove_extra_whitespaces_ = false;
   size_t max_token_len_ = 0;
+  // Input bytes that always reach the output (as a byte token, <unk>, or
+  // inside a longer token): set by the SentencePiece and BPE tokenizers;
+  // min_tokens counts only these.
+  bool byte_kept_[256] = {};
   // Bytes that end an rstrip marker / start an lstrip marker (min_tokens).
   bool rstrip_last_byte_[256] = {};
   bool lstrip_first_byte_[256] = {};

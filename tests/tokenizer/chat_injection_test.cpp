@@ -253,17 +253,18 @@ TEST(EncodeSpans, LiteralRangesAndStripAcrossEdges) {
 // marker text, on every vocabulary (SentencePiece, BPE, WordPiece, tiktoken).
 TEST(MinTokens, IsALowerBoundOnEveryVocabulary) {
   CHIMERA_REQUIRE_SHARED(shared);
-  std::vector<std::unique_ptr<Tokenizer>> toks;
+  std::vector<std::pair<std::string, std::unique_ptr<Tokenizer>>> toks;
   for (const char* name : {"baichuan", "bert-bge", "deepseek-coder", "deepseek-llm", "falcon", "gpt-2", "gpt-neox",
                            "llama-spm", "mpt", "phi-3", "refact", "starcoder"})
-    toks.push_back(load_vocab(name));
-  toks.push_back(llama3());
-  toks.push_back(phi4());
+    toks.emplace_back(name, load_vocab(name));
+  toks.emplace_back("llama3", llama3());
+  toks.emplace_back("phi4", phi4());
   std::mt19937 rng(77);
   const std::vector<std::string> atoms = {" ",      "  ",   "\n",      "\t",        "a",  "hello", "🦙", "é",
                                           "<|end|>", "</s>", "<|user|>", "<s>", "==========", "\xff", "1234"};
   int checked = 0;
-  for (auto& tok : toks) {
+  for (auto& [name, tok] : toks) {
+    SCOPED_TRACE(name);
     ASSERT_NE(tok, nullptr);
     for (int iter = 0; iter < 60; ++iter) {
       std::string s;
@@ -286,6 +287,21 @@ TEST(MinTokens, IsALowerBoundOnEveryVocabulary) {
     }
   }
   EXPECT_GT(checked, 500);
+}
+
+// Bytes a vocabulary can drop (no byte token, no <unk>) are not counted.
+TEST(MinTokens, BytesThatCanBeDroppedAreNotCounted) {
+  tokenizer::VocabSpec spec;
+  spec.model = "gpt2";
+  spec.pre = "gpt-2";
+  spec.tokens = {"a", "b", "ab"};
+  spec.merges = {"a b"};
+  auto tok = Tokenizer::from_spec(spec);
+  ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+  const std::string text(1000, 'x');
+  EXPECT_LT((*tok)->encode(text, false, false).size(), 10u);  // the x's vanish
+  EXPECT_EQ((*tok)->min_tokens(text), 0);
+  EXPECT_GT((*tok)->min_tokens(std::string(1000, 'a')), 100);  // "a" is a token: kept
 }
 
 }  // namespace
