@@ -177,6 +177,34 @@ bool parse_diffusion(const json& b, const RequestLimits& lim, runtime::Diffusion
   return true;
 }
 
+// Top-level request fields: every one is either implemented (parsed below or
+// by the tool-calling / diffusion parsers) or refused with 400
+// unsupported_parameter naming it — nothing is silently ignored
+// (docs/SERVER.md lists both sets).
+constexpr std::string_view kCommonFields[] = {
+    "model", "max_tokens", "stream", "stream_options", "stop", "temperature", "top_p", "min_p", "top_k",
+    "presence_penalty", "frequency_penalty", "repetition_penalty", "repeat_penalty", "repeat_last_n", "seed",
+    "ignore_eos", "n", "logprobs", "response_format", "grammar", "parse_special", "cache_salt", "user",
+    // diffusion models (ignored by autoregressive ones, as documented)
+    "steps", "block_length", "remasking", "threshold", "cfg_scale", "prefix_cache", "dual_cache", "cache_refresh"};
+constexpr std::string_view kChatFields[] = {"messages", "max_completion_tokens", "top_logprobs"};
+constexpr std::string_view kCompletionFields[] = {"prompt", "echo"};
+
+bool check_fields(const json& b, bool chat, ApiError* err) {
+  for (auto it = b.begin(); it != b.end(); ++it) {
+    const std::string& k = it.key();
+    auto in = [&k](const auto& list) {
+      for (std::string_view f : list)
+        if (k == f) return true;
+      return false;
+    };
+    if (in(kCommonFields) || (chat ? in(kChatFields) : in(kCompletionFields))) continue;
+    std::string shown = k.size() > 64 ? k.substr(0, 64) + "..." : k;
+    return fail(err, "'" + shown + "' is not supported by this server", shown, "unsupported_parameter");
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string error_body(const ApiError& e) {
@@ -269,6 +297,7 @@ bool parse_generation_request(std::string_view body, bool chat, const RequestLim
                               ApiError* err) {
   json b;
   if (!parse_json_object(body, &b, err)) return false;
+  if (!check_fields(b, chat, err)) return false;
   ParsedRequest r;
   r.chat = chat;
   // OpenAI defaults.
