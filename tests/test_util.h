@@ -1,5 +1,7 @@
 // Shared test helpers: where the shared reference data lives, temp files.
-// Tests that need ../shared skip (never pass) when it is absent.
+// Tests that need ../shared skip (never pass) when it is absent; when
+// $CHIMERA_SHARED names a folder that does not exist (as .ci/run sets it) they
+// fail instead. Once the folder is there, a file missing from it is a failure.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -98,6 +100,19 @@ inline SplitResult run_chimera_split(const std::string& args) {
 
 }  // namespace chimera::test
 
-#define CHIMERA_REQUIRE_SHARED(var)                                       \
-  std::string var = ::chimera::test::shared_dir();                        \
+namespace chimera::test {
+// The folder $CHIMERA_SHARED names when it is set but missing ("" otherwise):
+// data that was asked for explicitly and is not there is an error, not a skip.
+inline std::string shared_dir_requested_but_missing() {
+  const char* e = std::getenv("CHIMERA_SHARED");
+  if (e && *e && !std::filesystem::is_directory(e)) return e;
+  return {};
+}
+}  // namespace chimera::test
+
+#define CHIMERA_REQUIRE_SHARED(var)                                                                       \
+  std::string var = ::chimera::test::shared_dir();                                                        \
+  if (var.empty() && !::chimera::test::shared_dir_requested_but_missing().empty())                        \
+    GTEST_FAIL() << "CHIMERA_SHARED=" << ::chimera::test::shared_dir_requested_but_missing()              \
+                 << " is not a directory";                                                                 \
   if (var.empty()) GTEST_SKIP() << "shared data not found (set CHIMERA_SHARED)"

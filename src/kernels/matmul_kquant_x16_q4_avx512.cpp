@@ -101,10 +101,12 @@ CHIMERA_T_X16 void q4_tile(const uint8_t* G, const uint8_t* A, size_t a_stride, 
       CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
         const __m512i bp = _mm512_broadcast_i32x4(_mm_hadd_epi16(_mm_loadu_si128((const __m128i*)(Am[m] + 260)),
                                                                  _mm_loadu_si128((const __m128i*)(Am[m] + 276))));
+        // Literal shuffle immediates: a loop index is a constant only after
+        // unrolling, which -O1 (the sanitizer build) does not do in time.
         __m512i Bm = _mm512_madd_epi16(Mk[0], _mm512_shuffle_epi32(bp, (_MM_PERM_ENUM)0x00));
-        CHIMERA_UNROLL for (int k = 1; k < 4; ++k) {
-          Bm = dpwssd<kVnni>(Bm, Mk[k], _mm512_shuffle_epi32(bp, (_MM_PERM_ENUM)(k * 0x55)));
-        }
+        Bm = dpwssd<kVnni>(Bm, Mk[1], _mm512_shuffle_epi32(bp, (_MM_PERM_ENUM)0x55));
+        Bm = dpwssd<kVnni>(Bm, Mk[2], _mm512_shuffle_epi32(bp, (_MM_PERM_ENUM)0xAA));
+        Bm = dpwssd<kVnni>(Bm, Mk[3], _mm512_shuffle_epi32(bp, (_MM_PERM_ENUM)0xFF));
         const __m512 dmv = _mm512_mul_ps(_mm512_set1_ps(-dy[m]), dmin16);
         accm[m] = _mm512_fmadd_ps(dmv, _mm512_cvtepi32_ps(Bm), accm[m]);
       }

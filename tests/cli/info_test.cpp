@@ -31,7 +31,7 @@ void write_bytes(const std::string& path, const std::vector<uint8_t>& b, size_t 
 class InfoTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!fs::exists(test::chimera_binary())) GTEST_SKIP() << "chimera binary not built";
+    if (!fs::exists(test::chimera_binary())) GTEST_FAIL() << "chimera binary not built";
     bytes_ = test::small_model_gguf();
     path_ = test::temp_path("info-model.gguf");
     write_bytes(path_, bytes_, bytes_.size());
@@ -144,7 +144,7 @@ TEST_F(InfoTest, MissingFileIsAnError) {
 
 TEST(InfoSharedTest, RealModels) {
   CHIMERA_REQUIRE_SHARED(shared);
-  if (!fs::exists(test::chimera_binary())) GTEST_SKIP() << "chimera binary not built";
+  if (!fs::exists(test::chimera_binary())) GTEST_FAIL() << "chimera binary not built";
   auto r = run_chimera("info -m " + quote(shared + "/models/stories260K.gguf"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("48 tensors, 1171200 bytes"), std::string::npos) << r.out;

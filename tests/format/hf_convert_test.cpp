@@ -31,7 +31,7 @@ std::string hf_dir() {
 }
 
 TEST(HfConvert, Phi4FlashTinyKeysTensorsAndTokenizer) {
-  if (hf_dir().empty()) GTEST_SKIP() << "no ../shared";
+  CHIMERA_REQUIRE_SHARED(shared);
   const std::string out = test::temp_path("p4f-bf16.gguf");
   Status s = convert(hf_dir(), out, {});
   ASSERT_TRUE(s.is_ok()) << s.message();
@@ -94,7 +94,7 @@ TEST(HfConvert, Phi4FlashTinyKeysTensorsAndTokenizer) {
 }
 
 TEST(HfConvert, F32OutputType) {
-  if (hf_dir().empty()) GTEST_SKIP() << "no ../shared";
+  CHIMERA_REQUIRE_SHARED(shared);
   const std::string out = test::temp_path("p4f-f32.gguf");
   ConvertOptions o;
   o.out_type = "f32";
@@ -147,9 +147,9 @@ TEST(HfConvert, BadFoldersGiveErrorsAndNoFile) {
 }
 
 TEST(HfConvert, CliPicksTheHfImporterForADirectory) {
-  if (hf_dir().empty()) GTEST_SKIP() << "no ../shared";
+  CHIMERA_REQUIRE_SHARED(shared);
   const std::string exe = test::chimera_binary();
-  if (!fs::exists(exe)) GTEST_SKIP() << "chimera binary not built";
+  ASSERT_TRUE(fs::exists(exe)) << exe << " not built";
   const std::string out = test::temp_path("p4f-cli.gguf");
   const std::string cmd = exe + " convert -q " + hf_dir() + " -o " + out + " --type f16";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;

@@ -157,8 +157,7 @@ TEST(Safetensors, ShardedCheckpoint) {
 }
 
 TEST(Safetensors, SharedPhi4FlashCheckpointOpens) {
-  const std::string shared = test::shared_dir();
-  if (shared.empty()) GTEST_SKIP() << "no ../shared";
+  CHIMERA_REQUIRE_SHARED(shared);
   auto c = Checkpoint::open(shared + "/golden/hf/phi4flash-tiny-a");
   ASSERT_TRUE(c.is_ok()) << c.status().message();
   const TensorInfo* e = (*c)->find("model.embed_tokens.weight");

@@ -26,7 +26,8 @@ struct P4Fixture {
   std::vector<int32_t> turn2;
   std::vector<float> turn2_logits;
   std::unique_ptr<models::Model> model;
-  std::string skip;
+  std::string skip;   // no shared data at all: the tests skip
+  std::string error;  // shared data present but the case does not convert or load: the tests fail
 };
 
 P4Fixture& fixture() {
@@ -35,11 +36,12 @@ P4Fixture& fixture() {
     const std::string shared = test::shared_dir();
     if (shared.empty()) {
       f.skip = "no ../shared";
+      if (!test::shared_dir_requested_but_missing().empty()) f.error = "CHIMERA_SHARED is not a directory";
       return f;
     }
     const std::string gdir = shared + "/golden";
     if (!test::load_golden(gdir, "phi4flash-a", &f.gc)) {
-      f.skip = "no phi4flash-a case";
+      f.error = "cannot read " + gdir + "/phi4flash-a.json";
       return f;
     }
     f.turn2 = f.gc.meta["turn2"]["tokens"].get<std::vector<int32_t>>();
@@ -49,15 +51,13 @@ P4Fixture& fixture() {
     o.out_type = "f32";
     Status s = format::hf::convert(f.gc.model_path, out, o);
     if (!s) {
-      ADD_FAILURE() << "convert: " << s.message();
-      f.skip = "convert failed";
+      f.error = "convert: " + s.message();
       return f;
     }
     auto m = models::load_model(out);
     std::filesystem::remove(out);
     if (!m) {
-      ADD_FAILURE() << "load: " << m.status().message();
-      f.skip = "load failed";
+      f.error = "load: " + m.status().message();
       return f;
     }
     f.model = std::move(m).value();
@@ -74,6 +74,7 @@ float scale_of(const P4Fixture& f) {
 
 TEST(Phi4FlashGolden, PromptGenAndTurn2LogitsInAllModes) {
   P4Fixture& f = fixture();
+  ASSERT_TRUE(f.error.empty()) << f.error;
   if (!f.skip.empty()) GTEST_SKIP() << f.skip;
   const test::GoldenCase& gc = f.gc;
   models::Model& m = *f.model;
@@ -127,6 +128,7 @@ TEST(Phi4FlashGolden, PromptGenAndTurn2LogitsInAllModes) {
 
 TEST(Phi4FlashGolden, LastRowOnlyAndGreedy) {
   P4Fixture& f = fixture();
+  ASSERT_TRUE(f.error.empty()) << f.error;
   if (!f.skip.empty()) GTEST_SKIP() << f.skip;
   const test::GoldenCase& gc = f.gc;
   models::Model& m = *f.model;
@@ -201,6 +203,7 @@ std::vector<float> all_logits(models::Model& m, const std::vector<int32_t>& seq,
 // holds every position) — the ring wraps many times along the way.
 TEST(Phi4FlashRing, StateBytesAndChunksLongerThanTheWindow) {
   P4Fixture& f = fixture();
+  ASSERT_TRUE(f.error.empty()) << f.error;
   if (!f.skip.empty()) GTEST_SKIP() << f.skip;
   models::Model& m = *f.model;
   const int64_t window = f.gc.meta["settings"]["sliding_window"].get<int64_t>();
@@ -239,6 +242,7 @@ TEST(Phi4FlashRing, StateBytesAndChunksLongerThanTheWindow) {
 // measurement switch): same logits for last-row and all-row requests.
 TEST(Phi4FlashYoco, AllRowsSwitchGivesTheSameLogits) {
   P4Fixture& f = fixture();
+  ASSERT_TRUE(f.error.empty()) << f.error;
   if (!f.skip.empty()) GTEST_SKIP() << f.skip;
   const std::string out = test::temp_path("phi4flash-noyoco.gguf");
   format::hf::ConvertOptions o;
@@ -275,6 +279,7 @@ TEST(Phi4FlashYoco, AllRowsSwitchGivesTheSameLogits) {
 // 2.4% of the logit scale off: max |diff| 0.129 at scale 5.38.)
 TEST(Phi4FlashBf16, DefaultConversionKeepsBf16AndMeetsTheToleranceInAllModes) {
   P4Fixture& f = fixture();
+  ASSERT_TRUE(f.error.empty()) << f.error;
   if (!f.skip.empty()) GTEST_SKIP() << f.skip;
   const std::string out = test::temp_path("phi4flash-default.gguf");
   ASSERT_TRUE(format::hf::convert(f.gc.model_path, out, format::hf::ConvertOptions{}).is_ok());

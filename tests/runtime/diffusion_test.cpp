@@ -12,7 +12,6 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "core/timer.h"
 #include "format/gguf/gguf.h"
 #include "models/model.h"
 #include "runtime/diffusion.h"
@@ -362,78 +361,6 @@ TEST(DiffusionGenerate, BadOptionsAreClearErrors) {
   EXPECT_FALSE(models::diffusion_spec(**llama).is_ok());
   runtime::DiffusionGenerator bad(**llama, 64, &pool);
   EXPECT_FALSE(bad.generate({1, 2}, base_opts(), [](int32_t) { return true; }).is_ok());
-}
-
-}  // namespace
-}  // namespace chimera::test
-
-namespace chimera::test {
-namespace {
-
-// Measurement for docs/DIFFUSION.md (disabled: run with
-// --gtest_also_run_disabled_tests --gtest_filter='*DiffusionBench*'): token
-// agreement of each acceleration with the exact run, model rows evaluated and
-// wall time, over a fixed set of prompts.
-TEST(DiffusionBench, DISABLED_AgreementAndSpeed) {
-  CHIMERA_REQUIRE_SHARED(shared);
-  Tiny t = load_tiny(shared);
-  ASSERT_TRUE(t.model);
-  std::vector<std::vector<int32_t>> prompts = {t.prompt};
-  {
-    std::ifstream f(shared + "/golden/tiny-llada-long.json");
-    prompts.push_back(nlohmann::json::parse(f)["prompt_tokens"].get<std::vector<int32_t>>());
-  }
-  for (int k = 0; k < 6; ++k) {  // fixed pseudo-random prompts of 8..28 tokens
-    std::mt19937_64 r((uint64_t)k + 100);
-    std::vector<int32_t> p = {1};
-    for (int i = 0; i < 8 + 4 * k; ++i) p.push_back((int32_t)(r() % 3000) + 100);
-    prompts.push_back(p);
-  }
-  const int64_t gen = std::getenv("DLM_GEN") ? std::atoll(std::getenv("DLM_GEN")) : 128;
-  const int64_t block = std::getenv("DLM_BLOCK") ? std::atoll(std::getenv("DLM_BLOCK")) : 32;
-  const double tau = std::getenv("DLM_TAU") ? std::atof(std::getenv("DLM_TAU")) : 0.9;
-  struct Mode {
-    const char* name;
-    bool prefix, dual;
-    int64_t refresh;
-    double threshold;
-  };
-  const std::vector<Mode> modes = {{"exact", false, false, 0, 0},       {"prefix cache", true, false, 0, 0},
-                                   {"dual cache", false, true, 0, 0},   {"dual cache, refresh 8", false, true, 8, 0},
-                                   {"threshold", false, false, 0, tau}, {"prefix + threshold", true, false, 0, tau},
-                                   {"dual + threshold", false, true, 0, tau}};
-  std::vector<std::vector<int32_t>> exact(prompts.size());
-  double t_exact = 0;
-  int64_t rows_exact = 0;
-  std::printf("gen %lld, block %lld, steps = gen, tau %.3g, %zu prompts\n", (long long)gen, (long long)block, tau,
-              prompts.size());
-  std::printf("| mode | token agreement | steps | model rows | rows speed-up | wall s | speed-up |\n|---|---|---|---|---|---|---|\n");
-  for (const Mode& m : modes) {
-    auto o = base_opts();
-    o.n_predict = gen;
-    o.diffusion.steps = gen;
-    o.diffusion.block_length = block;
-    o.diffusion.prefix_cache = m.prefix;
-    o.diffusion.dual_cache = m.dual;
-    o.diffusion.cache_refresh = m.refresh;
-    o.diffusion.threshold = m.threshold;
-    int64_t agree = 0, total = 0, rows = 0, steps = 0;
-    const double t0 = now_seconds();
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      runtime::DiffusionRunStats rs;
-      std::vector<int32_t> out;
-      run(*t.model, prompts[i], o, &rs, &out);
-      rows += rs.rows;
-      steps += rs.steps;
-      if (&m == &modes[0]) exact[i] = out;
-      for (size_t k = 0; k < out.size(); ++k) agree += out[k] == exact[i][k];
-      total += (int64_t)out.size();
-    }
-    const double dt = now_seconds() - t0;
-    if (&m == &modes[0]) t_exact = dt, rows_exact = rows;
-    std::printf("| %s | %.1f%% | %lld | %lld | %.2fx | %.2f | %.2fx |\n", m.name, 100.0 * agree / total,
-                (long long)steps, (long long)rows, (double)rows_exact / rows, dt, t_exact / dt);
-  }
 }
 
 }  // namespace

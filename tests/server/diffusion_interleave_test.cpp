@@ -1,8 +1,9 @@
 // Diffusion requests do not hold the engine loop (tiny-llada): each advances
 // one denoising step per engine iteration, so a short request sent while a long
 // one is streaming finishes first (with whole-request generation it would wait
-// for the long one), /health answers promptly meanwhile, and both outputs
-// equal `chimera run` alone.
+// for the long one), /health is answered while the long one is still
+// streaming, and both outputs equal `chimera run` alone. Only the order of
+// events is asserted, never a duration.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -78,14 +79,15 @@ TEST(DiffusionInterleave, ConcurrentRequestsInterleaveAndMatchRun) {
   ASSERT_TRUE(a_streaming);
   std::thread tb([&] { b = stream_timed(*srv.client(), body(ids_b, 32)); });
   // /health while both generate.
-  const auto h0 = Clock::now();
   auto h = srv.client(10)->Get("/health");
-  const double health_s = std::chrono::duration<double>(Clock::now() - h0).count();
+  const auto health_done = Clock::now();
   tb.join();
   ta.join();
   ASSERT_TRUE(h);
   EXPECT_EQ(h->status, 200);
-  EXPECT_LT(health_s, 1.0);
+  // Answered before the long request finished (a server that ran a diffusion
+  // request to its end inside the loop would answer only afterwards).
+  EXPECT_LT(health_done, a.last);
   EXPECT_EQ(a.text, want_a);
   EXPECT_EQ(b.text, want_b);
   ASSERT_GE(a.chunks, 2);

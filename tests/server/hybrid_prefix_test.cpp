@@ -26,7 +26,7 @@ json chat(ServerProcess& srv, const json& body) {
 TEST(HybridPrefix, SecondTurnPrefillsOnlyNewTokensAndMatchesColdRun) {
   CHIMERA_REQUIRE_SHARED(shared);
   const std::string model = hybrid_model(shared);
-  if (!std::filesystem::exists(model)) GTEST_SKIP() << model << " not found";
+  ASSERT_TRUE(std::filesystem::exists(model)) << model << " not found";
 
   ServerProcess warm;
   std::string err;
@@ -98,7 +98,7 @@ TEST(HybridPrefix, SecondTurnPrefillsOnlyNewTokensAndMatchesColdRun) {
 TEST(HybridPrefix, LogprobsValidation) {
   CHIMERA_REQUIRE_SHARED(shared);
   const std::string model = hybrid_model(shared);
-  if (!std::filesystem::exists(model)) GTEST_SKIP() << model << " not found";
+  ASSERT_TRUE(std::filesystem::exists(model)) << model << " not found";
   ServerProcess srv;
   std::string err;
   ASSERT_TRUE(srv.start(model, {}, &err)) << err;

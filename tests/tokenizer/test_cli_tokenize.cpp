@@ -26,7 +26,7 @@ CmdResult run_cmd(const std::string& cmd) {
 }
 
 #define REQUIRE_CHIMERA_BINARY()                                                   \
-  if (!std::filesystem::exists(chimera_binary())) GTEST_SKIP() << "chimera binary not built"
+  if (!std::filesystem::exists(chimera_binary())) GTEST_FAIL() << "chimera binary not built"
 
 TEST(CliTokenize, TokenizeAndDetokenize) {
   CHIMERA_REQUIRE_SHARED(shared);
