@@ -10,6 +10,8 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "cli/commands.h"
@@ -38,6 +40,7 @@ struct ServeOptions {
   int http_threads = 0;
   bool no_prefix_cache = false;
   std::string expert_placement;  // --expert-placement PLAN.json (MoE models)
+  std::string chat_template_file;  // replaces the model's chat template
   ComputeOptions compute;
   DiffusionCliOptions diffusion;  // diffusion LMs: server defaults (a request's JSON may override them)
 };
@@ -68,7 +71,15 @@ int run(const ServeOptions& o) {
   }
 
   tokenizer::ChatTemplate tmpl = tokenizer::ChatTemplate::fallback();
-  if (auto src = model.gguf().get_string("tokenizer.chat_template")) {
+  if (!o.chat_template_file.empty()) {
+    std::ifstream f(o.chat_template_file, std::ios::binary);
+    if (!f) return report_error("--chat-template-file: cannot read '" + o.chat_template_file + "'");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    auto parsed = tokenizer::ChatTemplate::parse(ss.str());
+    if (!parsed) return report_error("--chat-template-file: " + parsed.status().message());
+    tmpl = std::move(parsed).value();
+  } else if (auto src = model.gguf().get_string("tokenizer.chat_template")) {
     auto parsed = tokenizer::ChatTemplate::parse(*src);
     if (parsed)
       tmpl = std::move(parsed).value();
@@ -138,6 +149,8 @@ void add_serve_command(CLI::App& app) {
   sub->add_option("--mem-budget-mb", o->mem_budget_mb,
                   "Memory for sequence states + prefix cache (MiB; 0 = 2 x parallel states)")
       ->capture_default_str();
+  sub->add_option("--chat-template-file", o->chat_template_file,
+                  "Jinja chat template to use instead of the model's (HF tokenizer_config.json style)");
   sub->add_option("--alias", o->alias, "Model id reported by /v1/models (default: the file name)");
   sub->add_option("--prefill-chunk", o->prefill_chunk, "Prompt tokens processed per engine iteration")
       ->capture_default_str()

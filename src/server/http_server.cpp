@@ -17,6 +17,7 @@
 
 #include "core/timer.h"
 #include "server/openai_json.h"
+#include "server/tool_response.h"
 
 namespace chimera::server {
 namespace {
@@ -63,6 +64,8 @@ struct StreamState {
   bool finished = false;
   double last_write = 0;
   std::vector<StreamEvent> events;
+  std::shared_ptr<ToolStreamFilter> tool_filter;  // active tools: calls held back and parsed
+  ToolSession tools;
 };
 
 }  // namespace
@@ -93,7 +96,7 @@ struct HttpServer::Impl {
   void stream_response(httplib::Response& res, std::shared_ptr<StreamState> st);
   void handle_tokenize(const httplib::Request& req, httplib::Response& res);
   void handle_detokenize(const httplib::Request& req, httplib::Response& res);
-  bool build_prompt(const ParsedRequest& pr, GenerationParams* gp, ApiError* err);
+  bool build_prompt(const ParsedRequest& pr, const ToolSession& tools, GenerationParams* gp, ApiError* err);
 
   // The API-key check runs inside the handler, after httplib has read the
   // body: a pre-routing rejection would leave the body unread on a keep-alive
@@ -109,14 +112,17 @@ struct HttpServer::Impl {
   }
 };
 
-bool HttpServer::Impl::build_prompt(const ParsedRequest& pr, GenerationParams* gp, ApiError* err) {
+bool HttpServer::Impl::build_prompt(const ParsedRequest& pr, const ToolSession& tools, GenerationParams* gp,
+                                    ApiError* err) {
   const auto& tok = engine.tokenizer();
   if (pr.chat) {
     tokenizer::ChatRenderOptions ro;
     ro.add_generation_prompt = true;
     ro.bos_token = bos;
     ro.eos_token = eos;
-    auto rendered = tmpl.render_json(pr.messages, ro);
+    nlohmann::ordered_json messages;
+    prepare_tool_render(pr.messages, tools.req, tools.format, &messages, &ro);  // tools: tool_request.h
+    auto rendered = tmpl.render_json(messages, ro);
     if (!rendered) {
       *err = make_error(400, "cannot apply the chat template: " + rendered.status().message(),
                         "invalid_request_error", "messages", "invalid_value");
@@ -127,7 +133,7 @@ bool HttpServer::Impl::build_prompt(const ParsedRequest& pr, GenerationParams* g
     gp->prompt = tok.encode(*rendered, add_special, /*parse_special=*/true);
     // The next turn's prompt starts with this conversation + the reply as the
     // template renders it: the engine snapshots the state there (engine.h).
-    gp->turn_tokens = [t = tmpl_shared, msgs = pr.messages, bos = bos, eos = eos,
+    gp->turn_tokens = [t = tmpl_shared, msgs = messages, bos = bos, eos = eos, extra = ro.extra_context,
                        &tok](const std::string& reply) -> std::vector<int32_t> {
       nlohmann::ordered_json m = msgs;
       m.push_back({{"role", "assistant"}, {"content", reply}});
@@ -135,6 +141,7 @@ bool HttpServer::Impl::build_prompt(const ParsedRequest& pr, GenerationParams* g
       o.add_generation_prompt = false;
       o.bos_token = bos;
       o.eos_token = eos;
+      o.extra_context = extra;
       auto r = t->render_json(m, o);
       if (!r) return {};
       const bool add = !(!bos.empty() && r->compare(0, bos.size(), bos) == 0);
@@ -188,8 +195,11 @@ void HttpServer::Impl::handle_generate(const httplib::Request& req, httplib::Res
     return send_error(res, make_error(404, "The model '" + pr.model + "' does not exist; this server serves '" +
                                                opts.model_id + "'",
                                       "invalid_request_error", "model", "model_not_found"));
+  ToolSession tools;
+  if (!parse_tool_session(req.body, chat, tmpl, &tools, &err)) return send_error(res, err);
   GenerationParams gp;
-  if (!build_prompt(pr, &gp, &err)) return send_error(res, err);
+  if (!build_prompt(pr, tools, &gp, &err)) return send_error(res, err);
+  if (!apply_tool_generation(tools, &gp, &err)) return send_error(res, err);
   auto sub = engine.submit(std::move(gp));
   if (!sub) {
     const Status& s = sub.status();
@@ -213,6 +223,8 @@ void HttpServer::Impl::handle_generate(const httplib::Request& req, httplib::Res
     st->meta = meta;
     st->include_usage = pr.include_usage;
     if (pr.top_logprobs >= 0) st->logprobs_tok = &engine.tokenizer();
+    if (tools.req.active()) st->tool_filter = std::make_shared<ToolStreamFilter>(tools.format);
+    st->tools = tools;
     return stream_response(res, st);
   }
   std::string text;
@@ -228,8 +240,10 @@ void HttpServer::Impl::handle_generate(const httplib::Request& req, httplib::Res
       if (!ev.done) continue;
       if (!ev.error.empty())
         return send_error(res, make_error(500, "generation failed: " + ev.error, "server_error", "", "internal_error"));
-      return send_json(res, 200, completion_body(meta, text, ev.finish, ev.usage,
-                                                     pr.top_logprobs >= 0 ? &lps : nullptr, &engine.tokenizer()));
+      return send_json(res, 200,
+                       with_tool_calls(completion_body(meta, text, ev.finish, ev.usage,
+                                                       pr.top_logprobs >= 0 ? &lps : nullptr, &engine.tokenizer()),
+                                       text, tools));
     }
   }
 }
@@ -272,6 +286,7 @@ void HttpServer::Impl::stream_response(httplib::Response& res, std::shared_ptr<S
           return true;
         }
         for (auto& ev : st->events) {
+          if (st->tool_filter) ev.text = st->tool_filter->feed(ev.text);
           const bool lp = st->logprobs_tok && !ev.logprobs.empty();
           if ((!ev.text.empty() || lp) &&
               !write(chunk_body(st->meta, ev.text, FinishReason::kNone, false, lp ? &ev.logprobs : nullptr,
@@ -281,6 +296,10 @@ void HttpServer::Impl::stream_response(httplib::Response& res, std::shared_ptr<S
           if (!ev.error.empty()) {
             ApiError e = make_error(500, "generation failed: " + ev.error, "server_error", "", "internal_error");
             if (!write(error_body(e))) return abandon();
+          } else if (st->tool_filter) {
+            for (const auto& c : tool_stream_tail(st->meta, *st->tool_filter, st->tools, ev.finish))
+              if (!write(c)) return abandon();
+            if (st->include_usage && !write(usage_chunk_body(st->meta, ev.usage))) return abandon();
           } else {
             if (!write(chunk_body(st->meta, "", ev.finish))) return abandon();
             if (st->include_usage && !write(usage_chunk_body(st->meta, ev.usage))) return abandon();
