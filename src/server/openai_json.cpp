@@ -288,6 +288,8 @@ bool parse_generation_request(std::string_view body, bool chat, const RequestLim
     if (!it->is_number_integer() || it->get<int64_t>() != 1)
       return fail(err, "only n = 1 is supported", "n", "invalid_value");
   }
+  if (auto it = b.find("best_of"); it != b.end() && !it->is_null() && !(it->is_number_integer() && it->get<int64_t>() == 1))
+    return fail(err, "'best_of' is not supported (only 1)", "best_of", "unsupported_parameter");
   if (auto it = b.find("echo"); it != b.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>()))
     return fail(err, "'echo' is not supported", "echo", "unsupported_parameter");
   if (!parse_response_format(b, &r, err)) return false;
