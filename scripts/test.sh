@@ -2,7 +2,8 @@
 # Builds chimera (Release, with tests) and runs the whole test suite:
 # unit and kernel sweeps on every ISA the CPU runs, golden model cases from
 # ../shared (skipped, never passed, when absent), tokenizer vectors, CLI error
-# cases, then a bounded libFuzzer run of the GGUF reader.
+# cases, then bounded libFuzzer runs of the GGUF reader and the HTTP request path
+# (CHIMERA_FUZZ_SECONDS in all, default 30, split between them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # ccache: hash paths relative to the checkout so fresh clones reuse the cache.

@@ -95,6 +95,10 @@ int run(const ChatOptions& o) {
   if (!o.system.empty()) messages.push_back({"system", o.system});
   std::string fed;  // text the model has consumed so far
   const bool tty = isatty(STDIN_FILENO);
+  // The console user is the operator: special-token text typed into a message
+  // is parsed (unlike `chimera serve`, where message contents are plain text).
+  std::fprintf(stderr, "chimera: special tokens are parsed in your messages (text such as \"%s\" becomes that token)\n",
+               tok.eos() >= 0 ? tok.token_text(tok.eos()).c_str() : "</s>");
   if (tty) std::fprintf(stderr, "Type a message; an empty line or Ctrl-D ends the chat.\n");
   std::string line;
   for (;;) {
@@ -167,8 +171,10 @@ void add_chat_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("chat", "Interactive multi-turn chat with the model's chat template");
   sub->add_option("-m,--model", o->model, "GGUF model file")->required();
   sub->add_option("--system", o->system, "System message");
-  sub->add_option("-n,--n-predict", o->n_predict, "Maximum reply tokens (-1 = until end of turn)")->capture_default_str();
-  sub->add_option("-c,--ctx-size", o->n_ctx, "Context size (default 4096)");
+  sub->add_option("-n,--n-predict", o->n_predict, "Maximum reply tokens (-1 = until end of turn)")
+      ->capture_default_str()
+      ->check(CLI::Range((int64_t)-1, kMaxCtx));
+  add_ctx_option(sub, &o->n_ctx, "Context size (default 4096)");
   sub->add_flag("-v,--verbose", o->verbose, "Print per-turn token counts and speed");
   sub->add_flag("--show-prompt", o->show_prompt, "Print each turn's templated text and its token ids to stderr");
   o->compute.add_to(sub);

@@ -109,7 +109,7 @@ void add_experts_command(CLI::App& app) {
   sub->add_option("--csv", o->csv_out, "Write per-expert rows as CSV");
   sub->add_option("--budget-gb", o->budget_gb, "Memory budget for experts (1 GB = 1e9 bytes): print a placement plan");
   sub->add_option("--prefetch-slots", o->prefetch_slots, "Experts per layer staged for prefetch")->capture_default_str();
-  sub->add_option("-c,--ctx-size", o->n_ctx, "Window size in tokens (default 4096)");
+  add_ctx_option(sub, &o->n_ctx, "Window size in tokens (default 4096)");
   sub->add_flag("-q,--quiet", o->quiet, "No model summary on stderr");
   o->compute.add_to(sub);
   sub->callback([o] { set_exit_code(run_experts(*o)); });

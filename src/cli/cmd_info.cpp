@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/common.h"
 #include "format/gguf/gguf.h"
 
 namespace chimera::cli {
@@ -376,8 +377,8 @@ void add_info_command(CLI::App& app) {
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("info", "Describe a GGUF file: metadata, tensors, memory estimate");
   cmd->add_option("-m,--model", opts->model, "GGUF file")->required();
-  cmd->add_option("-c,--ctx-size", opts->ctx,
-                  "context length for the KV-cache estimate (default: min(4096, training context))");
+  add_ctx_option(cmd, &opts->ctx,
+                 "context length for the KV-cache estimate (default: min(4096, training context))");
   cmd->add_flag("--no-tensors", opts->no_tensors, "omit the tensor table");
   cmd->add_flag("--json", opts->json, "print JSON");
   cmd->callback([opts] { run_info(*opts); });

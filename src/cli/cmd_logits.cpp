@@ -62,7 +62,7 @@ void add_logits_command(CLI::App& app) {
   sub->add_option("-t,--tokens", o->ids, "Token ids, comma-separated (fed as given)")->required();
   sub->add_option("-o,--output", o->out, "Output file (little-endian float32)")->required();
   sub->add_option("--mode", o->mode, "batch | step | chunk=N")->capture_default_str();
-  sub->add_option("-c,--ctx-size", o->n_ctx, "Context size (default max(n_tokens, 512))");
+  add_ctx_option(sub, &o->n_ctx, "Context size (default max(n_tokens, 512))");
   o->compute.add_to(sub);
   sub->callback([o] { set_exit_code(run(*o)); });
 }

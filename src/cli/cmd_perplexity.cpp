@@ -154,7 +154,7 @@ void add_perplexity_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("perplexity", "Perplexity of a text file; KL divergence against a base model");
   sub->add_option("-m,--model", o->model, "GGUF model file")->required();
   sub->add_option("-f,--file", o->file, "Text file")->required();
-  sub->add_option("-c,--ctx-size", o->n_ctx, "Window size in tokens (the second half is scored)")->capture_default_str();
+  add_ctx_option(sub, &o->n_ctx, "Window size in tokens (the second half is scored)")->capture_default_str();
   sub->add_option("--kld-base", o->base, "Base model (e.g. the F32/F16 original) for KLD / top-1 / logit error");
   o->compute.add_to(sub);
   sub->callback([o] { set_exit_code(run_perplexity(*o)); });

@@ -57,6 +57,9 @@ int run(const RunOptions& o) {
       prompt_text = o.prompt;
     }
     prompt = tok.encode(prompt_text, /*add_special=*/true, /*parse_special=*/true);
+    if (!o.quiet)
+      std::fprintf(stderr, "chimera: special tokens are parsed in the prompt (text such as \"%s\" becomes that token)\n",
+                   tok.eos() >= 0 ? tok.token_text(tok.eos()).c_str() : "</s>");
   }
   if (prompt.empty()) return report_error("the prompt is empty after tokenization");
   for (int32_t id : prompt)
@@ -139,8 +142,10 @@ void add_run_command(CLI::App& app) {
   sub->add_option("-p,--prompt", o->prompt, "Prompt text");
   sub->add_option("-f,--file", o->prompt_file, "Read the prompt from a file");
   sub->add_option("-t,--tokens", o->ids, "Prompt as token ids (comma-separated; no BOS added)");
-  sub->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (-1 = until end of text)")->capture_default_str();
-  sub->add_option("-c,--ctx-size", o->n_ctx, "Context size (default 4096)");
+  sub->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (-1 = until end of text)")
+      ->capture_default_str()
+      ->check(CLI::Range((int64_t)-1, kMaxCtx));
+  add_ctx_option(sub, &o->n_ctx, "Context size (default 4096)");
   sub->add_flag("--ids", o->print_ids, "Print generated token ids instead of text");
   sub->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at end-of-generation tokens");
   sub->add_flag("-q,--quiet", o->quiet, "No statistics on stderr");

@@ -7,11 +7,10 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "cli/commands.h"
@@ -33,11 +32,18 @@ struct ServeOptions {
   int port = 8080;
   int64_t n_ctx = 0;
   int parallel = 4;
-  std::string api_key;
+  std::vector<std::string> api_keys;  // --api-key (repeatable)
+  std::string api_key_file;           // --api-key-file: one key per line
+  std::string cache_scope = "key";    // --prefix-cache-scope key|shared
   int64_t mem_budget_mb = 0;
   int64_t prefill_chunk = 256;
   int64_t checkpoint_interval = 256;
   int http_threads = 0;
+  int64_t max_body_mb = 16;
+  int64_t max_header_bytes = 32 << 10;
+  int max_connections = 512;
+  int64_t max_buffered_mb = 0;  // 0: max(512, 4 x max_body_mb)
+  double header_timeout = 10, body_timeout = 60, idle_timeout = 5;
   bool no_prefix_cache = false;
   std::string expert_placement;  // --expert-placement PLAN.json (MoE models)
   std::string chat_template_file;  // replaces the model's chat template
@@ -58,7 +64,31 @@ int run(const ServeOptions& o) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   if (Status s = o.compute.apply(); !s) return report_error(s);
   if (o.parallel < 1 || o.parallel > 4096) return report_error("--parallel must be between 1 and 4096");
-  if (o.mem_budget_mb < 0) return report_error("--mem-budget-mb must be >= 0");
+  // Bytes = MiB << 20 must fit size_t; 2^40 MiB (1 EiB) is far beyond any machine.
+  if (o.mem_budget_mb < 0 || o.mem_budget_mb > ((int64_t)1 << 40))
+    return report_error("--mem-budget-mb must be between 0 and " + std::to_string((int64_t)1 << 40) + " (got " +
+                        std::to_string(o.mem_budget_mb) + ")");
+  if (o.cache_scope != "key" && o.cache_scope != "shared")
+    return report_error("--prefix-cache-scope must be 'key' or 'shared' (got '" + o.cache_scope + "')");
+  std::vector<std::string> keys = o.api_keys;
+  if (!o.api_key_file.empty()) {
+    auto text = read_text_file(o.api_key_file);
+    if (!text) return report_error(text.status());
+    size_t pos = 0;
+    while (pos < text->size()) {
+      size_t end = text->find('\n', pos);
+      if (end == std::string::npos) end = text->size();
+      std::string line = text->substr(pos, end - pos);
+      while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+      if (!line.empty() && line[0] != '#') keys.push_back(line);
+      pos = end + 1;
+    }
+    if (keys.size() == o.api_keys.size()) return report_error("--api-key-file '" + o.api_key_file + "' holds no key");
+  }
+  for (const auto& k : keys)
+    if (k.empty()) return report_error("--api-key must not be empty");
+  if (o.max_buffered_mb > 0 && o.max_buffered_mb < o.max_body_mb)
+    return report_error("--max-buffered-mb must be at least --max-body-mb");
   auto diffusion = o.diffusion.resolve();
   if (!diffusion) return report_error(diffusion.status());
   auto mr = load_model_verbose(o.model, false);
@@ -72,11 +102,9 @@ int run(const ServeOptions& o) {
 
   tokenizer::ChatTemplate tmpl = tokenizer::ChatTemplate::fallback();
   if (!o.chat_template_file.empty()) {
-    std::ifstream f(o.chat_template_file, std::ios::binary);
-    if (!f) return report_error("--chat-template-file: cannot read '" + o.chat_template_file + "'");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    auto parsed = tokenizer::ChatTemplate::parse(ss.str());
+    auto text = read_text_file(o.chat_template_file);
+    if (!text) return report_error("--chat-template-file: " + text.status().message());
+    auto parsed = tokenizer::ChatTemplate::parse(*text);
     if (!parsed) return report_error("--chat-template-file: " + parsed.status().message());
     tmpl = std::move(parsed).value();
   } else if (auto src = model.gguf().get_string("tokenizer.chat_template")) {
@@ -101,10 +129,19 @@ int run(const ServeOptions& o) {
   server::ServerOptions so;
   so.host = o.host;
   so.port = o.port;
-  so.api_key = o.api_key;
+  so.api_keys = keys;
+  so.shared_prefix_cache = o.cache_scope == "shared";
   so.diffusion = *diffusion;
   so.model_id = !o.alias.empty() ? o.alias : std::filesystem::path(o.model).stem().string();
   so.http_threads = o.http_threads > 0 ? o.http_threads : 2 * o.parallel + 32;
+  so.max_body_bytes = (size_t)o.max_body_mb << 20;
+  so.max_header_bytes = (size_t)o.max_header_bytes;
+  so.max_connections = o.max_connections;
+  so.max_buffered_bytes = (size_t)(o.max_buffered_mb > 0 ? o.max_buffered_mb : std::max<int64_t>(512, 4 * o.max_body_mb))
+                          << 20;
+  so.header_timeout_s = o.header_timeout;
+  so.body_timeout_s = o.body_timeout;
+  so.idle_timeout_s = o.idle_timeout;
 
   if (Status s = engine.start(); !s) return report_error(s);
   server::HttpServer http(engine, metrics, std::move(tmpl), so);
@@ -143,9 +180,15 @@ void add_serve_command(CLI::App& app) {
   sub->add_option("-m,--model", o->model, "GGUF model file")->required();
   sub->add_option("--host", o->host, "Address to listen on")->capture_default_str();
   sub->add_option("--port", o->port, "Port (0 = any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
-  sub->add_option("-c,--ctx-size", o->n_ctx, "Context size per sequence (default 4096)");
+  add_ctx_option(sub, &o->n_ctx, "Context size per sequence (default 4096)");
   sub->add_option("--parallel", o->parallel, "Maximum sequences running at once")->capture_default_str();
-  sub->add_option("--api-key", o->api_key, "Require 'Authorization: Bearer KEY' on /v1 and tokenizer routes");
+  sub->add_option("--api-key", o->api_keys,
+                  "Require 'Authorization: Bearer KEY' on every route but /health (repeat for several keys)")
+      ->allow_extra_args(false);  // one key per --api-key
+  sub->add_option("--api-key-file", o->api_key_file, "File with one API key per line (# comments)");
+  sub->add_option("--prefix-cache-scope", o->cache_scope,
+                  "Prefix-cache sharing: 'key' (per API key, default) or 'shared' (all keys); cache_salt partitions both")
+      ->capture_default_str();
   sub->add_option("--mem-budget-mb", o->mem_budget_mb,
                   "Memory for sequence states + prefix cache (MiB; 0 = 2 x parallel states)")
       ->capture_default_str();
@@ -161,6 +204,28 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::Range((int64_t)1, (int64_t)1 << 30));
   sub->add_option("--http-threads", o->http_threads, "HTTP worker threads (default 2 x parallel + 32)")
       ->check(CLI::Range(1, 4096));
+  // Transport limits (docs/SERVER.md, "Security").
+  sub->add_option("--max-body-mb", o->max_body_mb, "Largest request body, chunked too (MiB); larger: 413")
+      ->capture_default_str()
+      ->check(CLI::Range((int64_t)1, (int64_t)4096));
+  sub->add_option("--max-header-bytes", o->max_header_bytes, "Largest request line + headers; larger: 414/431")
+      ->capture_default_str()
+      ->check(CLI::Range((int64_t)1024, (int64_t)1 << 20));
+  sub->add_option("--max-connections", o->max_connections, "Open connections at most (beyond: idle ones are closed, else 503)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65536));
+  sub->add_option("--max-buffered-mb", o->max_buffered_mb,
+                  "Request data held by all connections together (MiB; default max(512, 4 x --max-body-mb)); beyond: 503")
+      ->check(CLI::Range((int64_t)1, (int64_t)1 << 20));
+  sub->add_option("--header-timeout", o->header_timeout, "Seconds to receive a request head (absolute); then 408")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  sub->add_option("--body-timeout", o->body_timeout, "Seconds to receive a request body after its head (absolute); then 408")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  sub->add_option("--idle-timeout", o->idle_timeout, "Seconds a kept-alive connection may wait for its next request")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
   sub->add_flag("--no-prefix-cache", o->no_prefix_cache, "Disable prefix caching");
   sub->add_option("--expert-placement", o->expert_placement,
                   "MoE models: keep the plan's resident experts in memory (`chimera experts --budget-gb` JSON)");

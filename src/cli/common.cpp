@@ -1,6 +1,7 @@
 // Shared CLI helpers.
 #include "cli/common.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -37,11 +38,18 @@ Result<std::vector<int32_t>> parse_id_list(const std::string& s) {
 }
 
 Result<std::string> read_text_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return invalid_argument("'" + path + "' is a directory, not a file");
   std::ifstream f(path, std::ios::binary);
   if (!f) return io_error("cannot read '" + path + "'");
   std::stringstream ss;
   ss << f.rdbuf();
+  if (f.bad()) return io_error("cannot read '" + path + "'");
   return ss.str();
+}
+
+CLI::Option* add_ctx_option(CLI::App* app, int64_t* n_ctx, const std::string& help) {
+  return app->add_option("-c,--ctx-size", *n_ctx, help)->check(CLI::Range((int64_t)0, kMaxCtx));
 }
 
 void ComputeOptions::add_to(CLI::App* app) {
@@ -63,15 +71,33 @@ Status ComputeOptions::apply() const {
 }
 
 void SamplingOptions::add_to(CLI::App* app) {
-  app->add_option("--temp", p.temperature, "Temperature (0 = greedy)")->capture_default_str();
-  app->add_option("--top-k", p.top_k, "Top-k (0 = off)")->capture_default_str();
-  app->add_option("--top-p", p.top_p, "Top-p (1 = off)")->capture_default_str();
-  app->add_option("--min-p", p.min_p, "Min-p (0 = off)")->capture_default_str();
-  app->add_option("--repeat-penalty", p.repeat_penalty, "Repetition penalty (1 = off)")->capture_default_str();
-  app->add_option("--presence-penalty", p.presence_penalty, "Presence penalty")->capture_default_str();
-  app->add_option("--frequency-penalty", p.frequency_penalty, "Frequency penalty")->capture_default_str();
-  app->add_option("--repeat-last-n", p.penalty_last_n, "Penalty window (-1 = all)")->capture_default_str();
-  app->add_option("--seed", p.seed, "Random seed")->capture_default_str();
+  // Out-of-range values are refused by the parser (like the server's request limits).
+  app->add_option("--temp", p.temperature, "Temperature (0 = greedy)")->capture_default_str()->check(CLI::Range(0.0, 100.0));
+  app->add_option("--top-k", p.top_k, "Top-k (0 = off)")->capture_default_str()->check(CLI::Range(0, 1 << 30));
+  app->add_option("--top-p", p.top_p, "Top-p (1 = off)")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  app->add_option("--min-p", p.min_p, "Min-p (0 = off)")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  app->add_option("--repeat-penalty", p.repeat_penalty, "Repetition penalty (1 = off)")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-6, 100.0));
+  app->add_option("--presence-penalty", p.presence_penalty, "Presence penalty")
+      ->capture_default_str()
+      ->check(CLI::Range(-100.0, 100.0));
+  app->add_option("--frequency-penalty", p.frequency_penalty, "Frequency penalty")
+      ->capture_default_str()
+      ->check(CLI::Range(-100.0, 100.0));
+  app->add_option("--repeat-last-n", p.penalty_last_n, "Penalty window (-1 = all)")
+      ->capture_default_str()
+      ->check(CLI::Range(-1, 1 << 30));
+  // The parser would wrap "-1" and saturate values past 2^64 silently.
+  const CLI::Validator u64(
+      [](std::string& v) -> std::string {
+        if (v.empty() || v.size() > 20 || v.find_first_not_of("0123456789") != std::string::npos ||
+            (v.size() == 20 && v > "18446744073709551615"))
+          return "must be an integer between 0 and 18446744073709551615 (got " + v + ")";
+        return "";
+      },
+      "UINT64");
+  app->add_option("--seed", p.seed, "Random seed")->capture_default_str()->check(u64);
 }
 
 Result<std::unique_ptr<models::Model>> load_model_verbose(const std::string& path, bool quiet) {

@@ -34,6 +34,12 @@ struct SamplingOptions {
 // Loads a model, printing a one-line summary to stderr unless quiet.
 Result<std::unique_ptr<models::Model>> load_model_verbose(const std::string& path, bool quiet);
 
+// Largest accepted -c (tokens); larger values are refused, not clamped.
+inline constexpr int64_t kMaxCtx = (int64_t)1 << 24;
+// "-c,--ctx-size": 0 (the command's default) .. kMaxCtx; negative or larger
+// values are refused by the parser with a clear error.
+CLI::Option* add_ctx_option(CLI::App* app, int64_t* n_ctx, const std::string& help);
+
 // Context size: requested (> 0), else 4096.
 int64_t resolve_ctx(const models::Model& m, int64_t requested);
 

@@ -315,7 +315,7 @@ void Engine::admit() {
 void Engine::restore_prefix(Sequence& s) {
   if (!opts_.prefix_cache || model_.info().is_diffusion) return;
   // At least one prompt token is always fed: its logits give the first token.
-  PrefixCache::Hit hit = cache_->lookup(s.p.prompt, s.n_prompt - 1);
+  PrefixCache::Hit hit = cache_->lookup(s.p.cache_scope, s.p.prompt, s.n_prompt - 1);
   int64_t n = 0;
   if (hit.n_tokens > 0) {
     Status st = s.state->copy_from(*hit.state);
@@ -461,11 +461,11 @@ void Engine::snapshot_into_cache(Sequence& s) {
   const int64_t n = s.state ? s.n_fed() : 0;
   if (!opts_.prefix_cache || n <= 0 || model_.info().is_diffusion) return;
   std::span<const int32_t> toks(s.tokens.data(), (size_t)n);
-  if (cache_->covers(toks, !recurrent_)) return;
+  if (cache_->covers(s.p.cache_scope, toks, !recurrent_)) return;
   auto snap = model_.new_state(n);  // compact: holds exactly n positions
   if (!snap->copy_from(*s.state)) return;
   if (!ensure_room(snap->bytes())) return;
-  cache_->insert(std::vector<int32_t>(toks.begin(), toks.end()), std::move(snap));
+  cache_->insert(s.p.cache_scope, std::vector<int32_t>(toks.begin(), toks.end()), std::move(snap));
 }
 
 void Engine::snapshot_turn(Sequence& s) {
@@ -478,7 +478,7 @@ void Engine::snapshot_turn(Sequence& s) {
   const int64_t nt = (int64_t)target.size();
   if (nt <= s.n_prompt || nt > opts_.n_ctx || !std::equal(s.p.prompt.begin(), s.p.prompt.end(), target.begin()))
     return snapshot_into_cache(s);
-  if (cache_->covers(target, !recurrent_)) return;
+  if (cache_->covers(s.p.cache_scope, target, !recurrent_)) return;
   const int64_t fed = s.n_fed();
   int64_t from = 0;
   while (from < fed && from < nt && s.tokens[(size_t)from] == target[(size_t)from]) ++from;
@@ -487,7 +487,7 @@ void Engine::snapshot_turn(Sequence& s) {
     if (!recurrent_) {
       if (!s.state->truncate(from)) return snapshot_into_cache(s);
     } else {
-      PrefixCache::Hit hit = cache_->lookup(target, from);
+      PrefixCache::Hit hit = cache_->lookup(s.p.cache_scope, target, from);
       if (hit.n_tokens < s.n_prompt || hit.truncate) return snapshot_into_cache(s);
       if (!s.state->copy_from(*hit.state)) return;
       from = hit.n_tokens;

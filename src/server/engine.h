@@ -72,6 +72,11 @@ struct GenerationParams {
   // (feeding what is missing), so the next turn restores it whole — the only
   // way a recurrent state is reusable. Called on the engine loop thread.
   std::function<std::vector<int32_t>(const std::string& reply)> turn_tokens;
+  // Prefix-cache partition: a request restores only snapshots made by
+  // requests with the same scope (the server derives it from the API key and
+  // the request's cache_salt), so cached_tokens and timing reveal nothing
+  // about other scopes' prompts.
+  std::string cache_scope;
   int top_logprobs = -1;              // -1: no logprobs; N >= 0: chosen token + top N per token
   runtime::DiffusionOptions diffusion;  // diffusion LMs only (steps, block length, caches, ...)
   // Grammar-constrained output (response_format, "grammar"): compiled by

@@ -1,19 +1,24 @@
-// The HTTP front end of `chimera serve` (cpp-httplib): routes, API-key check,
-// JSON validation, chat-template rendering and tokenisation, SSE streaming.
+// The HTTP front end of `chimera serve`: routes, API-key check, JSON
+// validation, chat-template rendering and tokenisation, SSE streaming, on
+// chimera's own HTTP/1.1 transport (http_transport.h: one event loop reads
+// requests under absolute deadlines and size limits, workers run them).
 // Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models,
 // GET /health, GET /metrics, POST /tokenize, POST /detokenize.
 //
-// Invariants: handler threads never touch the model — they render templates
+// Invariants: worker threads never touch the model — they render templates
 // and tokenise (immutable, thread-safe objects), submit to the Engine and read
 // the request's RequestChannel. Every error is an OpenAI-style JSON body with
 // a 4xx/5xx status; no request can crash or wedge the server: bodies are size
-// limited, every wait is bounded and re-checks the client, and a client that
-// goes away (a failed SSE write) cancels its request so the engine frees the
-// slot at its next iteration. httplib types stay out of this header.
+// limited while read, the API key and the route are checked at the head
+// (before a body is read), GET routes (/health) are answered by the event
+// loop itself, every wait is bounded and re-checks the client, and a client
+// that goes away (socket closed, or a failed SSE write) cancels its request so
+// the engine frees the slot at its next iteration.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "runtime/diffusion_options.h"
@@ -26,10 +31,19 @@ namespace chimera::server {
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                       // 0: any free port (bind() returns it)
-  std::string api_key;                   // "" = no authentication
+  std::vector<std::string> api_keys;     // empty = no authentication; else any of them (api_keys.h)
+  // Prefix-cache scope: false = per API key (+ the request's cache_salt);
+  // true = one cache for all keys (cache_salt still partitions it).
+  bool shared_prefix_cache = false;
   std::string model_id = "chimera";      // the id /v1/models reports and requests may name
-  int http_threads = 0;                  // 0: 2 x max running + 32
-  size_t max_body_bytes = 16u << 20;
+  int http_threads = 0;                  // worker threads; 0: 64
+  size_t max_body_bytes = 16u << 20;     // decoded request body (chunked too)
+  size_t max_header_bytes = 32u << 10;   // request line + headers
+  int max_connections = 512;             // open sockets
+  size_t max_buffered_bytes = 512u << 20;  // request bytes held by all connections together
+  double header_timeout_s = 10;          // absolute: connection (or first byte) -> end of head
+  double body_timeout_s = 60;            // absolute: end of head -> end of body
+  double idle_timeout_s = 5;             // kept-alive connection between requests
   runtime::DiffusionOptions diffusion;   // diffusion LMs: defaults a request's JSON may override
 };
 

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <random>
 
+#include "server/tool_request.h"
+
 namespace chimera::server {
 namespace {
 
@@ -188,7 +190,39 @@ std::string error_body(const ApiError& e) {
   return dump(j);
 }
 
+int64_t json_nesting_depth(std::string_view text, int64_t stop_above) {
+  // One pass, no recursion: brackets inside strings (with \" escapes) do not count.
+  int64_t depth = 0, max_depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) {
+        max_depth = depth;
+        if (max_depth > stop_above) return max_depth;
+      }
+    } else if (c == ']' || c == '}') {
+      if (depth > 0) --depth;
+    }
+  }
+  return max_depth;
+}
+
 bool parse_json_object(std::string_view body, json* out, ApiError* err) {
+  // Checked on the raw bytes before anything recursive (nlohmann's dump, the
+  // template engine's conversion) can see the value.
+  if (json_nesting_depth(body, kMaxJsonDepth) > kMaxJsonDepth)
+    return fail(err, "the request body nests arrays/objects deeper than " + std::to_string(kMaxJsonDepth) + " levels",
+                "", "invalid_json");
   json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return fail(err, "the request body is not valid JSON", "", "invalid_json");
   if (!j.is_object()) return fail(err, "the request body must be a JSON object", "", "invalid_json");
@@ -311,8 +345,18 @@ bool parse_generation_request(std::string_view body, bool chat, const RequestLim
       return fail(err, "'top_logprobs' needs 'logprobs': true", "top_logprobs", "invalid_value");
     if (given && r.top_logprobs >= 0) r.top_logprobs = (int)n;
   }
+  if (auto it = b.find("parse_special"); it != b.end() && !it->is_null()) {
+    if (!it->is_boolean()) return fail(err, "'parse_special' must be a boolean", "parse_special", "invalid_type");
+    r.parse_special = it->get<bool>();
+  }
+  if (auto it = b.find("cache_salt"); it != b.end() && !it->is_null()) {
+    if (!it->is_string() || it->get_ref<const std::string&>().empty() || it->get_ref<const std::string&>().size() > 1024)
+      return fail(err, "'cache_salt' must be a non-empty string of at most 1024 bytes", "cache_salt", "invalid_value");
+    r.cache_salt = it->get<std::string>();
+  }
   r.diffusion = lim.diffusion;
   if (!parse_diffusion(b, lim, &r.diffusion, err)) return false;
+  if (!parse_tool_request(b, chat, &r.tools, err)) return false;
   *out = std::move(r);
   return true;
 }

@@ -33,6 +33,19 @@ struct ApiError {
 };
 std::string error_body(const ApiError& e);
 
+// Chat tool fields ("tools", "tool_choice", "parallel_tool_calls"),
+// validated by parse_tool_request (tool_request.h).
+struct ToolRequest {
+  enum class Choice { kAuto, kNone, kRequired, kNamed };
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();  // validated, OpenAI shape
+  Choice choice = Choice::kAuto;
+  std::string named;             // kNamed: the function
+  bool parallel = true;          // parallel_tool_calls
+  // Tools are offered to the model and its output parsed for calls.
+  bool active() const { return !tools.empty() && choice != Choice::kNone; }
+  bool forced() const { return active() && (choice == Choice::kRequired || choice == Choice::kNamed); }
+};
+
 struct ParsedRequest {
   bool chat = false;
   std::string model;                       // "" when absent
@@ -53,6 +66,14 @@ struct ParsedRequest {
   // response_format {"type": "json_object"} / {"type": "json_schema", "json_schema": {"schema": ...}}
   // or the "grammar" extension (GBNF text); "text" or absent: none.
   std::optional<runtime::grammar::GrammarSource> grammar;
+  // "parse_special": text that spells a control token becomes that token.
+  // Unset: completions prompts yes (like llama.cpp and vLLM), chat message
+  // contents no (only the chat template's own markers are control tokens).
+  std::optional<bool> parse_special;
+  // "cache_salt": requests share prefix-cache entries only with the same salt
+  // (and the same API key unless the server shares the cache across keys).
+  std::string cache_salt;
+  ToolRequest tools;  // chat: tool calling (tool_request.h)
 };
 
 // Limits the request is validated against.
@@ -74,7 +95,17 @@ bool parse_generation_request(std::string_view body, bool chat, const RequestLim
 // when the combination is invalid.
 bool resolve_diffusion_length(const ParsedRequest& pr, int64_t room, int64_t* max_tokens, ApiError* err);
 
-// Parses JSON, turning a syntax error or a non-object body into an ApiError.
+// Deepest array/object nesting of JSON text, found by one non-recursive scan
+// of the bytes (brackets inside strings do not count); stops early and returns
+// a value > stop_above once the depth passes stop_above. Malformed text gets a
+// number too (the parser rejects it afterwards).
+int64_t json_nesting_depth(std::string_view text, int64_t stop_above);
+// Request bodies nest at most this deep (OpenAI requests need about 10 levels).
+inline constexpr int64_t kMaxJsonDepth = 64;
+
+// Parses JSON, turning a syntax error, nesting deeper than kMaxJsonDepth (a
+// 400, checked before parsing: nothing recursive ever sees a deeper value) or
+// a non-object body into an ApiError.
 bool parse_json_object(std::string_view body, nlohmann::json* out, ApiError* err);
 
 struct ResponseMeta {

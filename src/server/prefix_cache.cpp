@@ -18,12 +18,13 @@ int64_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
 
 }  // namespace
 
-PrefixCache::Hit PrefixCache::lookup(std::span<const int32_t> tokens, int64_t max_len) {
+PrefixCache::Hit PrefixCache::lookup(const std::string& scope, std::span<const int32_t> tokens, int64_t max_len) {
   Hit best;
   Entry* best_entry = nullptr;
   max_len = std::min<int64_t>(max_len, (int64_t)tokens.size());
   if (max_len <= 0) return best;
   for (Entry& e : entries_) {
+    if (e.scope != scope) continue;
     const int64_t common = common_prefix(e.tokens, tokens.first((size_t)max_len));
     int64_t usable = 0;
     if (e.truncatable) {
@@ -42,8 +43,9 @@ PrefixCache::Hit PrefixCache::lookup(std::span<const int32_t> tokens, int64_t ma
   return best;
 }
 
-bool PrefixCache::covers(std::span<const int32_t> tokens, bool truncatable) const {
+bool PrefixCache::covers(const std::string& scope, std::span<const int32_t> tokens, bool truncatable) const {
   for (const Entry& e : entries_) {
+    if (e.scope != scope) continue;
     if (truncatable && e.truncatable) {
       if (e.tokens.size() >= tokens.size() && common_prefix(e.tokens, tokens) == (int64_t)tokens.size()) return true;
     } else if (e.tokens.size() == tokens.size() && common_prefix(e.tokens, tokens) == (int64_t)tokens.size()) {
@@ -53,21 +55,23 @@ bool PrefixCache::covers(std::span<const int32_t> tokens, bool truncatable) cons
   return false;
 }
 
-void PrefixCache::insert(std::vector<int32_t> tokens, std::unique_ptr<layers::SequenceState> state) {
+void PrefixCache::insert(const std::string& scope, std::vector<int32_t> tokens,
+                         std::unique_ptr<layers::SequenceState> state) {
   if (!state || tokens.empty() || (int64_t)tokens.size() != state->n_past()) return;
   const bool truncatable = !state->has_recurrent();
-  if (covers(tokens, truncatable)) return;
+  if (covers(scope, tokens, truncatable)) return;
   if (truncatable) {
     // Entries that are prefixes of the new one are now redundant.
     for (auto it = entries_.begin(); it != entries_.end();) {
       auto next = std::next(it);
-      if (it->truncatable && it->tokens.size() < tokens.size() &&
+      if (it->truncatable && it->scope == scope && it->tokens.size() < tokens.size() &&
           common_prefix(it->tokens, tokens) == (int64_t)it->tokens.size())
         erase(it);
       it = next;
     }
   }
   Entry e;
+  e.scope = scope;
   e.bytes = state->bytes();
   e.tokens = std::move(tokens);
   e.state = std::move(state);

@@ -13,15 +13,19 @@
 // Entries are compact: a snapshot's n_ctx equals the tokens it holds, so its
 // bytes() is what it really costs. Memory is bounded by the owner (the engine
 // evicts least-recently-used entries against its budget).
+// Every entry belongs to a scope (an opaque string; the server's API key +
+// cache_salt partition): lookups, coverage and de-duplication only ever see
+// entries of the caller's scope; eviction is global LRU.
 // Invariants: entry.tokens.size() == entry.state->n_past(); a truncatable entry
-// is never a prefix of another truncatable entry (the shorter one is dropped);
-// not thread-safe (only the engine loop uses it).
+// is never a prefix of another truncatable entry of its scope (the shorter one
+// is dropped); not thread-safe (only the engine loop uses it).
 #pragma once
 
 #include <cstdint>
 #include <list>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "layers/state.h"
@@ -37,12 +41,12 @@ class PrefixCache {
   };
 
   // Longest usable cached prefix of tokens[0..max_len). Marks the entry used.
-  Hit lookup(std::span<const int32_t> tokens, int64_t max_len);
+  Hit lookup(const std::string& scope, std::span<const int32_t> tokens, int64_t max_len);
   // True when inserting a snapshot of `tokens` would add nothing (an entry
   // already covers it), so the caller can skip making the copy.
-  bool covers(std::span<const int32_t> tokens, bool truncatable) const;
+  bool covers(const std::string& scope, std::span<const int32_t> tokens, bool truncatable) const;
   // Adds a compact snapshot whose n_past() == tokens.size().
-  void insert(std::vector<int32_t> tokens, std::unique_ptr<layers::SequenceState> state);
+  void insert(const std::string& scope, std::vector<int32_t> tokens, std::unique_ptr<layers::SequenceState> state);
   // Drops the least recently used entry; false when empty.
   bool evict_lru();
   void clear();
@@ -51,6 +55,7 @@ class PrefixCache {
 
  private:
   struct Entry {
+    std::string scope;
     std::vector<int32_t> tokens;
     std::unique_ptr<layers::SequenceState> state;
     bool truncatable = true;

@@ -219,8 +219,9 @@ ToolFormat tool_format_for(const tokenizer::ChatTemplate& t) {
   return ToolFormat::kGeneric;
 }
 
-void prepare_tool_render(const ojson& messages, const ToolRequest& tr, ToolFormat f, ojson* out_messages,
-                         tokenizer::ChatRenderOptions* ro) {
+int prepare_tool_render(const ojson& messages, const ToolRequest& tr, ToolFormat f, ojson* out_messages,
+                        tokenizer::ChatRenderOptions* ro) {
+  int inserted = 0;
   ojson msgs = ojson::array();
   for (const auto& m : messages) {
     ojson c = m;
@@ -254,15 +255,28 @@ void prepare_tool_render(const ojson& messages, const ToolRequest& tr, ToolForma
   if (tr.active()) {
     if (f == ToolFormat::kGeneric) {
       const std::string intro = generic_tool_prompt(tr.tools);
-      if (!msgs.empty() && msgs[0].value("role", "") == "system")
+      if (!msgs.empty() && msgs[0].value("role", "") == "system") {
         msgs[0]["content"] = intro + "\n\n" + content_text(msgs[0]);
-      else
+      } else {
         msgs.insert(msgs.begin(), ojson({{"role", "system"}, {"content", intro}}));
+        inserted = 1;
+      }
     } else {
       ro->extra_context["tools"] = tr.tools;
     }
   }
   *out_messages = std::move(msgs);
+  return inserted;
+}
+
+bool apply_tool_generation(const ToolSession& ts, GenerationParams* gp, ApiError* err) {
+  if (!ts.req.active()) return true;
+  gp->render_special = true;
+  if (!ts.req.forced()) return true;
+  runtime::grammar::GrammarSource g;
+  if (!forced_call_grammar(ts.req, ts.format, &g, err)) return false;
+  gp->grammar = std::move(g);
+  return true;
 }
 
 bool forced_call_grammar(const ToolRequest& tr, ToolFormat f, runtime::grammar::GrammarSource* out, ApiError* err) {

@@ -25,29 +25,32 @@
 
 namespace chimera::server {
 
-struct ToolRequest {
-  enum class Choice { kAuto, kNone, kRequired, kNamed };
-  nlohmann::ordered_json tools = nlohmann::ordered_json::array();  // validated, OpenAI shape
-  Choice choice = Choice::kAuto;
-  std::string named;             // kNamed: the function
-  bool parallel = true;          // parallel_tool_calls
-  // Tools are offered to the model and its output parsed for calls.
-  bool active() const { return !tools.empty() && choice != Choice::kNone; }
-  bool forced() const { return active() && (choice == Choice::kRequired || choice == Choice::kNamed); }
-};
-
 // Parses the tool fields of a request body (object). Chat only: on
 // completions any of them is a 400. Also validates tool history in
 // `messages`, and refuses `logprobs` together with active tools and a
 // response_format / grammar together with a forced call. Errors name the field.
+// (parse_generation_request calls it: ParsedRequest::tools.)
 bool parse_tool_request(const nlohmann::json& body, bool chat, ToolRequest* out, ApiError* err);
 
 // The call format a template is trained on (kGeneric when it has no tool support).
 ToolFormat tool_format_for(const tokenizer::ChatTemplate& t);
 
 // Messages and extra template variables for rendering `messages` with `tr`.
-void prepare_tool_render(const nlohmann::ordered_json& messages, const ToolRequest& tr, ToolFormat f,
-                         nlohmann::ordered_json* out_messages, tokenizer::ChatRenderOptions* ro);
+// Returns how many messages were inserted in front (1: the generic format's
+// system paragraph, when the conversation has no system message; else 0).
+int prepare_tool_render(const nlohmann::ordered_json& messages, const ToolRequest& tr, ToolFormat f,
+                        nlohmann::ordered_json* out_messages, tokenizer::ChatRenderOptions* ro);
+
+// Everything a request needs to handle tools after validation: the request's
+// fields and the server's template's call format.
+struct ToolSession {
+  ToolRequest req;
+  ToolFormat format = ToolFormat::kGeneric;
+};
+
+// Generation parameters for active tools: special tokens rendered (call
+// tags), and for a forced choice the call grammar.
+bool apply_tool_generation(const ToolSession& ts, GenerationParams* gp, ApiError* err);
 
 // GBNF forcing one call (of the named function, or of any tool) in format f,
 // its arguments matching the parameter schema. Errors (an unsupported schema

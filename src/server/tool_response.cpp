@@ -16,25 +16,6 @@ void keep_allowed(std::vector<ToolCall>* calls, const ToolSession& ts) {
 
 }  // namespace
 
-bool parse_tool_session(std::string_view body, bool chat, const tokenizer::ChatTemplate& tmpl, ToolSession* out,
-                        ApiError* err) {
-  json b;
-  if (!parse_json_object(body, &b, err)) return false;
-  if (!parse_tool_request(b, chat, &out->req, err)) return false;
-  out->format = tool_format_for(tmpl);
-  return true;
-}
-
-bool apply_tool_generation(const ToolSession& ts, GenerationParams* gp, ApiError* err) {
-  if (!ts.req.active()) return true;
-  gp->render_special = true;
-  if (!ts.req.forced()) return true;
-  runtime::grammar::GrammarSource g;
-  if (!forced_call_grammar(ts.req, ts.format, &g, err)) return false;
-  gp->grammar = std::move(g);
-  return true;
-}
-
 std::string with_tool_calls(const std::string& body, const std::string& text, const ToolSession& ts) {
   if (!ts.req.active()) return body;
   ToolParse p = parse_tool_calls(text, ts.format);

@@ -13,20 +13,6 @@
 
 namespace chimera::server {
 
-// Everything a request needs to handle tools after validation.
-struct ToolSession {
-  ToolRequest req;
-  ToolFormat format = ToolFormat::kGeneric;
-};
-
-// Parses the tool fields of a request body (see parse_tool_request).
-bool parse_tool_session(std::string_view body, bool chat, const tokenizer::ChatTemplate& tmpl, ToolSession* out,
-                        ApiError* err);
-
-// Generation parameters for active tools: special tokens rendered (call
-// tags), and for a forced choice the call grammar.
-bool apply_tool_generation(const ToolSession& ts, GenerationParams* gp, ApiError* err);
-
 // `body` is completion_body()'s chat.completion for `text`: with calls in
 // the text, message.content becomes the text outside them (null when
 // blank), message.tool_calls the calls and finish_reason "tool_calls".

@@ -38,6 +38,7 @@ class BpeTokenizer final : public Tokenizer {
     CHIMERA_ASSIGN_OR_RETURN(splitter_, RegexSplitter::create(pre.regexes));
 
     for (int b = 0; b < 256; ++b) byte_ids_[b] = lookup(byte_to_bytelevel((uint8_t)b));
+    for (int b = 0; b < 256; ++b) byte_kept_[b] = unk_ >= 0 || byte_ids_[b] >= 0;
 
     if (!by_rank_) {
       if (spec.merges.empty()) return invalid_argument("tokenizer.ggml.merges is missing or empty (gpt2 model)");

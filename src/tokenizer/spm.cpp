@@ -36,6 +36,10 @@ class SpmTokenizer final : public Tokenizer {
       if (id < 0) id = lookup(std::string(1, (char)b));
       byte_ids_[b] = id;
     }
+    for (int b = 0; b < 256; ++b) byte_kept_[b] = unk_ >= 0 || byte_ids_[b] >= 0;
+    // A space becomes U+2581 (bytes E2 96 81) before lookup.
+    byte_kept_[' '] = unk_ >= 0 || lookup(kSpaceMark) >= 0 ||
+                      (byte_ids_[0xE2] >= 0 && byte_ids_[0x96] >= 0 && byte_ids_[0x81] >= 0);
     return Status::ok();
   }
 

@@ -100,12 +100,12 @@ Status Tokenizer::init_common(const VocabSpec& spec, const std::string& model, T
                 "<end_of_utterance>"});
   detect(eom_, {"<|eom_id|>"});
   detect(fim_pre, {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>",
-                   "<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>"});
+                   "<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>"});
   detect(fim_suf, {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "hole\xef\xbd\x9c>",
-                   "<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>"});
+                   "<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>"});
   detect(fim_mid, {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>",
-                   "<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>"});
-  detect(fim_pad, {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>"});
+                   "<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>", "<|middle|>"});
+  detect(fim_pad, {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"});
   detect(fim_rep, {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"});
   detect(fim_sep, {"<|file_sep|>"});
 
@@ -115,9 +115,14 @@ Status Tokenizer::init_common(const VocabSpec& spec, const std::string& model, T
     if (id >= 0 && std::find(eog_ids_.begin(), eog_ids_.end(), id) == eog_ids_.end()) eog_ids_.push_back(id);
   };
   for (TokenId id : {fim_pad, fim_rep, fim_sep}) add_eog(id);
+  // llama.cpp's text list. A listed token becomes control (kept as text when
+  // special parsing is off) even where the file types it user-defined, e.g.
+  // "</s>" in the Phi-3 vocabulary.
   for (const char* name :
-       {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>", "<|endoftext|>",
-        "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>", "<end_of_utterance>"}) {
+       {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>",
+        "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
+        "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+        "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>", "[e~["}) {
     TokenId id = lookup(name);
     if (id >= 0) {
       add_eog(id);
@@ -125,13 +130,20 @@ Status Tokenizer::init_common(const VocabSpec& spec, const std::string& model, T
     }
   }
   for (TokenId id : {eos_, eot_, eom_}) add_eog(id);
-  // gpt-oss (harmony): "<|end|>" ends a message, not the generation, when
-  // "<|return|>" and "<|call|>" exist; these markers are always rendered.
+  // gpt-oss (harmony) and solar-open: "<|end|>" ends a message, not the
+  // generation, when "<|return|>" and "<|call|>" (or "<|calls|>" and
+  // "<|flush|>") exist; these markers are always rendered.
   {
     TokenId end = lookup("<|end|>"), ret = lookup("<|return|>"), call = lookup("<|call|>");
-    if (end >= 0 && ret >= 0 && call >= 0) {
+    TokenId calls = lookup("<|calls|>"), flush = lookup("<|flush|>");
+    if (end >= 0 && ((ret >= 0 && call >= 0) || (calls >= 0 && flush >= 0))) {
       eog_ids_.erase(std::remove(eog_ids_.begin(), eog_ids_.end(), end), eog_ids_.end());
       attrs_[end] = kAttrUserDefined;
+    }
+    // Gemma 4 / PaddleOCR: "</s>" is ordinary text next to "<|tool_response>".
+    if (TokenId s = lookup("</s>"); s >= 0 && lookup("<|tool_response>") >= 0) {
+      eog_ids_.erase(std::remove(eog_ids_.begin(), eog_ids_.end(), s), eog_ids_.end());
+      attrs_[s] = kAttrNormal;
     }
     for (const char* name : {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"}) {
       TokenId id = lookup(name);
@@ -161,6 +173,11 @@ Status Tokenizer::init_common(const VocabSpec& spec, const std::string& model, T
   }
   if (spec.pre.find("jina-v2-") != std::string::npos) {
     if (TokenId id = lookup("<mask>"); id >= 0) attrs_[id] |= kAttrLstrip;
+  }
+  for (TokenId id : special_cache_) {
+    const std::string& t = tokens_[id];
+    if (attrs_[id] & kAttrRstrip) rstrip_last_byte_[(uint8_t)t.back()] = true;
+    if (attrs_[id] & kAttrLstrip) lstrip_first_byte_[(uint8_t)t.front()] = true;
   }
   return Status::ok();
 }
@@ -230,11 +247,91 @@ std::vector<Tokenizer::Fragment> Tokenizer::partition(std::string_view text, boo
 }
 
 std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+  return encode_fragments(partition(text, parse_special), add_special);
+}
+
+std::vector<TokenId> Tokenizer::encode_spans(std::string_view text, const std::vector<Span>& literal,
+                                             bool add_special) const {
+  // Partition each region with its own rule, then join the pieces as one
+  // partition of the whole text would have left them.
+  std::vector<Fragment> frags;
+  bool eat_leading_space = false;  // the last marker has rstrip
+  auto append = [&](const std::vector<Fragment>& part) {
+    for (Fragment f : part) {
+      if (f.token >= 0) {
+        if (attrs_[f.token] & kAttrLstrip) {
+          while (!frags.empty() && frags.back().token < 0) {
+            std::string_view& t = frags.back().text;
+            while (!t.empty() && is_ascii_space(t.back())) t.remove_suffix(1);
+            if (!t.empty()) break;
+            frags.pop_back();
+          }
+        }
+        frags.push_back(f);
+        eat_leading_space = (attrs_[f.token] & kAttrRstrip) != 0;
+        continue;
+      }
+      if (eat_leading_space) {
+        while (!f.text.empty() && is_ascii_space(f.text.front())) f.text.remove_prefix(1);
+        if (f.text.empty()) continue;
+        eat_leading_space = false;
+      }
+      if (!frags.empty() && frags.back().token < 0 &&
+          frags.back().text.data() + frags.back().text.size() == f.text.data()) {
+        frags.back().text = std::string_view(frags.back().text.data(), frags.back().text.size() + f.text.size());
+      } else {
+        frags.push_back(f);
+      }
+    }
+  };
+  size_t pos = 0;
+  for (const Span& s : literal) {
+    const size_t b = std::min(std::max(s.begin, pos), text.size()), e = std::min(std::max(s.end, b), text.size());
+    if (b > pos) append(partition(text.substr(pos, b - pos), /*parse_special=*/true));
+    if (e > b) append(partition(text.substr(b, e - b), /*parse_special=*/false));
+    pos = e;
+  }
+  if (pos < text.size()) append(partition(text.substr(pos), /*parse_special=*/true));
+  return encode_fragments(frags, add_special);
+}
+
+bool Tokenizer::contains_control_text(std::string_view text) const {
+  for (TokenId id : special_cache_) {
+    if ((attrs_[id] & (kAttrControl | kAttrUnknown)) && text.find(tokens_[id]) != std::string_view::npos) return true;
+  }
+  return false;
+}
+
+int64_t Tokenizer::min_tokens(std::string_view text) const {
+  if ((model_ != "llama" && model_ != "gpt2") || max_token_len_ == 0) return 0;
+  uint64_t counted = 0;
+  const size_t n = text.size();
+  for (size_t i = 0; i < n;) {
+    if (!is_ascii_space(text[i])) {
+      counted += byte_kept_[(uint8_t)text[i]];
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < n && is_ascii_space(text[j])) ++j;
+    const bool may_drop = (i > 0 && rstrip_last_byte_[(uint8_t)text[i - 1]]) ||
+                          (j < n && lstrip_first_byte_[(uint8_t)text[j]]);
+    if (!may_drop) {
+      for (size_t k = i; k < j; ++k) counted += byte_kept_[(uint8_t)text[k]];
+    }
+    i = j;
+  }
+  return (int64_t)(counted / max_token_len_);
+}
+
+std::vector<TokenId> Tokenizer::encode_fragments(const std::vector<Fragment>& frags, bool add_special) const {
   std::vector<TokenId> out;
-  out.reserve(text.size() / 3 + 4);
+  size_t bytes = 0;
+  for (const auto& f : frags) bytes += f.text.size();
+  out.reserve(bytes / 3 + frags.size() + 4);
   if (add_special && add_bos_ && bos_ >= 0) out.push_back(bos_);
   bool after_special = true;
-  for (const auto& f : partition(text, parse_special)) {
+  for (const auto& f : frags) {
     if (f.token >= 0) {
       out.push_back(f.token);
       after_special = true;

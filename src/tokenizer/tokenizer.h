@@ -81,6 +81,37 @@ class Tokenizer {
   // parse_special: text that spells a special/control token becomes that token.
   virtual std::vector<TokenId> encode(std::string_view text, bool add_special, bool parse_special) const;
 
+  // encode(text, add_special, parse_special=true), except that the byte ranges
+  // `literal` (sorted, non-overlapping, inside text) are plain text: nothing in
+  // them becomes a control token, and no control token is matched across
+  // their edges. Everything else is tokenized exactly as encode() does (raw
+  // text on both sides of an edge is one fragment, a marker's lstrip/rstrip
+  // reaches across), so without control-token text in the literal ranges the
+  // ids equal encode(text, add_special, true). Used for chat prompts: template
+  // text may hold control markers, message contents may not.
+  struct Span {
+    size_t begin = 0, end = 0;
+  };
+  std::vector<TokenId> encode_spans(std::string_view text, const std::vector<Span>& literal, bool add_special) const;
+
+  // True when `text` contains the text of a control or unknown token (what
+  // parse_special=true would turn into a control token).
+  bool contains_control_text(std::string_view text) const;
+
+  // A lower bound on the ids encode(text, ...) gives (BOS/EOS not counted),
+  // from one pass over the bytes, without tokenizing: with SentencePiece and
+  // byte-level BPE every input byte ends up in a token (byte fallback or one
+  // <unk> per character), and a token covers at most as many input bytes as
+  // its own text is long (longest: max_token_bytes()). ASCII whitespace next
+  // to a byte that can end (start) a marker with rstrip (lstrip) may be
+  // dropped, so it is not counted; nor is a byte the vocabulary can drop (no
+  // byte token and no <unk>, e.g. some control bytes in Falcon's). 0 for
+  // WordPiece and "none" vocabularies.
+  // Lets a server reject a prompt that cannot fit the context before paying
+  // for its tokenization.
+  int64_t min_tokens(std::string_view text) const;
+  size_t max_token_bytes() const { return max_token_len_; }
+
   // Text of one token. render_special=false gives "" for control tokens.
   // The bytes of a byte-fallback token (<0x0A>) are returned raw, so a piece
   // may be a partial UTF-8 sequence; use StreamDecoder for display.
@@ -137,6 +168,7 @@ class Tokenizer {
   Status init_common(const VocabSpec& spec, const std::string& model, TokenId def_bos, TokenId def_eos,
                      TokenId def_unk, TokenId def_sep, TokenId def_pad);
   std::vector<Fragment> partition(std::string_view text, bool parse_special) const;
+  std::vector<TokenId> encode_fragments(const std::vector<Fragment>& frags, bool add_special) const;
   TokenId lookup(std::string_view text) const;
   uint32_t attr(TokenId id) const { return attrs_[id]; }
 
@@ -156,6 +188,13 @@ class Tokenizer {
   bool add_bos_ = false, add_eos_ = false, add_sep_ = false;
   bool add_space_prefix_ = false, clean_spaces_ = false, remove_extra_whitespaces_ = false;
   size_t max_token_len_ = 0;
+  // Input bytes that always reach the output (as a byte token, <unk>, or
+  // inside a longer token): set by the SentencePiece and BPE tokenizers;
+  // min_tokens counts only these.
+  bool byte_kept_[256] = {};
+  // Bytes that end an rstrip marker / start an lstrip marker (min_tokens).
+  bool rstrip_last_byte_[256] = {};
+  bool lstrip_first_byte_[256] = {};
 };
 
 // Incremental detokenizer for streaming: push() returns only complete UTF-8;

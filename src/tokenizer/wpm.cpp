@@ -40,7 +40,11 @@ class WpmTokenizer final : public Tokenizer {
     if (a & (kAttrControl | kAttrUnknown)) return render_special ? text : std::string();
     if (a & kAttrUserDefined) return text;
     if (a & kAttrNormal) {
-      if (text.compare(0, 3, kSpaceMark) == 0) return " " + text.substr(3);
+      if (text.compare(0, 3, kSpaceMark) == 0) {
+        std::string piece = " ";  // (not " " + substr: GCC 12 warns falsely on that)
+        piece.append(text, 3);
+        return piece;
+      }
       return text;
     }
     return {};

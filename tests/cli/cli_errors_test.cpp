@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -63,6 +64,42 @@ TEST(CliErrors, ModelInputErrors) {
   expect_user_error("run -m " + m + " -p hi --isa warp9");
   // A vocabulary-only GGUF is not a model.
   expect_user_error("run -m " + shared + "/tokenizers/llama.cpp-vocab/ggml-vocab-llama-spm.gguf -p hi");
+}
+
+// Numeric flags out of range and unreadable prompt files are refused with an
+// error naming them (not run with a default or an empty prompt).
+void expect_error_naming(const std::string& args, const std::string& needle) {
+  Outcome o = run_cli(args);
+  EXPECT_FALSE(o.signaled) << args;
+  EXPECT_EQ(o.exit_code, 1) << args << "\n" << o.err;
+  EXPECT_NE(o.err.find("error:"), std::string::npos) << args << "\n" << o.err;
+  EXPECT_NE(o.err.find(needle), std::string::npos) << args << "\n" << o.err;
+}
+
+TEST(CliErrors, AbsurdNumbersAndDirectoriesAreRefused) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  const std::string m = shared + "/models/stories260K.gguf";
+  const std::string dir = temp_path("prompt-dir");
+  std::filesystem::create_directories(dir);
+  expect_error_naming("run -m " + m + " -f " + dir + " -n 2", "is a directory");
+  const std::pair<const char*, std::string> commands[] = {
+      {"run", " -p hi"}, {"chat", ""},  {"serve", " --port 0"}, {"experts", " -p hi"}, {"logits", " -t 1 -o /tmp/x.f32"},
+      {"perplexity", " -f " + m}, {"info", ""}};
+  for (const auto& [cmd, extra] : commands) {
+    expect_error_naming(std::string(cmd) + " -m " + m + extra + " -c -5", "--ctx-size");
+    expect_error_naming(std::string(cmd) + " -m " + m + extra + " -c 99999999999", "--ctx-size");
+  }
+  expect_error_naming("run -m " + m + " -p hi -n -7", "-n");
+  expect_error_naming("run -m " + m + " -p hi --temp -1", "--temp");
+  expect_error_naming("run -m " + m + " -p hi --top-p 3", "--top-p");
+  expect_error_naming("run -m " + m + " -p hi --top-k -2", "--top-k");
+  expect_error_naming("run -m " + m + " -p hi --repeat-penalty 0", "--repeat-penalty");
+  expect_error_naming("run -m " + m + " -p hi --seed -1", "--seed");
+  expect_error_naming("run -m " + m + " -p hi --seed 99999999999999999999999", "--seed");
+  expect_error_naming("serve -m " + m + " --port 0 --mem-budget-mb 9223372036854775807", "--mem-budget-mb");
+  expect_error_naming("serve -m " + m + " --port 0 --mem-budget-mb -1", "--mem-budget-mb");
+  expect_error_naming("serve -m " + m + " --port 0 --prefix-cache-scope everyone", "--prefix-cache-scope");
+  expect_error_naming("serve -m " + m + " --port 0 --api-key-file " + dir, "is a directory");
 }
 
 TEST(CliErrors, ContextOverflowDuringGenerationStopsCleanly) {

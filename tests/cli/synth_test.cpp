@@ -85,7 +85,7 @@ TEST(Synth, ValuesAreDeterministicAndChunkIndependent) {
 
 TEST(Synth, Llama3RopeFactorsMatchConverter) {
   // Llama 3.2: theta 5e5, factor 32, low 1, high 4, original context 8192.
-  auto f = synth::llama3_rope_factors(64, 500000.0, 32.0, 1.0, 4.0, 8192.0);
+  auto f = format::llama3_rope_factors(64, 500000.0, 32.0, 1.0, 4.0, 8192.0);
   ASSERT_EQ(f.size(), 32u);
   EXPECT_EQ(f.front(), 1.0f);  // high-frequency dims are not scaled
   EXPECT_EQ(f.back(), 32.0f);  // low-frequency dims are scaled by factor

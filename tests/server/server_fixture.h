@@ -100,6 +100,7 @@ class ServerProcess {
     return static_cast<bool>(c.Get("/health"));
   }
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
   std::string log() const {
     std::ifstream f(log_);
     std::stringstream ss;

@@ -41,6 +41,11 @@ Result<double> get_float(const json& c, const char* key, double def) {
   return v;
 }
 
+// Writes `<arch>.<key>` = value as u32 for each pair (sizes validated by the caller).
+void set_u32s(GgufWriter& w, const std::string& arch, std::initializer_list<std::pair<const char*, int64_t>> kv) {
+  for (const auto& [k, v] : kv) w.set(arch + "." + k, GgufValue::from_u32((uint32_t)v));
+}
+
 // ---- phi4flash (Phi-4-mini-flash-reasoning, SambaY) -------------------------
 // Layer kinds; see docs/PHI4FLASH.md and ARCHITECTURES.md §1.2.
 enum Phi4FlashKind { kP4Mamba = 0, kP4SelfAttn = 1, kP4Gmu = 2, kP4CrossAttn = 3 };
@@ -73,21 +78,14 @@ Status phi4flash_hparams(const json& c, GgufWriter& w, LayerPlan* plan) {
     return invalid_argument("num_hidden_layers/2 must be a multiple of mb_per_layer (layer L/2 is the memory Mamba layer)");
   if (period < 2) return invalid_argument("mb_per_layer must be >= 2 (layer L/2+1 must be attention)");
   const std::string a = "phi4flash.";
-  w.set(a + "context_length", GgufValue::from_u32((uint32_t)ctx));
-  w.set(a + "embedding_length", GgufValue::from_u32((uint32_t)d));
-  w.set(a + "block_count", GgufValue::from_u32((uint32_t)n_layer));
-  w.set(a + "feed_forward_length", GgufValue::from_u32((uint32_t)n_ff));
-  w.set(a + "attention.head_count", GgufValue::from_u32((uint32_t)n_head));
-  w.set(a + "attention.head_count_kv", GgufValue::from_u32((uint32_t)n_kv));
-  w.set(a + "attention.key_length", GgufValue::from_u32((uint32_t)(d / n_head)));
-  w.set(a + "attention.value_length", GgufValue::from_u32((uint32_t)(d / n_head)));
+  set_u32s(w, "phi4flash",
+           {{"context_length", ctx}, {"embedding_length", d}, {"block_count", n_layer}, {"feed_forward_length", n_ff},
+            {"attention.head_count", n_head}, {"attention.head_count_kv", n_kv},
+            {"attention.key_length", d / n_head}, {"attention.value_length", d / n_head}});
   w.set(a + "attention.layer_norm_epsilon", GgufValue::from_f32((float)eps));
-  w.set(a + "attention.sliding_window", GgufValue::from_u32((uint32_t)window));
-  w.set(a + "ssm.conv_kernel", GgufValue::from_u32((uint32_t)d_conv));
-  w.set(a + "ssm.inner_size", GgufValue::from_u32((uint32_t)(expand * d)));
-  w.set(a + "ssm.state_size", GgufValue::from_u32((uint32_t)d_state));
-  w.set(a + "ssm.time_step_rank", GgufValue::from_u32((uint32_t)dt_rank));
-  w.set(a + "mamba_period", GgufValue::from_u32((uint32_t)period));
+  set_u32s(w, "phi4flash",
+           {{"attention.sliding_window", window}, {"ssm.conv_kernel", d_conv}, {"ssm.inner_size", expand * d},
+            {"ssm.state_size", d_state}, {"ssm.time_step_rank", dt_rank}, {"mamba_period", period}});
   kinds->assign((size_t)n_layer, kP4Mamba);
   for (int64_t i = 0; i < n_layer; ++i) {
     const bool mamba = i % period == 0;
@@ -177,20 +175,13 @@ Status llama_hparams(const json& c, GgufWriter& w, LayerPlan* plan) {
   if (auto it = c.find("hidden_act"); it != c.end() && !(it->is_string() && it->get<std::string>() == "silu"))
     return unsupported("'hidden_act' must be \"silu\" for llama");
   const std::string a = "llama.";
-  w.set(a + "vocab_size", GgufValue::from_u32((uint32_t)n_vocab));
-  w.set(a + "context_length", GgufValue::from_u32((uint32_t)ctx));
-  w.set(a + "embedding_length", GgufValue::from_u32((uint32_t)d));
-  w.set(a + "block_count", GgufValue::from_u32((uint32_t)n_layer));
-  w.set(a + "feed_forward_length", GgufValue::from_u32((uint32_t)n_ff));
-  w.set(a + "rope.dimension_count", GgufValue::from_u32((uint32_t)head_dim));
-  w.set(a + "attention.head_count", GgufValue::from_u32((uint32_t)n_head));
-  w.set(a + "attention.head_count_kv", GgufValue::from_u32((uint32_t)n_kv));
+  set_u32s(w, "llama",
+           {{"vocab_size", n_vocab}, {"context_length", ctx}, {"embedding_length", d}, {"block_count", n_layer},
+            {"feed_forward_length", n_ff}, {"rope.dimension_count", head_dim}, {"attention.head_count", n_head},
+            {"attention.head_count_kv", n_kv}});
   w.set(a + "rope.freq_base", GgufValue::from_f32((float)theta));
   w.set(a + "attention.layer_norm_rms_epsilon", GgufValue::from_f32((float)eps));
-  if (explicit_head) {
-    w.set(a + "attention.key_length", GgufValue::from_u32((uint32_t)head_dim));
-    w.set(a + "attention.value_length", GgufValue::from_u32((uint32_t)head_dim));
-  }
+  if (explicit_head) set_u32s(w, "llama", {{"attention.key_length", head_dim}, {"attention.value_length", head_dim}});
   if (auto rs = c.find("rope_scaling"); rs != c.end() && !rs->is_null()) {
     if (!rs->is_object()) return invalid_argument("'rope_scaling' must be an object");
     std::string type = rs->value("rope_type", rs->value("type", std::string()));
