@@ -6,8 +6,14 @@
 // plus end-to-end latency. Requests stream (SSE) with usage reporting; output
 // token counts come from the server's usage (else the chunk count).
 // Dataset "random": prompts of --input-len random token ids (completions take
-// ids directly; chat gets them detokenised by the server's /detokenize), with
-// ignore_eos so every request generates exactly --output-len tokens.
+// ids directly; chat gets them detokenised by the server's /detokenize, or
+// random words when the server has none), with ignore_eos so every request
+// generates exactly --output-len tokens; --random-range-ratio R draws each
+// length uniformly from [len*(1-R), len*(1+R)] as vLLM does. Only standard
+// fields are needed from the server (the model id from /v1/models unless
+// --model is given; vocab_size there is used when present), so llama-server
+// and vLLM work too. Failed requests are counted (with the first error) and
+// left out of the latency and throughput figures of the successful ones.
 // Scheduling: --concurrency C keeps at most C requests in flight;
 // --request-rate R issues requests at Poisson arrival times (R per second);
 // both may be combined; neither = all at once. A progress bar goes to stderr,
@@ -40,6 +46,7 @@ struct BenchServeOptions {
   int num_prompts = 100;
   int concurrency = 0;
   double request_rate = 0;  // 0 = infinite
+  double range_ratio = 0;   // lengths uniform in [len*(1-r), len*(1+r)]
   uint64_t seed = 0;
   bool no_ignore_eos = false;
   double timeout_s = 600;
@@ -49,7 +56,9 @@ struct RequestResult {
   bool ok = false;
   std::string error;
   int64_t prompt_tokens = 0, output_tokens = 0;
+  int64_t sent_prompt_len = 0;  // what was sent, for servers that report no usage
   double ttft = 0, latency = 0;
+  bool got_text = false;  // ttft is meaningful
   std::vector<double> itl;
 };
 
@@ -84,13 +93,15 @@ RequestResult send_one(httplib::Client& cli, const BenchServeOptions& o, const s
   req.headers.emplace("Accept", "text/event-stream");
   req.body = body;
   req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-    buf.append(data, n);
+    for (size_t i = 0; i < n; ++i)
+      if (data[i] != '\r') buf.push_back(data[i]);  // CRLF line ends as LF
     size_t pos;
     while ((pos = buf.find("\n\n")) != std::string::npos) {
       std::string ev = buf.substr(0, pos);
       buf.erase(0, pos + 2);
-      if (ev.rfind("data: ", 0) != 0) continue;  // comments (keep-alive) and other fields
-      const std::string payload = ev.substr(6);
+      if (ev.rfind("data:", 0) != 0) continue;  // comments (keep-alive) and other fields
+      std::string payload = ev.substr(5);
+      if (!payload.empty() && payload[0] == ' ') payload.erase(0, 1);
       if (payload == "[DONE]") {
         done = true;
         continue;
@@ -109,13 +120,17 @@ RequestResult send_one(httplib::Client& cli, const BenchServeOptions& o, const s
       const json& c = j["choices"][0];
       std::string text;
       if (c.contains("text") && c["text"].is_string()) text = c["text"];
-      if (c.contains("delta") && c["delta"].is_object() && c["delta"].contains("content") &&
-          c["delta"]["content"].is_string())
-        text = c["delta"]["content"];
+      if (c.contains("delta") && c["delta"].is_object()) {
+        const json& d = c["delta"];
+        for (const char* k : {"content", "reasoning_content"})  // reasoning models stream thoughts first
+          if (d.contains(k) && d[k].is_string() && text.empty()) text = d[k];
+      }
       if (text.empty()) continue;
       const double t = now_seconds();
-      if (chunks == 0)
+      if (chunks == 0) {
         r.ttft = t - t0;
+        r.got_text = true;
+      }
       else
         r.itl.push_back(t - t_prev);
       t_prev = t;
@@ -130,7 +145,8 @@ RequestResult send_one(httplib::Client& cli, const BenchServeOptions& o, const s
   if (!sent) {
     r.error = "connection failed: " + httplib::to_string(err);
   } else if (res.status != 200) {
-    json j = json::parse(res.body, nullptr, false);
+    // The error body went to the content receiver (res.body stays empty then).
+    json j = json::parse(res.body.empty() ? buf : res.body, nullptr, false);
     r.error = "HTTP " + std::to_string(res.status);
     if (!j.is_discarded() && j.contains("error") && j["error"].is_object())
       r.error += ": " + j["error"].value("message", std::string());
@@ -175,7 +191,10 @@ int run(const BenchServeOptions& o) {
   if (o.num_prompts < 1 || o.input_len < 1 || o.output_len < 1)
     return report_error("--num-prompts, --input-len and --output-len must be >= 1");
   if (o.request_rate < 0 || o.concurrency < 0) return report_error("--request-rate and --concurrency must be >= 0");
-  const bool chat = o.endpoint.find("chat") != std::string::npos;
+  if (!(o.range_ratio >= 0 && o.range_ratio < 1)) return report_error("--random-range-ratio must be in [0, 1)");
+  if (o.endpoint != "/v1/completions" && o.endpoint != "/v1/chat/completions")
+    return report_error("--endpoint must be /v1/completions or /v1/chat/completions");
+  const bool chat = o.endpoint == "/v1/chat/completions";
   auto cli = make_client(o);
   auto models = cli->Get("/v1/models", auth_headers(o));
   if (!models || models->status != 200)
@@ -193,22 +212,43 @@ int run(const BenchServeOptions& o) {
   std::mt19937_64 rng(o.seed);
   const int64_t lo = std::min<int64_t>(vocab / 2, 300);
   std::uniform_int_distribution<int64_t> pick(lo, vocab - 1);
+  auto draw_len = [&](int64_t len) {
+    const int64_t a = std::max<int64_t>(1, (int64_t)std::floor((double)len * (1 - o.range_ratio)));
+    const int64_t b = std::max<int64_t>(a, (int64_t)std::ceil((double)len * (1 + o.range_ratio)));
+    return std::uniform_int_distribution<int64_t>(a, b)(rng);
+  };
   std::vector<std::string> bodies;
+  std::vector<int64_t> sent_len;
+  bool detokenize = chat;
   for (int i = 0; i < o.num_prompts; ++i) {
-    std::vector<int64_t> ids((size_t)o.input_len);
+    const int64_t in_len = o.range_ratio > 0 ? draw_len(o.input_len) : o.input_len;
+    const int64_t out_len = o.range_ratio > 0 ? draw_len(o.output_len) : o.output_len;
+    std::vector<int64_t> ids((size_t)in_len);
     for (auto& t : ids) t = pick(rng);
-    json b = {{"model", model}, {"max_tokens", o.output_len}, {"stream", true},
+    json b = {{"model", model}, {"max_tokens", out_len}, {"stream", true},
               {"stream_options", {{"include_usage", true}}}, {"temperature", 0.0}, {"ignore_eos", !o.no_ignore_eos}};
     if (chat) {
-      auto d = cli->Post("/detokenize", auth_headers(o), json({{"tokens", ids}}).dump(), "application/json");
-      json dj = d && d->status == 200 ? json::parse(d->body, nullptr, false) : json();
-      std::string text = !dj.is_discarded() && dj.contains("content") ? dj["content"].get<std::string>() : "";
-      if (text.empty()) text = std::string((size_t)o.input_len, 'a');
+      // llama-server and chimera answer {"content"}, vLLM {"prompt"} (and wants the model).
+      std::string text;
+      if (detokenize) {
+        auto d = cli->Post("/detokenize", auth_headers(o), json({{"model", model}, {"tokens", ids}}).dump(),
+                           "application/json");
+        json dj = d && d->status == 200 ? json::parse(d->body, nullptr, false) : json();
+        for (const char* k : {"content", "prompt"})
+          if (text.empty() && !dj.is_discarded() && dj.is_object() && dj.contains(k) && dj[k].is_string()) text = dj[k];
+        if (text.empty()) detokenize = false;  // not offered: random words from here on
+      }
+      if (text.empty()) {
+        static const char* const kWords[] = {"time", "river", "blue", "open", "small", "light", "stone", "gave",
+                                             "under", "quick", "house", "seven", "paper", "north", "sing", "warm"};
+        for (int64_t k = 0; k < in_len; ++k) text += std::string(k ? " " : "") + kWords[ids[(size_t)k] % 16];
+      }
       b["messages"] = json::array({{{"role", "user"}, {"content", text}}});
     } else {
       b["prompt"] = ids;
     }
     bodies.push_back(b.dump(-1, ' ', false, json::error_handler_t::replace));
+    sent_len.push_back(in_len);
   }
   // Arrival times (Poisson process) when a rate is given.
   std::vector<double> arrival((size_t)o.num_prompts, 0.0);
@@ -236,6 +276,7 @@ int run(const BenchServeOptions& o) {
         const double wait = t_start + arrival[(size_t)i] - now_seconds();
         if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
         results[(size_t)i] = send_one(*c, o, bodies[(size_t)i]);
+        results[(size_t)i].sent_prompt_len = sent_len[(size_t)i];
         std::lock_guard<std::mutex> lk(mu);
         progress(++completed, o.num_prompts);
       }
@@ -255,10 +296,11 @@ int run(const BenchServeOptions& o) {
       continue;
     }
     ++ok;
-    in_tok += r.prompt_tokens > 0 ? r.prompt_tokens : o.input_len;
+    in_tok += r.prompt_tokens > 0 ? r.prompt_tokens : r.sent_prompt_len;
     out_tok += r.output_tokens;
-    ttft.push_back(r.ttft * 1e3);
     e2e.push_back(r.latency * 1e3);
+    if (!r.got_text) continue;  // nothing streamed: no first token to time
+    ttft.push_back(r.ttft * 1e3);
     if (r.output_tokens > 1) tpot.push_back((r.latency - r.ttft) * 1e3 / (double)(r.output_tokens - 1));
     for (double x : r.itl) itl.push_back(x * 1e3);
   }
@@ -293,7 +335,8 @@ int run(const BenchServeOptions& o) {
                 {"output_throughput", out_tok / duration}, {"total_token_throughput", (in_tok + out_tok) / duration},
                 {"ttft_ms", sj(s_ttft)}, {"tpot_ms", sj(s_tpot)}, {"itl_ms", sj(s_itl)}, {"e2el_ms", sj(s_e2e)},
                 {"num_prompts", o.num_prompts}, {"concurrency", o.concurrency}, {"request_rate", o.request_rate},
-                {"input_len", o.input_len}, {"output_len", o.output_len}, {"model", model}};
+                {"input_len", o.input_len}, {"output_len", o.output_len}, {"random_range_ratio", o.range_ratio},
+                {"model", model}, {"endpoint", o.endpoint}, {"first_error", failed ? json(first_error) : json()}};
     std::ofstream f(o.result_file);
     f << out.dump(2) << "\n";
     if (!f) return report_error("cannot write '" + o.result_file + "'");
@@ -315,6 +358,9 @@ void add_bench_serve_command(CLI::App* bench, std::function<void()> bench_callba
   sub->add_option("--num-prompts", o->num_prompts, "Requests to send")->capture_default_str();
   sub->add_option("--concurrency", o->concurrency, "Maximum requests in flight (0 = unlimited)");
   sub->add_option("--request-rate", o->request_rate, "Poisson arrival rate in requests/s (0 = all at once)");
+  sub->add_option("--random-range-ratio", o->range_ratio,
+                  "Draw each input/output length uniformly from [len*(1-R), len*(1+R)]")
+      ->capture_default_str();
   sub->add_option("--seed", o->seed, "Random seed for prompts and arrivals")->capture_default_str();
   sub->add_option("--api-key", o->api_key, "Bearer key");
   sub->add_option("--timeout", o->timeout_s, "Per-request read timeout (s)")->capture_default_str();

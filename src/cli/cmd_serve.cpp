@@ -46,6 +46,7 @@ struct ServeOptions {
   double header_timeout = 10, body_timeout = 60, idle_timeout = 5;
   bool no_prefix_cache = false;
   std::string expert_placement;  // --expert-placement PLAN.json (MoE models)
+  std::string chat_template_file;  // replaces the model's chat template
   ComputeOptions compute;
   DiffusionCliOptions diffusion;  // diffusion LMs: server defaults (a request's JSON may override them)
 };
@@ -100,7 +101,13 @@ int run(const ServeOptions& o) {
   }
 
   tokenizer::ChatTemplate tmpl = tokenizer::ChatTemplate::fallback();
-  if (auto src = model.gguf().get_string("tokenizer.chat_template")) {
+  if (!o.chat_template_file.empty()) {
+    auto text = read_text_file(o.chat_template_file);
+    if (!text) return report_error("--chat-template-file: " + text.status().message());
+    auto parsed = tokenizer::ChatTemplate::parse(*text);
+    if (!parsed) return report_error("--chat-template-file: " + parsed.status().message());
+    tmpl = std::move(parsed).value();
+  } else if (auto src = model.gguf().get_string("tokenizer.chat_template")) {
     auto parsed = tokenizer::ChatTemplate::parse(*src);
     if (parsed)
       tmpl = std::move(parsed).value();
@@ -185,6 +192,8 @@ void add_serve_command(CLI::App& app) {
   sub->add_option("--mem-budget-mb", o->mem_budget_mb,
                   "Memory for sequence states + prefix cache (MiB; 0 = 2 x parallel states)")
       ->capture_default_str();
+  sub->add_option("--chat-template-file", o->chat_template_file,
+                  "Jinja chat template to use instead of the model's (HF tokenizer_config.json style)");
   sub->add_option("--alias", o->alias, "Model id reported by /v1/models (default: the file name)");
   sub->add_option("--prefill-chunk", o->prefill_chunk, "Prompt tokens processed per engine iteration")
       ->capture_default_str()

@@ -27,8 +27,8 @@ namespace {
 // spanning token boundaries is never emitted, nor anything after it.
 class TextStream {
  public:
-  TextStream(const tokenizer::Tokenizer& tok, std::vector<std::string> stops)
-      : dec_(tok, /*render_special=*/false), stops_(std::move(stops)) {}
+  TextStream(const tokenizer::Tokenizer& tok, std::vector<std::string> stops, bool render_special)
+      : dec_(tok, render_special), stops_(std::move(stops)) {}
   std::string push(int32_t tok, bool* stopped) {
     pending_ += dec_.push(tok);
     return drain(false, stopped);
@@ -192,7 +192,7 @@ Result<std::shared_ptr<RequestChannel>> Engine::submit(GenerationParams p) {
   seq->t_submit = now_seconds();
   seq->n_prompt = (int64_t)p.prompt.size();
   seq->tokens = p.prompt;
-  seq->text = std::make_unique<TextStream>(model_.tokenizer(), p.stop);
+  seq->text = std::make_unique<TextStream>(model_.tokenizer(), p.stop, p.render_special);
   std::sort(p.checkpoints.begin(), p.checkpoints.end());
   seq->p = std::move(p);
   auto ch = seq->ch;

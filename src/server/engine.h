@@ -83,6 +83,9 @@ struct GenerationParams {
   // submit() against the model's vocabulary (errors -> invalid_argument);
   // autoregressive models only.
   std::optional<runtime::grammar::GrammarSource> grammar;
+  // Special tokens appear in the text (tool calls: `<|tool_call|>` is a
+  // control token in some vocabularies); end-of-generation tokens never do.
+  bool render_special = false;
 };
 
 struct TokenLogprob {

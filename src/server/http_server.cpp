@@ -6,11 +6,14 @@
 // time) and poll the client socket between waits: a non-streamed request
 // whose client disconnected is cancelled (the engine frees the slot); a
 // stream is cancelled on a failed write as well, and while nothing arrives for
-// a second it writes an SSE comment.
+// a second it writes an SSE comment. With active tools (tool_request.h) the
+// reply's calls become message.tool_calls (with_tool_calls), and a stream
+// holds back call text and ends with the tool_calls deltas (tool_stream_tail).
 #include "server/http_server.h"
 
 #include <atomic>
 #include <ctime>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "core/timer.h"
@@ -18,6 +21,8 @@
 #include "server/http_transport.h"
 #include "server/openai_json.h"
 #include "server/prompt_builder.h"
+#include "server/tool_request.h"
+#include "server/tool_response.h"
 
 namespace chimera::server {
 namespace {
@@ -92,6 +97,7 @@ struct HttpServer::Impl {
   int64_t created = (int64_t)std::time(nullptr);
   std::string bos, eos;
   std::shared_ptr<const tokenizer::ChatTemplate> tmpl_shared;  // outlives requests still in the engine
+  ToolFormat tool_format = ToolFormat::kGeneric;               // the template's tool-call format
 
   Impl(Engine& e, Metrics& m, tokenizer::ChatTemplate t, ServerOptions o)
       : engine(e), metrics(m), tmpl(std::move(t)), opts(std::move(o)),
@@ -99,6 +105,7 @@ struct HttpServer::Impl {
     const auto& tok = engine.tokenizer();
     if (tok.bos() >= 0) bos = tok.token_text(tok.bos());
     if (tok.eos() >= 0) eos = tok.token_text(tok.eos());
+    tool_format = tool_format_for(tmpl);
   }
 
   void make_transport();
@@ -106,7 +113,7 @@ struct HttpServer::Impl {
   void handle(const HttpRequest& req, HttpExchange& ex);
   void handle_generate(const HttpRequest& req, HttpExchange& ex, bool chat);
   void stream_response(HttpExchange& ex, RequestChannel& ch, const ResponseMeta& meta, bool include_usage,
-                       const tokenizer::Tokenizer* logprobs_tok);
+                       const tokenizer::Tokenizer* logprobs_tok, const ToolSession& tools);
   void handle_tokenize(const HttpRequest& req, HttpExchange& ex);
   void handle_detokenize(const HttpRequest& req, HttpExchange& ex);
   bool build_prompt(const ParsedRequest& pr, const HttpRequest& req, GenerationParams* gp, ApiError* err);
@@ -124,6 +131,7 @@ bool HttpServer::Impl::build_prompt(const ParsedRequest& pr, const HttpRequest& 
   c.eos = eos;
   c.n_ctx = engine.n_ctx();
   c.is_diffusion = engine.info().is_diffusion;
+  c.tool_format = tool_format;
   // The prefix-cache identity: the API key the request presented (its index),
   // unless the cache is shared across keys.
   std::string identity;
@@ -160,8 +168,10 @@ void HttpServer::Impl::handle_generate(const HttpRequest& req, HttpExchange& ex,
   meta.created = (int64_t)std::time(nullptr);
   meta.model = opts.model_id;
   meta.chat = chat;
+  const ToolSession tools{std::move(pr.tools), tool_format};
   if (pr.stream)
-    return stream_response(ex, *ch, meta, pr.include_usage, pr.top_logprobs >= 0 ? &engine.tokenizer() : nullptr);
+    return stream_response(ex, *ch, meta, pr.include_usage, pr.top_logprobs >= 0 ? &engine.tokenizer() : nullptr,
+                           tools);
   std::string text;
   std::vector<TokenLogprob> lps;
   std::vector<StreamEvent> evs;
@@ -177,14 +187,17 @@ void HttpServer::Impl::handle_generate(const HttpRequest& req, HttpExchange& ex,
       if (!ev.done) continue;
       if (!ev.error.empty())
         return send_error(ex, make_error(500, "generation failed: " + ev.error, "server_error", "", "internal_error"));
-      return send_json(ex, 200, completion_body(meta, text, ev.finish, ev.usage,
-                                                    pr.top_logprobs >= 0 ? &lps : nullptr, &engine.tokenizer()));
+      return send_json(ex, 200,
+                       with_tool_calls(completion_body(meta, text, ev.finish, ev.usage,
+                                                       pr.top_logprobs >= 0 ? &lps : nullptr, &engine.tokenizer()),
+                                       text, tools));
     }
   }
 }
 
 void HttpServer::Impl::stream_response(HttpExchange& ex, RequestChannel& ch, const ResponseMeta& meta,
-                                       bool include_usage, const tokenizer::Tokenizer* logprobs_tok) {
+                                       bool include_usage, const tokenizer::Tokenizer* logprobs_tok,
+                                       const ToolSession& tools) {
   double last_write = now_seconds();
   auto write = [&](const std::string& data) {
     if (!ex.write("data: " + data + "\n\n")) return false;
@@ -200,6 +213,9 @@ void HttpServer::Impl::stream_response(HttpExchange& ex, RequestChannel& ch, con
     return;
   if (meta.chat && !write(chunk_body(meta, "", FinishReason::kNone, /*role_delta=*/true))) return;
   int64_t text_offset = 0;  // completions logprobs: bytes streamed so far
+  // Active tools: text that is or may become a call is held back and parsed at the end.
+  std::optional<ToolStreamFilter> tool_filter;
+  if (tools.req.active()) tool_filter.emplace(tools.format);
   std::vector<StreamEvent> events;
   for (;;) {
     if (stopping.load()) ch.cancel();
@@ -213,6 +229,7 @@ void HttpServer::Impl::stream_response(HttpExchange& ex, RequestChannel& ch, con
       continue;
     }
     for (auto& ev : events) {
+      if (tool_filter) ev.text = tool_filter->feed(ev.text);
       const bool lp = logprobs_tok && !ev.logprobs.empty();
       if ((!ev.text.empty() || lp) && !write(chunk_body(meta, ev.text, FinishReason::kNone, false,
                                                         lp ? &ev.logprobs : nullptr, logprobs_tok, &text_offset)))
@@ -221,6 +238,10 @@ void HttpServer::Impl::stream_response(HttpExchange& ex, RequestChannel& ch, con
       if (!ev.error.empty()) {
         ApiError e = make_error(500, "generation failed: " + ev.error, "server_error", "", "internal_error");
         if (!write(error_body(e))) return;
+      } else if (tool_filter) {
+        for (const auto& chunk : tool_stream_tail(meta, *tool_filter, tools, ev.finish))
+          if (!write(chunk)) return;
+        if (include_usage && !write(usage_chunk_body(meta, ev.usage))) return;
       } else {
         if (!write(chunk_body(meta, "", ev.finish))) return;
         if (include_usage && !write(usage_chunk_body(meta, ev.usage))) return;

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <random>
 
+#include "server/tool_request.h"
+
 namespace chimera::server {
 namespace {
 
@@ -184,10 +186,11 @@ bool parse_diffusion(const json& b, const RequestLimits& lim, runtime::Diffusion
 constexpr std::string_view kCommonFields[] = {
     "model", "max_tokens", "stream", "stream_options", "stop", "temperature", "top_p", "min_p", "top_k",
     "presence_penalty", "frequency_penalty", "repetition_penalty", "repeat_penalty", "repeat_last_n", "seed",
-    "ignore_eos", "n", "logprobs", "response_format", "grammar", "parse_special", "cache_salt", "user",
+    "ignore_eos", "n", "best_of", "logprobs", "response_format", "grammar", "parse_special", "cache_salt", "user",
     // diffusion models (ignored by autoregressive ones, as documented)
     "steps", "block_length", "remasking", "threshold", "cfg_scale", "prefix_cache", "dual_cache", "cache_refresh"};
-constexpr std::string_view kChatFields[] = {"messages", "max_completion_tokens", "top_logprobs"};
+constexpr std::string_view kChatFields[] = {"messages",    "max_completion_tokens", "top_logprobs",
+                                            "tools",       "tool_choice",           "parallel_tool_calls"};
 constexpr std::string_view kCompletionFields[] = {"prompt", "echo"};
 
 bool check_fields(const json& b, bool chat, ApiError* err) {
@@ -349,6 +352,8 @@ bool parse_generation_request(std::string_view body, bool chat, const RequestLim
     if (!it->is_number_integer() || it->get<int64_t>() != 1)
       return fail(err, "only n = 1 is supported", "n", "invalid_value");
   }
+  if (auto it = b.find("best_of"); it != b.end() && !it->is_null() && !(it->is_number_integer() && it->get<int64_t>() == 1))
+    return fail(err, "'best_of' is not supported (only 1)", "best_of", "unsupported_parameter");
   if (auto it = b.find("echo"); it != b.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>()))
     return fail(err, "'echo' is not supported", "echo", "unsupported_parameter");
   if (!parse_response_format(b, &r, err)) return false;
@@ -381,6 +386,7 @@ bool parse_generation_request(std::string_view body, bool chat, const RequestLim
   }
   r.diffusion = lim.diffusion;
   if (!parse_diffusion(b, lim, &r.diffusion, err)) return false;
+  if (!parse_tool_request(b, chat, &r.tools, err)) return false;
   *out = std::move(r);
   return true;
 }

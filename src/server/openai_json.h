@@ -33,6 +33,19 @@ struct ApiError {
 };
 std::string error_body(const ApiError& e);
 
+// Chat tool fields ("tools", "tool_choice", "parallel_tool_calls"),
+// validated by parse_tool_request (tool_request.h).
+struct ToolRequest {
+  enum class Choice { kAuto, kNone, kRequired, kNamed };
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();  // validated, OpenAI shape
+  Choice choice = Choice::kAuto;
+  std::string named;             // kNamed: the function
+  bool parallel = true;          // parallel_tool_calls
+  // Tools are offered to the model and its output parsed for calls.
+  bool active() const { return !tools.empty() && choice != Choice::kNone; }
+  bool forced() const { return active() && (choice == Choice::kRequired || choice == Choice::kNamed); }
+};
+
 struct ParsedRequest {
   bool chat = false;
   std::string model;                       // "" when absent
@@ -60,6 +73,7 @@ struct ParsedRequest {
   // "cache_salt": requests share prefix-cache entries only with the same salt
   // (and the same API key unless the server shares the cache across keys).
   std::string cache_salt;
+  ToolRequest tools;  // chat: tool calling (tool_request.h)
 };
 
 // Limits the request is validated against.

@@ -10,6 +10,13 @@
 // context_length_exceeded before it is tokenized when its byte length already
 // proves it (Tokenizer::min_tokens), so a multi-megabyte prompt costs one scan
 // of its bytes, not its tokenization.
+// Tools (chat): the request's tools go to the template as the `tools`
+// variable (or, for templates without tool support, into a system paragraph:
+// plain text like any content), tool history is rewritten as templates expect
+// (tool_request.h: prepare_tool_render); assistant tool-call arguments and the
+// `tools` definitions are template input, refused when they hold
+// special-token text (unless parse_special); active tools render special
+// tokens in the reply and a forced call sets the call grammar.
 // Cache scope: requests share prefix-cache entries only within one scope =
 // the caller's identity (the API key, unless the server shares the cache) +
 // the request's cache_salt.
@@ -20,6 +27,7 @@
 
 #include "server/engine.h"
 #include "server/openai_json.h"
+#include "server/tool_call_parser.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -31,6 +39,7 @@ struct PromptContext {
   std::string bos, eos;                                  // token texts for the template ("" when none)
   int64_t n_ctx = 0;
   bool is_diffusion = false;
+  ToolFormat tool_format = ToolFormat::kGeneric;  // the template's call format (tool_format_for)
 };
 
 // identity: who is asking, for the cache scope ("" = everyone alike).

@@ -30,6 +30,30 @@ std::string_view trimmed(std::string_view s) {
 // copy; every other string (and key) is checked for control-token text.
 bool is_content_key(const std::string& key) { return key == "content" || key == "reasoning_content"; }
 
+// Walks v without recursion: any string or key holding control-token text is
+// an error naming its path (strings starting with `skip`, the sentinels, are not).
+Status check_strings(const Tokenizer& tok, const ojson& v0, const std::string& base, const std::string& skip) {
+  std::vector<std::pair<const ojson*, std::string>> stack = {{&v0, base}};
+  while (!stack.empty()) {
+    auto [v, path] = stack.back();
+    stack.pop_back();
+    if (v->is_string()) {
+      const std::string& s = v->get_ref<const std::string&>();
+      if ((skip.empty() || s.rfind(skip, 0) != 0) && tok.contains_control_text(s))
+        return invalid_argument(path + " contains special-token text; only message contents may (as plain text)");
+    } else if (v->is_object()) {
+      for (auto it = v->begin(); it != v->end(); ++it) {
+        if (tok.contains_control_text(it.key()))
+          return invalid_argument(path + " has a key that contains special-token text");
+        stack.push_back({&it.value(), path + "." + it.key()});
+      }
+    } else if (v->is_array()) {
+      for (size_t i = 0; i < v->size(); ++i) stack.push_back({&(*v)[i], path + "[" + std::to_string(i) + "]"});
+    }
+  }
+  return Status::ok();
+}
+
 // Walks one message without recursion: content strings (and text parts) go to
 // *contents and are replaced in *copy by sentinel(k); any other string or key
 // holding control-token text is an error.
@@ -37,7 +61,11 @@ Status collect(const ojson& msg, size_t index, const Tokenizer& tok, const std::
                std::vector<ContentRef>* contents) {
   const std::string base = "messages[" + std::to_string(index) + "]";
   auto sentinel = [&](size_t k) { return nonce + "N" + std::to_string(k) + "E"; };
+  // An empty content has no text to protect and stays as it is: templates
+  // test it (`{% if message.content %}`, e.g. an assistant turn with only
+  // tool calls), and a sentinel would make the two renderings differ.
   auto take = [&](const std::string& path, const std::string& text, ojson* slot) {
+    if (text.empty()) return;
     *slot = sentinel(contents->size());
     contents->push_back({index, path, text});
   };
@@ -59,26 +87,16 @@ Status collect(const ojson& msg, size_t index, const Tokenizer& tok, const std::
     }
   }
   // Everything left is template logic input (role, name, ids, tool calls...).
-  std::vector<std::pair<const ojson*, std::string>> stack = {{copy, base}};
-  while (!stack.empty()) {
-    auto [v, path] = stack.back();
-    stack.pop_back();
-    if (v->is_string()) {
-      const std::string& s = v->get_ref<const std::string&>();
-      if (s.rfind(nonce, 0) != 0 && tok.contains_control_text(s))
-        return invalid_argument(path + " contains special-token text; only message contents may (as plain text)");
-    } else if (v->is_object()) {
-      for (auto it = v->begin(); it != v->end(); ++it) {
-        if (tok.contains_control_text(it.key()))
-          return invalid_argument(path + " has a key that contains special-token text");
-        stack.push_back({&it.value(), path + "." + it.key()});
-      }
-    } else if (v->is_array()) {
-      for (size_t i = 0; i < v->size(); ++i) stack.push_back({&(*v)[i], path + "[" + std::to_string(i) + "]"});
-    }
-  }
-  return Status::ok();
+  return check_strings(tok, *copy, base, nonce);
 }
+
+}  // namespace
+
+Status check_template_input(const Tokenizer& tok, const nlohmann::ordered_json& value, const std::string& path) {
+  return check_strings(tok, value, path, "");
+}
+
+namespace {
 
 struct Piece {
   bool content = false;

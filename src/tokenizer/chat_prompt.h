@@ -4,7 +4,9 @@
 // chat template are real control tokens.
 //
 // render_chat_prompt renders the conversation twice: once as it is, once with
-// every content string replaced by a random sentinel. Splitting the sentinel
+// every non-empty content string replaced by a random sentinel (an empty one
+// has nothing to protect, and templates test it, e.g. an assistant turn that
+// only holds tool calls). Splitting the sentinel
 // rendering at the sentinels gives the template's own text between the
 // contents; matching those pieces against the real rendering (each content
 // verbatim, or whitespace-trimmed for templates that `| trim` it, like Llama 3)
@@ -49,6 +51,11 @@ struct ChatPrompt {
 Result<ChatPrompt> render_chat_prompt(const ChatTemplate& tmpl, const Tokenizer& tok,
                                       const nlohmann::ordered_json& messages, const ChatRenderOptions& options,
                                       int64_t stop_at_tokens = 0);
+
+// Template input outside the messages (e.g. the `tools` variable) is template
+// text: an error (kInvalidArgument naming `path`, e.g. "tools[0].function.
+// description") when any string or key in it contains control-token text.
+Status check_template_input(const Tokenizer& tok, const nlohmann::ordered_json& value, const std::string& path);
 
 // The prompt's ids: contents as plain text, template text with special parsing.
 std::vector<TokenId> encode_chat_prompt(const Tokenizer& tok, const ChatPrompt& p);

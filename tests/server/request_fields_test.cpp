@@ -27,7 +27,9 @@ TEST(RequestFields, UnimplementedFieldsAreRefusedByName) {
     EXPECT_EQ(e["error"]["code"], "unsupported_parameter") << r->body;
     EXPECT_EQ(e["error"]["param"], field) << r->body;
   };
-  for (const char* f : {"logit_bias", "suffix", "best_of", "functions", "function_call", "store", "metadata",
+  expect_refused("/v1/completions", comp, "best_of", 2);
+  expect_refused("/v1/completions", comp, "tools", json::array());
+  for (const char* f : {"logit_bias", "suffix", "functions", "function_call", "store", "metadata",
                         "service_tier", "modalities", "audio", "prediction", "reasoning_effort", "made_up_field"}) {
     expect_refused("/v1/chat/completions", chat, f, json::object());
     expect_refused("/v1/completions", comp, f, json::object());
