@@ -202,6 +202,9 @@ bool check_fields(const json& b, bool chat, ApiError* err) {
       return false;
     };
     if (in(kCommonFields) || (chat ? in(kChatFields) : in(kCompletionFields))) continue;
+    if (chat ? in(kCompletionFields) : in(kChatFields))
+      return fail(err, "'" + k + "' is only supported on " + (chat ? "/v1/completions" : "/v1/chat/completions"), k,
+                  "unsupported_parameter");
     std::string shown = k.size() > 64 ? k.substr(0, 64) + "..." : k;
     return fail(err, "'" + shown + "' is not supported by this server", shown, "unsupported_parameter");
   }
