@@ -18,12 +18,7 @@ using json = nlohmann::json;
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 bool fail(ApiError* err, std::string msg, std::string param, std::string code = "") {
-  err->status = 400;
-  err->type = "invalid_request_error";
-  err->message = std::move(msg);
-  err->param = std::move(param);
-  err->code = std::move(code);
-  return false;
+  return bad_request(err, std::move(msg), std::move(param), std::move(code));
 }
 
 const char* type_name(const json& v) {
@@ -122,7 +117,15 @@ bool parse_messages(const json& b, nlohmann::ordered_json* out, ApiError* err) {
                       p + ".content", "invalid_value");
       }
     }
-    msgs.push_back(nlohmann::ordered_json::parse(m.dump()));
+    nlohmann::ordered_json om = nlohmann::ordered_json::parse(m.dump());
+    // Text parts reach the template as one string (joined by newlines, as
+    // vLLM does): text templates print message['content'] as is.
+    if (content != m.end() && content->is_array()) {
+      std::string text;
+      for (size_t k = 0; k < content->size(); ++k) text += (k ? "\n" : "") + (*content)[k]["text"].get<std::string>();
+      om["content"] = text;
+    }
+    msgs.push_back(std::move(om));
   }
   *out = std::move(msgs);
   return true;
@@ -212,6 +215,15 @@ bool check_fields(const json& b, bool chat, ApiError* err) {
 }
 
 }  // namespace
+
+bool bad_request(ApiError* err, std::string message, std::string param, std::string code) {
+  err->status = 400;
+  err->type = "invalid_request_error";
+  err->message = std::move(message);
+  err->param = std::move(param);
+  err->code = std::move(code);
+  return false;
+}
 
 std::string error_body(const ApiError& e) {
   json j = {{"error",

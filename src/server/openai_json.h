@@ -32,6 +32,8 @@ struct ApiError {
   std::string code;   // "" -> null
 };
 std::string error_body(const ApiError& e);
+// Fills *err as a 400 invalid_request_error and returns false (validation helpers' "return fail").
+bool bad_request(ApiError* err, std::string message, std::string param, std::string code);
 
 // Chat tool fields ("tools", "tool_choice", "parallel_tool_calls"),
 // validated by parse_tool_request (tool_request.h).

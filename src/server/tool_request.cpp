@@ -13,12 +13,7 @@ using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;
 
 bool fail(ApiError* err, std::string msg, std::string param, std::string code = "invalid_value") {
-  err->status = 400;
-  err->type = "invalid_request_error";
-  err->message = std::move(msg);
-  err->param = std::move(param);
-  err->code = std::move(code);
-  return false;
+  return bad_request(err, std::move(msg), std::move(param), std::move(code));
 }
 
 bool valid_name(const std::string& n) {

@@ -55,5 +55,30 @@ TEST(RequestFields, UnimplementedFieldsAreRefusedByName) {
   EXPECT_TRUE(srv.alive());
 }
 
+// Content given as text parts is the same conversation as the plain string:
+// same prompt tokens, same greedy reply (it used to reach the template as a
+// printed JSON array).
+TEST(RequestFields, TextPartsEqualThePlainString) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  ServerProcess srv;
+  std::string err;
+  ASSERT_TRUE(srv.start(model_path(shared), {}, &err)) << err;
+  auto c = srv.client();
+  auto ask = [&](const json& content) {
+    const json body = {{"messages", {{{"role", "user"}, {"content", content}}}}, {"max_tokens", 8}, {"temperature", 0}};
+    auto r = c->Post("/v1/chat/completions", body.dump(), "application/json");
+    EXPECT_TRUE(r);
+    if (!r) return json();
+    EXPECT_EQ(r->status, 200) << r->body;
+    return json::parse(r->body, nullptr, false);
+  };
+  const json plain = ask("Tell me a story.\nOnce upon a time");
+  const json parts = ask(json::array({{{"type", "text"}, {"text", "Tell me a story."}},
+                                      {{"type", "text"}, {"text", "Once upon a time"}}}));
+  ASSERT_TRUE(plain.is_object() && parts.is_object());
+  EXPECT_EQ(parts["usage"]["prompt_tokens"], plain["usage"]["prompt_tokens"]);
+  EXPECT_EQ(parts["choices"][0]["message"]["content"], plain["choices"][0]["message"]["content"]);
+}
+
 }  // namespace
 }  // namespace chimera::test
