@@ -530,12 +530,14 @@ void Engine::finish(Sequence& s, FinishReason r, const std::string& error) {
   ev.finish = r;
   ev.error = error;
   ev.usage = {s.n_prompt, s.n_generated, s.n_cached};
-  s.ch->push(std::move(ev));
+  // Counted before the final event is published: a client that reads
+  // /metrics right after its response must see its own request.
   if (metrics_) {
     metrics_->count_finish(finish_reason_name(r));
     metrics_->add_generated_tokens(s.n_generated);
     metrics_->observe_e2e(now_seconds() - s.t_submit);
   }
+  s.ch->push(std::move(ev));
   if (s.state) {
     if (r == FinishReason::kStop || r == FinishReason::kLength)
       snapshot_turn(s);
