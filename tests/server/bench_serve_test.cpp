@@ -12,13 +12,6 @@
 namespace chimera::test {
 namespace {
 
-#define START_SERVER(srv, shared, ...)                                           \
-  ServerProcess srv;                                                             \
-  {                                                                              \
-    std::string err_;                                                            \
-    ASSERT_TRUE(srv.start(model_path(shared), {__VA_ARGS__}, &err_)) << err_;    \
-  }
-
 struct BenchRun {
   int exit_code = -1;
   std::string out;

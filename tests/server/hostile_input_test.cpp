@@ -15,13 +15,6 @@
 namespace chimera::test {
 namespace {
 
-#define START_SERVER(srv, shared, ...)                                            \
-  ServerProcess srv;                                                              \
-  {                                                                               \
-    std::string err_;                                                             \
-    ASSERT_TRUE(srv.start(model_path(shared), {__VA_ARGS__}, &err_)) << err_;     \
-  }
-
 std::string nested(const std::string& open, const std::string& close, size_t depth, const std::string& inner = "") {
   std::string s;
   s.reserve((open.size() + close.size()) * depth + inner.size());

@@ -22,13 +22,6 @@
 namespace chimera::test {
 namespace {
 
-#define START_SERVER(srv, shared, ...)                                        \
-  ServerProcess srv;                                                          \
-  {                                                                           \
-    std::string err_;                                                         \
-    ASSERT_TRUE(srv.start(model_path(shared), {__VA_ARGS__}, &err_)) << err_; \
-  }
-
 int connect_to(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};

@@ -21,13 +21,6 @@ const char* kPrompts[] = {
     "One day, a big bird",
 };
 
-#define START_SERVER(srv, shared, ...)                              \
-  ServerProcess srv;                                                \
-  {                                                                 \
-    std::string err_;                                               \
-    ASSERT_TRUE(srv.start(model_path(shared), {__VA_ARGS__}, &err_)) << err_; \
-  }
-
 TEST(Server, HealthModelsMetrics) {
   CHIMERA_REQUIRE_SHARED(shared);
   START_SERVER(srv, shared);

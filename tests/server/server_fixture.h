@@ -267,3 +267,13 @@ inline std::string run_reference(const std::string& model, const std::string& pr
 }
 
 }  // namespace chimera::test
+
+// Starts `chimera serve` on the shared stories260K model with the extra
+// arguments in the enclosing test (a fatal failure with the log when it
+// cannot start). Declares `srv`.
+#define START_SERVER(srv, shared, ...)                                        \
+  ::chimera::test::ServerProcess srv;                                         \
+  {                                                                           \
+    std::string err_;                                                         \
+    ASSERT_TRUE(srv.start(::chimera::test::model_path(shared), {__VA_ARGS__}, &err_)) << err_; \
+  }
