@@ -6,6 +6,7 @@
 // the probabilities agree to 1e-9, and seeded draws are the reference's
 // mt19937_64 walk.
 #include "runtime/sampler.h"
+#include "sampling_params_util.h"
 
 #include <gtest/gtest.h>
 
@@ -89,19 +90,7 @@ Ref reference(const std::vector<float>& logits, const SamplingParams& p, const s
   return r;
 }
 
-SamplingParams off(float temperature) {
-  SamplingParams p;
-  p.temperature = temperature;
-  p.top_k = 0;
-  p.top_p = 1.0f;
-  p.min_p = 0.0f;
-  p.repeat_penalty = 1.0f;
-  p.presence_penalty = 0.0f;
-  p.frequency_penalty = 0.0f;
-  p.penalty_last_n = 64;
-  p.seed = 99;
-  return p;
-}
+SamplingParams off(float temperature) { return test::stages_off(temperature, 99); }
 
 std::vector<float> normal_logits(int32_t n, uint32_t seed, float sd) {
   std::mt19937 g(seed);

@@ -3,6 +3,7 @@
 // seeded reproducibility, a chi-square check of 20k draws against the softmax,
 // and odd inputs (NaN / inf logits, empty rows, NaN parameters) never crashing.
 #include "runtime/sampler.h"
+#include "sampling_params_util.h"
 
 #include <gtest/gtest.h>
 
@@ -21,19 +22,7 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 // Only the stages a test names are on.
-SamplingParams plain(float temperature = 1.0f) {
-  SamplingParams p;
-  p.temperature = temperature;
-  p.top_k = 0;
-  p.top_p = 1.0f;
-  p.min_p = 0.0f;
-  p.repeat_penalty = 1.0f;
-  p.presence_penalty = 0.0f;
-  p.frequency_penalty = 0.0f;
-  p.penalty_last_n = 64;
-  p.seed = 1234;
-  return p;
-}
+SamplingParams plain(float temperature = 1.0f) { return test::stages_off(temperature, 1234); }
 
 std::map<int32_t, double> as_map(const std::vector<TokenProb>& d) {
   std::map<int32_t, double> m;
