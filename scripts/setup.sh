@@ -11,7 +11,8 @@ export CCACHE_BASEDIR="$PWD"
 
 PACKAGES=(build-essential cmake ninja-build ccache pkg-config git
           libhwy-dev nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libcli11-dev
-          libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev python3)
+          libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev python3
+          python3-pytest chromium)
 
 if [[ "${CHIMERA_SKIP_APT:-0}" != "1" ]]; then
   missing=()
