@@ -1,7 +1,8 @@
 // Scalar reference conversions for IQ4_XS (layout and algorithm summary in
-// iq4xs_blocks.h). The quantizer follows the steps of ggml's
-// quantize_row_iq4_nl_impl for a 256 super-block of 32-element sub-blocks
-// with ntry = 7 and no importance weights; f32 arithmetic in the same order.
+// iq4xs_blocks.h) and the IQ4_NL quantizer. Both follow the steps of ggml's
+// quantize_row_iq4_nl_impl with ntry = 7 and no importance weights — IQ4_XS
+// for a 256 super-block of 32-element sub-blocks, IQ4_NL for one 32-element
+// block — with f32 arithmetic in the same order.
 #include <cmath>
 #include <cstring>
 
@@ -125,6 +126,19 @@ void dequantize_row_iq4_xs(const block_iq4_xs* x, float* y, int64_t k) {
 
 void quantize_row_iq4_xs_ref(const float* x, block_iq4_xs* y, int64_t k) {
   for (int64_t i = 0; i < k / 256; ++i) quantize_block(x + i * 256, y + i);
+}
+
+// One block is its own super-block: the fitted scale is stored as is and the
+// codes are searched again against it (an all-zero block: d = 0, every code
+// the one nearest 0).
+void quantize_row_iq4_nl_ref(const float* x, block_iq4_nl* y, int64_t k) {
+  for (int64_t i = 0; i < k / kSub; ++i, x += kSub) {
+    const float d = sub_block_scale(x);
+    y[i].d = f32_to_f16(d);
+    const float id = d != 0.f ? 1 / d : 0.f;
+    for (int j = 0; j < 16; ++j)
+      y[i].qs[j] = (uint8_t)(best_index(id * x[j]) | (best_index(id * x[j + 16]) << 4));
+  }
 }
 
 }  // namespace chimera::quant

@@ -94,9 +94,10 @@ void quantize_row_q4_0_ref(const float* x, block_q4_0* y, int64_t k);
 void quantize_row_q4_1_ref(const float* x, block_q4_1* y, int64_t k);
 void quantize_row_q5_0_ref(const float* x, block_q5_0* y, int64_t k);
 void quantize_row_q5_1_ref(const float* x, block_q5_1* y, int64_t k);
-// Simple IQ4_NL quantizer (not ggml's search): d = max/-127 (signed max by
-// magnitude, as ggml starts), each element to the nearest codebook value.
-void quantize_row_iq4_nl_simple(const float* x, block_iq4_nl* y, int64_t k);
+// ggml's quantize_iq4_nl without importance weights (quantize_row_iq4_nl_impl
+// for one 32-element block, ntry = 7); defined in iq4xs_ref.cpp with IQ4_XS,
+// which shares its scale search.
+void quantize_row_iq4_nl_ref(const float* x, block_iq4_nl* y, int64_t k);
 
 // --- activation quantizers, bit-exact to llama.cpp's x86 AVX2 build ---
 void quantize_row_q8_0(const float* x, block_q8_0* y, int64_t k);

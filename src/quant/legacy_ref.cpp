@@ -198,31 +198,6 @@ void quantize_row_q5_1_ref(const float* x, block_q5_1* y, int64_t k) {
   }
 }
 
-static int nearest_iq4nl(float v) {
-  int best = 0;
-  float err = std::fabs(v - kIq4nlValues[0]);
-  for (int t = 1; t < 16; ++t) {
-    const float e = std::fabs(v - kIq4nlValues[t]);
-    if (e < err) {
-      err = e;
-      best = t;
-    }
-  }
-  return best;
-}
-
-void quantize_row_iq4_nl_simple(const float* x, block_iq4_nl* y, int64_t k) {
-  for (int64_t i = 0; i < k / kQK; ++i, x += 32) {
-    const float d = signed_absmax(x) / -127.f;
-    const float dh = f16_to_f32(f32_to_f16(d));
-    const float id = dh != 0.f ? 1.f / dh : 0.f;
-    y[i].d = f32_to_f16(d);
-    for (int j = 0; j < 16; ++j) {
-      y[i].qs[j] = (uint8_t)(nearest_iq4nl(x[j] * id) | (nearest_iq4nl(x[j + 16] * id) << 4));
-    }
-  }
-}
-
 // ------------------------------------------- activation quantizers (AVX2)
 float quantize_block_q8_avx2_semantics(const float* x, int8_t* q) {
   float amax = 0.f;

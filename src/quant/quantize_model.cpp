@@ -207,7 +207,7 @@ void encode_one(GgmlType type, const float* x, int64_t n, uint8_t* y) {
     case GgmlType::Q4_1: quantize_row_q4_1_ref(x, (block_q4_1*)y, n); break;
     case GgmlType::Q5_0: quantize_row_q5_0_ref(x, (block_q5_0*)y, n); break;
     case GgmlType::Q5_1: quantize_row_q5_1_ref(x, (block_q5_1*)y, n); break;
-    case GgmlType::IQ4_NL: quantize_row_iq4_nl_simple(x, (block_iq4_nl*)y, n); break;
+    case GgmlType::IQ4_NL: quantize_row_iq4_nl_ref(x, (block_iq4_nl*)y, n); break;
     case GgmlType::Q2_K: quantize_row_q2_K_ref(x, (block_q2_K*)y, n); break;
     case GgmlType::Q3_K: quantize_row_q3_K_ref(x, (block_q3_K*)y, n); break;
     case GgmlType::Q4_K: quantize_row_q4_K_ref(x, (block_q4_K*)y, n); break;

@@ -145,7 +145,7 @@ std::vector<uint8_t> quantize_ref(GgmlType t, const float* x, int64_t k) {
     case GgmlType::Q4_1: quantize_row_q4_1_ref(x, (block_q4_1*)o, k); break;
     case GgmlType::Q5_0: quantize_row_q5_0_ref(x, (block_q5_0*)o, k); break;
     case GgmlType::Q5_1: quantize_row_q5_1_ref(x, (block_q5_1*)o, k); break;
-    case GgmlType::IQ4_NL: quantize_row_iq4_nl_simple(x, (block_iq4_nl*)o, k); break;
+    case GgmlType::IQ4_NL: quantize_row_iq4_nl_ref(x, (block_iq4_nl*)o, k); break;
     default: ADD_FAILURE();
   }
   return out;

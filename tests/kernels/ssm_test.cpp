@@ -229,8 +229,8 @@ TEST(Ssm, SsdMatchesItsReferenceOnEveryIsa) {
 
 // The acceptance check: the chunked SSD prefill and the sequential
 // recurrence agree on a >= 4096-token sequence, outputs and final state, within
-// 2e-4 relative to the largest magnitude (measured on this CPU: outputs
-// <= 1.8e-7, final state <= 9e-8 relative, on every ISA).
+// kRel relative to the largest magnitude: a few times the measured error
+// (outputs 1.7e-7, final state 8.7e-8 relative, the same on every ISA).
 TEST(Ssm, SsdAgreesWithSequentialScanOn4096Tokens) {
   std::mt19937 rng(6);
   const int64_t T = 4100, H = 4, P = 16, N = 16, G = 2;
@@ -240,6 +240,7 @@ TEST(Ssm, SsdAgreesWithSequentialScanOn4096Tokens) {
   std::vector<float> yr((size_t)(T * H * P));
   ref::ssm_scan2(c.args(sr.data(), yr.data()), 0, H);
   const float ys = std::max(1.f, max_abs(yr)), ss = std::max(1.f, max_abs(sr));
+  constexpr float kRel = 1e-6f;
   FOR_EACH_ISA {
     for (int64_t chunk : {64, 256}) {
       auto s = c.s0;
@@ -248,9 +249,9 @@ TEST(Ssm, SsdAgreesWithSequentialScanOn4096Tokens) {
       const float dy = max_diff(y.data(), yr.data(), y.size()), ds = max_diff(s.data(), sr.data(), s.size());
       RecordProperty("ssd_vs_scan_chunk" + std::to_string(chunk) + "_" + isa_name(isa),
                      std::to_string(dy / ys) + " / " + std::to_string(ds / ss));
-      EXPECT_LE(dy, 2e-4f * ys) << "outputs, chunk " << chunk << " (max|y| " << ys << ")";
-      EXPECT_LE(ds, 2e-4f * ss) << "final state, chunk " << chunk << " (max|h| " << ss << ")";
-      if (chunk == 64) {
+      EXPECT_LE(dy, kRel * ys) << "outputs, chunk " << chunk << " (max|y| " << ys << ")";
+      EXPECT_LE(ds, kRel * ss) << "final state, chunk " << chunk << " (max|h| " << ss << ")";
+      {
         std::printf("[ssd-vs-scan %s] T=%lld chunk=%lld: max|dy| %.3g (max|y| %.3g), max|dh| %.3g (max|h| %.3g)\n",
                     isa_name(isa), (long long)T, (long long)chunk, dy, ys, ds, ss);
       }
@@ -262,8 +263,8 @@ TEST(Ssm, SsdAgreesWithSequentialScanOn4096Tokens) {
       n = std::min(n, T - t0);
       ssd_chunked(c.args(s2.data(), y2.data(), t0, n), 64, 0, H);
     }
-    EXPECT_LE(max_diff(y2.data(), yr.data(), y2.size()), 2e-4f * ys);
-    EXPECT_LE(max_diff(s2.data(), sr.data(), s2.size()), 2e-4f * ss);
+    EXPECT_LE(max_diff(y2.data(), yr.data(), y2.size()), kRel * ys);
+    EXPECT_LE(max_diff(s2.data(), sr.data(), s2.size()), kRel * ss);
   }
 }
 
