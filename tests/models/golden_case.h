@@ -23,6 +23,9 @@ struct GoldenCase {
   std::vector<float> prompt_logits;      // [n_prompt][n_cols]
   std::vector<float> gen_logits;         // [n_gen][n_cols]
   std::vector<float> gen_margin;         // reference top1 - top2 per gen row
+  // Reference top-10 [id, logit] per prompt row then per gen row (full-vocabulary
+  // ids, also where the logits files keep only some columns).
+  std::vector<std::vector<std::pair<int64_t, float>>> top10;
   nlohmann::json meta;
   int64_t n_cols() const { return columns.empty() ? n_vocab : (int64_t)columns.size(); }
   float scale() const {
@@ -47,7 +50,10 @@ inline bool load_golden(const std::string& golden_dir, const std::string& name, 
   const auto& m = c->meta;
   c->name = name;
   c->dir = golden_dir;
-  c->model_path = golden_dir + "/" + m["model"].get<std::string>();
+  // "model_base": "shared" (the long cases kept in this repository): the model
+  // path is relative to the shared data folder instead of the case's folder.
+  const bool in_shared = m.value("model_base", "") == "shared";
+  c->model_path = (in_shared ? shared_dir() : golden_dir) + "/" + m["model"].get<std::string>();
   c->arch = m["arch"].get<std::string>();
   c->tolerance = m["tolerance"].get<float>();
   c->n_vocab = m["n_vocab"].get<int64_t>();
@@ -58,6 +64,16 @@ inline bool load_golden(const std::string& golden_dir, const std::string& name, 
   c->gen_logits = read_f32(golden_dir + "/" + m["greedy"]["gen_logits_file"].get<std::string>());
   for (const auto& row : m["greedy"]["top10"]) {
     c->gen_margin.push_back(row.size() >= 2 ? row[0][1].get<float>() - row[1][1].get<float>() : 1e9f);
+  }
+  auto add_top10 = [&](const nlohmann::json& rows) {
+    for (const auto& row : rows) {
+      c->top10.emplace_back();
+      for (const auto& p : row) c->top10.back().emplace_back(p[0].get<int64_t>(), p[1].get<float>());
+    }
+  };
+  if (m.contains("prompt_top10") && m["greedy"].contains("top10")) {
+    add_top10(m["prompt_top10"]);
+    add_top10(m["greedy"]["top10"]);
   }
   return true;
 }

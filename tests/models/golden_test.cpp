@@ -12,6 +12,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "golden_case.h"
 #include "kernels/dispatch.h"
@@ -25,6 +26,12 @@ std::string golden_dir() {
   std::string s = shared_dir();
   return s.empty() ? s : s + "/golden";
 }
+
+// The long cases (>= 300 prompt tokens) kept in this repository, made with
+// libllama by scripts/llamacpp_refs/long_case.cpp; their models live in the
+// shared folder. Their test parameter is "long/NAME".
+std::string long_dir() { return std::string(CHIMERA_SOURCE_DIR) + "/tests/data/golden_long"; }
+constexpr const char* kLongPrefix = "long/";
 
 bool arch_registered(const std::string& arch) {
   for (const auto& e : models::model_registry())
@@ -59,8 +66,10 @@ Fixture& fixture(const std::string& name) {
   if (slot) return *slot;
   slot = std::make_unique<Fixture>();
   Fixture& f = *slot;
-  if (!load_golden(golden_dir(), name, &f.gc)) {
-    f.error = "cannot read case " + golden_dir() + "/" + name + ".json";
+  const bool is_long = name.rfind(kLongPrefix, 0) == 0;
+  const std::string dir = is_long ? long_dir() : golden_dir(), base = is_long ? name.substr(5) : name;
+  if (!load_golden(dir, base, &f.gc)) {
+    f.error = "cannot read case " + dir + "/" + base + ".json";
     return f;
   }
   if (!arch_registered(f.gc.arch)) {
@@ -112,6 +121,21 @@ void expect_rows_match_reference(const GoldenCase& gc, const std::vector<float>&
   };
   for (int64_t i = 0; i < np; ++i) cmp(i, gc.prompt_logits.data() + i * nc);
   for (int64_t j = 1; j < ng; ++j) cmp(np - 1 + j, gc.gen_logits.data() + j * nc);
+  // The reference top-10 of every row, by full-vocabulary id.
+  if (!gc.top10.empty()) {
+    EXPECT_EQ((int64_t)gc.top10.size(), np + ng) << gc.name << ": top10 rows";
+    for (int64_t r = 0; r < (int64_t)gc.top10.size() && r < np + ng; ++r) {
+      if (r == np) continue;  // gen row 0 is the last prompt row
+      const int64_t row = r < np ? r : r - 1;
+      for (const auto& [id, ref] : gc.top10[(size_t)r]) {
+        const float d = std::fabs(rows[(size_t)(row * nv + id)] - ref);
+        if (!(d <= worst)) {
+          worst = std::isnan(d) ? INFINITY : d;
+          worst_row = row;
+        }
+      }
+    }
+  }
   EXPECT_LE(worst, bound) << gc.name << ": max |diff| " << worst << " at row " << worst_row << " (bound " << bound
                           << ")";
 }
@@ -128,7 +152,8 @@ TEST_P(GoldenTest, LogitsMatchInAllModesAndThreadCounts) {
   std::vector<float> first;
   for (int threads : {1, 2}) {
     ThreadPool pool(threads);
-    for (int64_t chunk : {0, 1, 3}) {
+    // 100: chunks that straddle the SSD prefill's 128-token chunks on the long cases.
+    for (int64_t chunk : {0, 1, 3, 100}) {
       SCOPED_TRACE("threads=" + std::to_string(threads) + " chunk=" + std::to_string(chunk));
       std::vector<float> rows = run_rows(m, gc, chunk, &pool);
       expect_rows_match_reference(gc, rows);
@@ -136,9 +161,14 @@ TEST_P(GoldenTest, LogitsMatchInAllModesAndThreadCounts) {
         first = rows;
       } else {
         // Same code path for every mode and thread count: results agree closely.
+        // Except on SSD models with prompts of >= 128 tokens: batch mode runs the
+        // chunked SSD prefill, step mode the sequential scan — two algorithms,
+        // measured 2.5e-4 (mamba2) and 5.8e-4 (granitehybrid) of scale apart on
+        // the 320-token cases; the bound is a few times that.
+        const bool ssd = (gc.arch == "mamba2" || gc.arch == "granitehybrid") && gc.prompt.size() >= 128;
         float d = 0;
         for (size_t k = 0; k < rows.size(); ++k) d = std::max(d, std::fabs(rows[k] - first[k]));
-        EXPECT_LE(d, 1e-4f * gc.scale()) << "modes/threads disagree";
+        EXPECT_LE(d, (ssd ? 1.5e-3f : 1e-4f) * gc.scale()) << "modes/threads disagree";
       }
     }
   }
@@ -209,6 +239,7 @@ std::vector<std::string> cases() {
     if (!load_golden(golden_dir(), name, &gc) || owner_of(gc) == CaseOwner::kGeneric) v.push_back(name);
   }
   if (v.empty()) v.push_back("no-shared-data");
+  for (const auto& name : list_golden_cases(long_dir())) v.push_back(kLongPrefix + name);
   return v;
 }
 
@@ -227,6 +258,15 @@ TEST(GoldenSet, EveryCaseHasATest) {
     ++counts[o];
   }
   EXPECT_GE(counts[CaseOwner::kLlada], 1);
+  // The long (>= 300-token) llama.cpp cases of this repository: llama, mamba2, granitehybrid.
+  std::set<std::string> long_archs;
+  for (const auto& name : list_golden_cases(long_dir())) {
+    GoldenCase gc;
+    ASSERT_TRUE(load_golden(long_dir(), name, &gc)) << name;
+    EXPECT_GE(gc.prompt.size(), 300u) << name;
+    long_archs.insert(gc.arch);
+  }
+  EXPECT_EQ(long_archs, (std::set<std::string>{"granitehybrid", "llama", "mamba2"}));
   EXPECT_EQ(counts[CaseOwner::kPhi4Flash], 1);
 }
 
