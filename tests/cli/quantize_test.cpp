@@ -170,6 +170,59 @@ TEST(QuantizeCli, Stories260K) {
   std::filesystem::remove(q4);
 }
 
+// Every TYPE `chimera quantize` lists, end to end on a file whose rows are all
+// whole 256-blocks (quant-llama: 256 wide, ffn 512, so no fallback hides a
+// type): the command succeeds, the big matrices get the mix's base type,
+// general.file_type is the mix's, the model loads and generates, and its
+// logits stay within a per-type budget of the source's (the source is Q8_0,
+// so this is requantization). A type written as another would also break the
+// bits ordering checked at the end.
+TEST(QuantizeCli, EveryListedTypeEndToEnd) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  const std::string src = shared + "/golden/models/quant-llama-Q8_0.gguf";
+  const std::vector<int32_t> ids = {1, 300, 45, 12, 99, 7, 260, 33};
+  const std::vector<float> ref = all_logits(src, ids);
+  ASSERT_FALSE(ref.empty());
+  // RMS(dlogit) / RMS(logit) budgets, about 1.5x the measured value (random
+  // weights amplify weight noise; the float types measure the source's own int8
+  // activation rounding, 0.017; Q8_0 requantizes to the very same bytes).
+  const std::map<std::string, double> rms_budget = {
+      {"Q8_0", 1e-6},  {"Q4_0", 0.36},  {"Q4_1", 0.36},  {"Q5_0", 0.19},   {"Q5_1", 0.18},   {"Q2_K", 0.8},
+      {"Q3_K_M", 0.4}, {"Q4_K_S", 0.26}, {"Q4_K_M", 0.28}, {"Q5_K_S", 0.16}, {"Q5_K_M", 0.16}, {"Q6_K", 0.1},
+      {"IQ4_XS", 0.32}, {"F16", 0.025}, {"BF16", 0.027}, {"F32", 0.025},  {"TQ1_0", 1.2},   {"TQ2_0", 1.2}};
+  std::map<std::string, double> rms_of;
+  for (const auto& mix : quant::quant_mixes()) {
+    const std::string type(mix.name);
+    SCOPED_TRACE(type);
+    ASSERT_TRUE(rms_budget.count(type)) << type << " is listed by quantize but has no budget here";
+    const std::string out = test::temp_path("every-" + type + ".gguf");
+    RunResult r = run_chimera("quantize " + src + " " + out + " " + type + " --threads 2");
+    ASSERT_EQ(r.rc, 0) << r.output;
+    const auto types = tensor_types(out);
+    EXPECT_EQ(format::ggml_type_name(types.at("blk.1.attn_q.weight")), format::ggml_type_name(mix.base));
+    EXPECT_EQ(format::ggml_type_name(types.at("blk.1.ffn_up.weight")), format::ggml_type_name(mix.base));
+    auto f = format::GgufFile::open(out);
+    ASSERT_TRUE(f.is_ok());
+    EXPECT_EQ((uint32_t)(*f)->get_int("general.file_type").value_or(-1), mix.ftype);
+    const std::vector<float> q = all_logits(out, ids);
+    ASSERT_EQ(q.size(), ref.size());
+    const double rms = relative_errors(ref, q).second;
+    rms_of[type] = rms;
+    std::printf("quant-llama Q8_0 -> %s: RMS(dlogit) / RMS(logit) = %.4f\n", type.c_str(), rms);
+    EXPECT_LT(rms, rms_budget.at(type));
+    RunResult g = run_chimera("run -m " + out + " -t 1,300,45 -n 4 --temp 0 --ids --ignore-eos -q");
+    EXPECT_EQ(g.rc, 0) << g.output;
+    std::filesystem::remove(out);
+  }
+  // More bits, less error.
+  EXPECT_LT(rms_of["Q6_K"], rms_of["Q4_K_M"]);
+  EXPECT_LT(rms_of["Q4_K_M"], rms_of["Q3_K_M"]);
+  EXPECT_LT(rms_of["Q3_K_M"], rms_of["Q2_K"]);
+  EXPECT_LT(rms_of["Q5_0"], rms_of["Q4_0"]);
+  EXPECT_LT(rms_of["Q8_0"], rms_of["Q6_K"]);
+  EXPECT_LT(rms_of["F16"], rms_of["Q6_K"]);
+}
+
 TEST(QuantizeCli, SynthLlamaOneLayer) {
   const std::string src = test::temp_path("quant-synth-f16.gguf");
   RunResult s = run_chimera("synth --like llama-3.2-1b --type F16 --layers 1 --vocab 512 -o " + src);
