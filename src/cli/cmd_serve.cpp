@@ -38,6 +38,7 @@ struct ServeOptions {
   int64_t mem_budget_mb = 0;
   int64_t prefill_chunk = 256;
   int64_t checkpoint_interval = 256;
+  int64_t max_queue = 1024;
   int http_threads = 0;
   int64_t max_body_mb = 16;
   int64_t max_header_bytes = 32 << 10;
@@ -124,6 +125,7 @@ int run(const ServeOptions& o) {
   eo.prefill_chunk = o.prefill_chunk;
   eo.prefix_cache = !o.no_prefix_cache;
   eo.checkpoint_interval = o.checkpoint_interval;
+  eo.max_queue = (size_t)o.max_queue;
   server::Engine engine(model, &global_thread_pool(), eo, &metrics);
 
   server::ServerOptions so;
@@ -202,6 +204,9 @@ void add_serve_command(CLI::App& app) {
                   "Recurrent models: prefix-cache checkpoint every N prompt tokens")
       ->capture_default_str()
       ->check(CLI::Range((int64_t)1, (int64_t)1 << 30));
+  sub->add_option("--max-queue", o->max_queue, "Requests waiting for a free sequence at most; beyond: 429")
+      ->capture_default_str()
+      ->check(CLI::Range((int64_t)1, (int64_t)1 << 20));
   sub->add_option("--http-threads", o->http_threads, "HTTP worker threads (default 2 x parallel + 32)")
       ->check(CLI::Range(1, 4096));
   // Transport limits (docs/SERVER.md, "Security").

@@ -59,6 +59,41 @@ TEST(ExpertsCli, StatsHeatMapPlacementJsonAndCsv) {
   std::filesystem::remove(csv);
 }
 
+// --expert-placement acts on a plan and never changes results: `run` with the
+// plan `experts --budget-gb` wrote generates the same ids as without it and
+// reports the tiers; a plan whose expert ids do not exist in the model is
+// refused, naming the id, by `run` and by `serve` (which applies it at start).
+TEST(ExpertsCli, PlacementKeepsResultsAndIsValidated) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  const std::string model = shared + "/golden/models/tiny-phimoe-hf.gguf";
+  const std::string plan = test::temp_path("placement-plan.json"), bad = test::temp_path("placement-bad.json");
+  ASSERT_EQ(run_chimera("experts -q --threads 2 -m " + quote(model) + " -p 'The quick brown fox' --budget-gb 0.0001 -o " +
+                        quote(plan))
+                .exit_code,
+            0);
+  const std::string gen = "run --threads 2 --ignore-eos --temp 0 -n 8 --ids -m " + quote(model) + " -p 'Hello there'";
+  RunResult base = run_chimera(gen + " -q");
+  ASSERT_EQ(base.exit_code, 0) << base.err;
+  RunResult placed = run_chimera(gen + " --expert-placement " + quote(plan));
+  ASSERT_EQ(placed.exit_code, 0) << placed.err;
+  EXPECT_EQ(placed.out, base.out);
+  EXPECT_NE(placed.err.find("resident"), std::string::npos) << placed.err;
+  // Expert 99 does not exist (4 experts per layer).
+  auto j = read_json(plan);
+  ASSERT_TRUE(j.contains("placement")) << j.dump();
+  j["placement"]["resident"][0] = nlohmann::json::array({99});
+  std::ofstream(bad) << j.dump();
+  RunResult r = run_chimera(gen + " --expert-placement " + quote(bad));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("99"), std::string::npos) << r.err;
+  // serve: the plan is applied at start (summary on stderr), a bad one stops it.
+  RunResult s = run_chimera("serve -m " + quote(model) + " --port 0 --expert-placement " + quote(bad));
+  EXPECT_EQ(s.exit_code, 1) << s.err;
+  EXPECT_NE(s.err.find("99"), std::string::npos) << s.err;
+  std::filesystem::remove(plan);
+  std::filesystem::remove(bad);
+}
+
 TEST(ExpertsCli, RunWritesExpertStats) {
   CHIMERA_REQUIRE_SHARED(shared);
   const std::string model = shared + "/golden/models/tiny-phimoe-hf.gguf";

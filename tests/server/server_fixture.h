@@ -92,6 +92,22 @@ class ServerProcess {
     return -1;
   }
 
+  // Waits (<= seconds) for the process to exit on its own (after a signal the
+  // test sent); its exit status, or -1 when it did not exit (it is then stopped).
+  int wait_exit(int seconds) {
+    if (pid_ <= 0) return -1;
+    int status = 0;
+    for (int i = 0; i < seconds * 50; ++i) {
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    stop();
+    return -1;
+  }
+
   bool alive() const { return pid_ > 0 && kill(pid_, 0) == 0; }
   bool answers_health() const {
     httplib::Client c("127.0.0.1", port_);
