@@ -83,10 +83,14 @@ struct ConvertOptions {
 // Converts HF_DIR into a GGUF file at `out`.
 Status convert(const std::string& hf_dir, const std::string& out, const ConvertOptions& opts);
 
-// Reads tokenizer.json (+ tokenizer_config.json, generation_config.json, the
-// config's token ids) into tokenizer.ggml.* keys. Byte-level BPE only; the
-// pre-tokenizer is recognised from its split regex (o200k / GPT-4o, Llama 3).
+// Reads the tokenizer (+ tokenizer_config.json, generation_config.json, the
+// config's token ids) into tokenizer.ggml.* keys: a SentencePiece
+// tokenizer.model when present, else tokenizer.json as byte-level BPE (the
+// pre-tokenizer recognised from its split regex: o200k / GPT-4o, Llama 3).
 Status write_tokenizer(const std::string& hf_dir, const nlohmann::json& config, GgufWriter& w);
+// tokenizer.model (SentencePiece) -> tokenizer.ggml.model "llama", tokens,
+// scores, token_type, pre "default"; returns the vocabulary size written.
+Result<int64_t> write_spm_vocab(const std::string& hf_dir, const nlohmann::json& config, GgufWriter& w);
 
 // JSON file helper: parses without exceptions; a missing file is not_found.
 Result<nlohmann::json> read_json(const std::string& path);

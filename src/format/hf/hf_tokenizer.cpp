@@ -1,4 +1,7 @@
-// tokenizer.json -> tokenizer.ggml.* (byte-level BPE, llama.cpp's "gpt2" model).
+// HF tokenizer files -> tokenizer.ggml.*: a SentencePiece tokenizer.model
+// (hf_spm_vocab.cpp, llama.cpp's "llama" model) when the folder has one, else
+// tokenizer.json as byte-level BPE (llama.cpp's "gpt2" model), then the special
+// ids and flags shared by both.
 // tokens: the BPE vocabulary by id, then the added tokens at their ids; ids
 // below the config's vocab_size that neither names become "[PAD<id>]" (type
 // UNUSED), as llama.cpp's converter does for padded embedding tables. Types:
@@ -71,7 +74,10 @@ Result<json> read_json(const std::string& path) {
   return j;
 }
 
-Status write_tokenizer(const std::string& hf_dir, const json& config, GgufWriter& w) {
+namespace {
+
+// tokenizer.json (byte-level BPE) -> the vocabulary keys; returns n_vocab.
+Result<int64_t> write_bpe_vocab(const std::string& hf_dir, const json& config, GgufWriter& w) {
   const std::string tpath = (fs::path(hf_dir) / "tokenizer.json").string();
   CHIMERA_ASSIGN_OR_RETURN(json tok, read_json(tpath));
   const std::string where = "'" + tpath + "'";
@@ -151,6 +157,21 @@ Status write_tokenizer(const std::string& hf_dir, const json& config, GgufWriter
   w.set("tokenizer.ggml.tokens", GgufValue::from_strings(tokens));
   w.set("tokenizer.ggml.token_type", GgufValue::from_i32s(types));
   w.set("tokenizer.ggml.merges", GgufValue::from_strings(merge_list));
+  return n_vocab;
+}
+
+}  // namespace
+
+Status write_tokenizer(const std::string& hf_dir, const json& config, GgufWriter& w) {
+  // A SentencePiece tokenizer.model wins over tokenizer.json, as in llama.cpp's
+  // converter (Llama 2 / Phi-3 folders carry both; their tokenizer.json is the
+  // byte-fallback BPE rendering of the same SentencePiece model).
+  int64_t n_vocab = 0;
+  if (fs::exists(fs::path(hf_dir) / "tokenizer.model")) {
+    CHIMERA_ASSIGN_OR_RETURN(n_vocab, write_spm_vocab(hf_dir, config, w));
+  } else {
+    CHIMERA_ASSIGN_OR_RETURN(n_vocab, write_bpe_vocab(hf_dir, config, w));
+  }
 
   // Special ids: config.json first, generation_config.json for extra end ids.
   auto gen = read_json((fs::path(hf_dir) / "generation_config.json").string());
