@@ -49,7 +49,12 @@
     store(KEY_CURRENT, currentId);
   };
 
-  function showStatus(text) { $('status').textContent = text; }
+  // The message line; `from` names who showed it, so the model check clears only its own message.
+  let statusFrom = '';
+  function showStatus(text, from) {
+    $('status').textContent = text;
+    statusFrom = from || '';
+  }
 
   function setState(state, outcome) {
     document.body.dataset.state = state;
@@ -247,15 +252,15 @@
       const res = await fetch('/v1/models', {headers: headers()});
       if (!res.ok) {
         $('model').textContent = 'model: ?';
-        showStatus((await httpError(res)).message);
+        showStatus((await httpError(res)).message, 'models');
         return;
       }
       const j = await res.json();
       $('model').textContent = 'model: ' + (j.data && j.data[0] ? j.data[0].id : '?');
-      showStatus('');
+      if (statusFrom === 'models') showStatus('');
     } catch (e) {
       $('model').textContent = 'model: ?';
-      showStatus('Cannot reach the server: ' + e.message);
+      showStatus('Cannot reach the server: ' + e.message, 'models');
     }
   }
 
