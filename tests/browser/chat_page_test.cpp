@@ -151,6 +151,8 @@ TEST(ChatPage, StreamsTheGreedyAnswerTheApiGives) {
   // The token count shown is the server's (usage of the stream).
   EXPECT_EQ(page.b.eval("document.getElementById('stats').dataset.tokens"),
             std::to_string(api["usage"]["completion_tokens"].get<int>()));
+  EXPECT_EQ(page.text("stats").rfind(std::to_string(api["usage"]["completion_tokens"].get<int>()) + " tokens in ", 0), 0u)
+      << page.text("stats");
   EXPECT_NE(page.text("stats").find("tok/s"), std::string::npos) << page.text("stats");
   EXPECT_EQ(page.text("status"), "");
 
@@ -250,6 +252,8 @@ TEST(ChatPage, StopCancelsTheGenerationOnTheServer) {
   ASSERT_EQ(shown.size(), 2u) << shown.dump();
   EXPECT_EQ(shown[1]["stopped"], true);
   EXPECT_FALSE(shown[1]["text"].get<std::string>().empty());
+  // No usage for a stopped reply: the page counts chunks and says so.
+  EXPECT_EQ(page.text("stats").rfind("\u2248", 0), 0u) << page.text("stats");
 
   // The server saw the closed connection: the request ends as cancelled and the slot is free.
   double running = -1, cancelled = -1;

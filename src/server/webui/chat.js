@@ -266,17 +266,17 @@
 
   // ---- sending ----
 
+  // "N tokens in S s · R tok/s · first token after T ms": R over the whole
+  // request (sent to last token); tokens from the server's usage (≈: counted
+  // chunks, when a stopped reply has none).
   function showStats(tokens, t0, tFirst, tEnd, exact) {
     const stats = $('stats');
     stats.dataset.tokens = String(tokens);
-    if (tFirst === null) {
-      stats.textContent = tokens + ' tokens';
-      return;
-    }
-    const gen = (tEnd - tFirst) / 1000;
-    const rate = tokens > 1 && gen > 0 ? ((tokens - 1) / gen).toFixed(1) : '\u2014';
-    stats.textContent = (exact ? '' : '\u2248') + tokens + ' tokens \u00b7 ' + rate + ' tok/s \u00b7 first token after ' +
-                        Math.round(tFirst - t0) + ' ms';
+    const secs = (tEnd - t0) / 1000;
+    let text = (exact ? '' : '\u2248') + tokens + ' tokens in ' + secs.toFixed(2) + ' s';
+    if (secs > 0) text += ' \u00b7 ' + (tokens / secs).toFixed(1) + ' tok/s';
+    if (tFirst !== null) text += ' \u00b7 first token after ' + Math.round(tFirst - t0) + ' ms';
+    stats.textContent = text;
   }
 
   // Shows streamed text without laying the page out again for every token (a
