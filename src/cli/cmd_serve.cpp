@@ -46,6 +46,7 @@ struct ServeOptions {
   int64_t max_buffered_mb = 0;  // 0: max(512, 4 x max_body_mb)
   double header_timeout = 10, body_timeout = 60, idle_timeout = 5;
   bool no_prefix_cache = false;
+  bool no_webui = false;  // --no-webui: no chat page at GET /
   std::string expert_placement;  // --expert-placement PLAN.json (MoE models)
   std::string chat_template_file;  // replaces the model's chat template
   ComputeOptions compute;
@@ -144,6 +145,7 @@ int run(const ServeOptions& o) {
   so.header_timeout_s = o.header_timeout;
   so.body_timeout_s = o.body_timeout;
   so.idle_timeout_s = o.idle_timeout;
+  so.webui = !o.no_webui;
 
   if (Status s = engine.start(); !s) return report_error(s);
   server::HttpServer http(engine, metrics, std::move(tmpl), so);
@@ -154,6 +156,7 @@ int run(const ServeOptions& o) {
                "chimera: listening on http://%s:%d\n",
                so.model_id.c_str(), (long long)eo.n_ctx, eo.max_running, engine.state_bytes() / 1048576.0,
                engine.budget_bytes() / 1048576.0, o.host.c_str(), *port);
+  if (so.webui) std::fprintf(stderr, "chimera: chat page at http://%s:%d/\n", o.host.c_str(), *port);
   std::fflush(stderr);
 
   std::atomic<bool> done{false};
@@ -232,6 +235,7 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(0.1, 3600.0));
   sub->add_flag("--no-prefix-cache", o->no_prefix_cache, "Disable prefix caching");
+  sub->add_flag("--no-webui", o->no_webui, "Do not serve the browser chat page at GET / (then 404)");
   sub->add_option("--expert-placement", o->expert_placement,
                   "MoE models: keep the plan's resident experts in memory (`chimera experts --budget-gb` JSON)");
   o->compute.add_to(sub);

@@ -305,6 +305,7 @@ const char* http_reason(int status) {
   switch (status) {
     case 100: return "Continue";
     case 200: return "OK";
+    case 304: return "Not Modified";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
     case 404: return "Not Found";

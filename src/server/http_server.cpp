@@ -23,6 +23,7 @@
 #include "server/prompt_builder.h"
 #include "server/tool_request.h"
 #include "server/tool_response.h"
+#include "server/webui.h"
 
 namespace chimera::server {
 namespace {
@@ -59,7 +60,7 @@ HttpResponse transport_error(int status, const std::string& message) {
   return error_response(make_error(status, message, type));
 }
 
-enum class Route { kNone, kHealth, kMetrics, kModels, kCompletions, kChat, kTokenize, kDetokenize };
+enum class Route { kNone, kHealth, kMetrics, kModels, kCompletions, kChat, kTokenize, kDetokenize, kWebUi };
 
 struct RouteInfo {
   const char* path;
@@ -78,9 +79,13 @@ constexpr RouteInfo kRoutes[] = {
     {"/detokenize", Route::kDetokenize, "POST", true},
 };
 
-const RouteInfo* find_route(const std::string& path) {
+// The chat page's assets (webui.h): public, like /health.
+constexpr RouteInfo kWebUiRoute = {"", Route::kWebUi, "GET", false};
+
+const RouteInfo* find_route(const std::string& path, bool webui) {
   for (const auto& r : kRoutes)
     if (path == r.path) return &r;
+  if (webui && find_web_asset(path)) return &kWebUiRoute;
   return nullptr;
 }
 
@@ -312,7 +317,7 @@ void HttpServer::Impl::handle_detokenize(const HttpRequest& req, HttpExchange& e
 }
 
 std::optional<HttpResponse> HttpServer::Impl::on_head(const HttpRequest& head) {
-  const RouteInfo* r = find_route(head.path);
+  const RouteInfo* r = find_route(head.path, opts.webui);
   if (!r) return transport_error(404, "not found");
   if (head.method != r->method)
     return transport_error(405, "method " + head.method + " is not allowed on " + head.path + " (use " + r->method + ")");
@@ -329,13 +334,15 @@ std::optional<HttpResponse> HttpServer::Impl::on_head(const HttpRequest& head) {
     }
     case Route::kModels:
       return json_response(200, models_body(opts.model_id, created, engine.n_ctx(), engine.info().n_vocab));
+    case Route::kWebUi:
+      return web_asset_response(*find_web_asset(head.path), head.header("If-None-Match"));
     default:
       return std::nullopt;  // POST routes: read the body, then handle() on a worker
   }
 }
 
 void HttpServer::Impl::handle(const HttpRequest& req, HttpExchange& ex) {
-  switch (find_route(req.path)->route) {
+  switch (find_route(req.path, opts.webui)->route) {
     case Route::kCompletions: return handle_generate(req, ex, false);
     case Route::kChat: return handle_generate(req, ex, true);
     case Route::kTokenize: return handle_tokenize(req, ex);

@@ -3,7 +3,8 @@
 // chimera's own HTTP/1.1 transport (http_transport.h: one event loop reads
 // requests under absolute deadlines and size limits, workers run them).
 // Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models,
-// GET /health, GET /metrics, POST /tokenize, POST /detokenize.
+// GET /health, GET /metrics, POST /tokenize, POST /detokenize, and the
+// browser chat page (GET /, /webui/*; webui.h) unless disabled.
 //
 // Invariants: worker threads never touch the model — they render templates
 // and tokenise (immutable, thread-safe objects), submit to the Engine and read
@@ -45,6 +46,7 @@ struct ServerOptions {
   double body_timeout_s = 60;            // absolute: end of head -> end of body
   double idle_timeout_s = 5;             // kept-alive connection between requests
   runtime::DiffusionOptions diffusion;   // diffusion LMs: defaults a request's JSON may override
+  bool webui = true;                     // serve the chat page (GET /, /webui/*); false: those paths 404
 };
 
 class HttpServer {

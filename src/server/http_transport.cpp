@@ -85,7 +85,7 @@ std::string chunk_frame(std::string_view data) {
 std::string serialize_response(const HttpResponse& r, bool keep_alive) {
   std::string out = "HTTP/1.1 " + std::to_string(r.status) + " " + http_reason(r.status) + "\r\n";
   if (!r.content_type.empty()) out += "Content-Type: " + r.content_type + "\r\n";
-  out += "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
+  if (r.status != 304) out += "Content-Length: " + std::to_string(r.body.size()) + "\r\n";  // 304: no body, no length
   for (const auto& [k, v] : r.headers) out += k + ": " + v + "\r\n";
   out += keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
   out += r.body;
