@@ -179,14 +179,7 @@ Result<std::shared_ptr<RequestChannel>> Engine::submit(GenerationParams p) {
     return invalid_argument("the prompt has " + std::to_string(p.prompt.size()) +
                             " tokens, more than the context size " + std::to_string(opts_.n_ctx));
   if (p.max_tokens < 1) return invalid_argument("max_tokens must be at least 1");
-  if (p.n != 1) {
-    if (model_.info().is_diffusion)
-      return invalid_argument("n > 1 is not supported for diffusion models (a canvas is not forked); send n = 1");
-    if (p.n < 1 || p.n > max_choices())
-      return invalid_argument("n must be between 1 and " + std::to_string(max_choices()) +
-                              " (the sequences that run at once, --parallel, and fit the memory budget; got " +
-                              std::to_string(p.n) + ")");
-  }
+  if (Status st = check_choices(p.n); !st) return st;
   for (const auto& s : p.stop)
     if (s.empty()) return invalid_argument("stop strings must not be empty");
   auto seq = std::make_unique<Sequence>();
@@ -289,6 +282,17 @@ int Engine::max_choices() const {
   if (model_.info().is_diffusion) return 1;
   const size_t by_memory = state_bytes_ ? budget_ / state_bytes_ : 1;
   return (int)std::max<size_t>(1, std::min<size_t>((size_t)opts_.max_running, by_memory));
+}
+
+Status Engine::check_choices(int n) const {
+  if (n == 1) return Status::ok();
+  if (model_.info().is_diffusion)
+    return invalid_argument("n > 1 is not supported for diffusion models (a canvas is not forked); send n = 1");
+  if (n < 1 || n > max_choices())
+    return invalid_argument("'n' must be between 1 and " + std::to_string(max_choices()) +
+                            " on this server (the sequences that run at once, --parallel, and fit the memory "
+                            "budget; got " + std::to_string(n) + ")");
+  return Status::ok();
 }
 
 int Engine::running_slots() const {

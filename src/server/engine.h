@@ -172,6 +172,9 @@ class Engine {
   // The largest n a request may ask for: the running-sequence limit
   // (--parallel) and the states the memory budget holds; 1 for diffusion models.
   int max_choices() const;
+  // OK when a request may ask for n choices; else kInvalidArgument saying
+  // what bounds n (submit() checks it too; the server answers 400 naming "n").
+  Status check_choices(int n) const;
   EngineCounters counters() const;
 
  private:

@@ -155,14 +155,8 @@ void HttpServer::Impl::handle_generate(const HttpRequest& req, HttpExchange& ex,
                                      "invalid_request_error", "model", "model_not_found"));
   GenerationParams gp;
   if (!build_prompt(pr, req, &gp, &err)) return send_error(ex, err);
-  if (pr.n > engine.max_choices())
-    return send_error(ex, make_error(400,
-                                     engine.info().is_diffusion
-                                         ? "n > 1 is not supported for diffusion models; send n = 1"
-                                         : "'n' must be at most " + std::to_string(engine.max_choices()) +
-                                               " on this server (the sequences that run at once, --parallel, and "
-                                               "fit the memory budget; got " + std::to_string(pr.n) + ")",
-                                     "invalid_request_error", "n", "invalid_value"));
+  if (Status st = engine.check_choices(pr.n); !st)
+    return send_error(ex, make_error(400, st.message(), "invalid_request_error", "n", "invalid_value"));
   gp.n = pr.n;
   auto sub = engine.submit(std::move(gp));
   if (!sub) {
