@@ -1,7 +1,8 @@
 // Engine-level checks of n > 1 (stories260K): a request with n choices takes
 // n slots — it waits in the queue while fewer are free, and runs once they
 // are — and n states of the memory budget (max_choices() is bounded by the
-// budget; a larger n is refused with kInvalidArgument, the server's 400).
+// budget; a larger n is refused with kInvalidArgument, the server's 400);
+// a full queue refuses it with kOutOfRange (429) like any request.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -153,6 +154,27 @@ TEST(NChoicesEngine, MemoryBudgetBoundsN) {
   EXPECT_LE(metric(m, "chimera_state_memory_bytes") + metric(m, "chimera_prefix_cache_memory_bytes"),
             (double)o.mem_budget_bytes)
       << m;
+}
+
+TEST(NChoicesEngine, FullQueueRefusesChoicesLikeAnyRequest) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  auto model = models::load_model(model_path(shared));
+  ASSERT_TRUE(model.is_ok()) << model.status().message();
+  ThreadPool pool(1);
+  server::EngineOptions o;
+  o.n_ctx = 128;
+  o.max_running = 2;
+  o.max_queue = 0;  // nothing may wait
+  server::Engine e(**model, &pool, o, nullptr);
+  ASSERT_TRUE(e.start().is_ok());
+  server::GenerationParams p;
+  p.prompt = {1, 2, 3};
+  p.max_tokens = 2;
+  p.n = 2;
+  auto r = e.submit(p);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kOutOfRange);  // HTTP 429
+  e.stop();
 }
 
 }  // namespace
