@@ -117,6 +117,8 @@ struct Engine::Sequence {
   std::unique_ptr<SteppedGeneration> gen_task;  // diffusion: the request's generation, one step per iteration
   std::optional<runtime::grammar::GrammarMatcher> grammar;  // constrained output
   std::vector<uint64_t> allowed;                            // scratch: the grammar's token mask
+  int index = 0;                                   // the choice this sequence samples
+  std::vector<std::unique_ptr<Sequence>> forks;    // choices 1..n-1 until the prompt is prefilled and forked
   int64_t n_fed() const { return state->n_past(); }
   bool prefilling() const { return n_fed() < n_prompt; }
 };
@@ -177,6 +179,7 @@ Result<std::shared_ptr<RequestChannel>> Engine::submit(GenerationParams p) {
     return invalid_argument("the prompt has " + std::to_string(p.prompt.size()) +
                             " tokens, more than the context size " + std::to_string(opts_.n_ctx));
   if (p.max_tokens < 1) return invalid_argument("max_tokens must be at least 1");
+  if (Status st = check_choices(p.n); !st) return st;
   for (const auto& s : p.stop)
     if (s.empty()) return invalid_argument("stop strings must not be empty");
   auto seq = std::make_unique<Sequence>();
@@ -195,6 +198,22 @@ Result<std::shared_ptr<RequestChannel>> Engine::submit(GenerationParams p) {
   seq->text = std::make_unique<TextStream>(model_.tokenizer(), p.stop, p.render_special);
   std::sort(p.checkpoints.begin(), p.checkpoints.end());
   seq->p = std::move(p);
+  // Choices 1..n-1: copies with their own seed, text stream and grammar
+  // matcher; they get the prompt's state when choice 0 has prefilled it.
+  for (int i = 1; i < seq->p.n; ++i) {
+    auto f = std::make_unique<Sequence>();
+    f->p = seq->p;
+    f->p.n = 1;
+    f->p.sampling.seed = seq->p.sampling.seed + (uint64_t)i;
+    f->index = i;
+    f->ch = seq->ch;
+    f->t_submit = seq->t_submit;
+    f->n_prompt = seq->n_prompt;
+    f->tokens = seq->tokens;
+    f->text = std::make_unique<TextStream>(model_.tokenizer(), f->p.stop, f->p.render_special);
+    f->grammar = seq->grammar;
+    seq->forks.push_back(std::move(f));
+  }
   auto ch = seq->ch;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -259,12 +278,35 @@ void Engine::loop() {
   publish_gauges();
 }
 
+int Engine::max_choices() const {
+  if (model_.info().is_diffusion) return 1;
+  const size_t by_memory = state_bytes_ ? budget_ / state_bytes_ : 1;
+  return (int)std::max<size_t>(1, std::min<size_t>((size_t)opts_.max_running, by_memory));
+}
+
+Status Engine::check_choices(int n) const {
+  if (n == 1) return Status::ok();
+  if (model_.info().is_diffusion)
+    return invalid_argument("n > 1 is not supported for diffusion models (a canvas is not forked); send n = 1");
+  if (n < 1 || n > max_choices())
+    return invalid_argument("'n' must be between 1 and " + std::to_string(max_choices()) +
+                            " on this server (the sequences that run at once, --parallel, and fit the memory "
+                            "budget; got " + std::to_string(n) + ")");
+  return Status::ok();
+}
+
+int Engine::running_slots() const {
+  int n = 0;
+  for (const auto& s : running_) n += 1 + (int)s->forks.size();
+  return n;
+}
+
 void Engine::publish_gauges() {
   n_waiting_.store((int64_t)queue_.size() + [&] {
     std::lock_guard<std::mutex> lk(mu_);
     return (int64_t)inbox_.size();
   }());
-  n_running_.store((int64_t)running_.size());
+  n_running_.store((int64_t)running_slots());
   if (!metrics_) return;
   EngineGauges g;
   g.waiting = n_waiting_.load();
@@ -288,21 +330,52 @@ bool Engine::ensure_room(size_t need) {
   return true;
 }
 
+std::unique_ptr<layers::SequenceState> Engine::acquire_state() {
+  if (!free_states_.empty()) {
+    auto st = std::move(free_states_.back());
+    free_states_.pop_back();
+    st->reset();
+    return st;
+  }
+  if (!ensure_room(state_bytes_)) return nullptr;
+  auto st = model_.new_state(opts_.n_ctx);
+  allocated_bytes_ += st->bytes();
+  return st;
+}
+
+void Engine::release_state(std::unique_ptr<layers::SequenceState> st) {
+  if ((int)free_states_.size() < opts_.max_running) {
+    free_states_.push_back(std::move(st));
+  } else {
+    allocated_bytes_ -= st->bytes();
+  }
+}
+
 void Engine::admit() {
-  while (!queue_.empty() && (int)running_.size() < opts_.max_running) {
+  while (!queue_.empty()) {
     Sequence& s = *queue_.front();
-    if (!free_states_.empty()) {
-      s.state = std::move(free_states_.back());
-      free_states_.pop_back();
-      s.state->reset();
-    } else {
-      if (!ensure_room(state_bytes_)) break;  // FIFO: the head waits for memory
-      s.state = model_.new_state(opts_.n_ctx);
-      allocated_bytes_ += s.state->bytes();
+    // A request with n choices takes n slots and n states, all or none.
+    const int need = 1 + (int)s.forks.size();
+    if (running_slots() + need > opts_.max_running) break;
+    std::vector<std::unique_ptr<layers::SequenceState>> got;
+    while ((int)got.size() < need) {
+      auto st = acquire_state();
+      if (!st) break;
+      got.push_back(std::move(st));
     }
+    if ((int)got.size() < need) {  // FIFO: the head waits for memory
+      for (auto& st : got) release_state(std::move(st));
+      break;
+    }
+    s.state = std::move(got[0]);
+    for (size_t i = 1; i < got.size(); ++i) s.forks[i - 1]->state = std::move(got[i]);
     restore_prefix(s);
     s.sampler = std::make_unique<runtime::Sampler>(s.p.sampling);
     for (int32_t t : s.p.prompt) s.sampler->accept(t);
+    for (auto& f : s.forks) {
+      f->sampler = std::make_unique<runtime::Sampler>(f->p.sampling);
+      for (int32_t t : f->p.prompt) f->sampler->accept(t);
+    }
     if (metrics_) {
       metrics_->observe_queue(now_seconds() - s.t_submit);
       metrics_->add_prompt_tokens(s.n_prompt);
@@ -378,6 +451,12 @@ Status Engine::execute_plan(std::vector<WorkItem>& plan) {
     items.push_back({s.state.get(), s.tokens.data() + s.n_fed(), w.n,
                      w.logits ? models::Logits::kLast : models::Logits::kNone, w.out});
   }
+  if (metrics_) {
+    int64_t prefill = 0;
+    for (const auto& w : plan)
+      if (w.seq->prefilling()) prefill += w.n;
+    if (prefill > 0) metrics_->add_prefill_tokens(prefill);
+  }
   if (model_.forward_batch(items, pool_)) return Status::ok();
   // A bad item fails the whole batch before anything runs: run the items
   // alone so only the faulty sequences end (with their error).
@@ -403,6 +482,7 @@ void Engine::publish_token(Sequence& s, int32_t tok) {
   }
   s.t_last = now;
   StreamEvent ev;
+  ev.index = s.index;
   ev.text = s.text->push(tok, &s.stop_hit);
   s.out_text += ev.text;
   ev.logprobs.swap(s.pending_lp);
@@ -413,17 +493,46 @@ void Engine::after_forward(WorkItem& w) {
   Sequence& s = *w.seq;
   if (s.n_fed() <= s.n_prompt) maybe_checkpoint(s);
   if (!w.logits) return;
+  if (!s.forks.empty()) fork_choices(s, w.out);  // before s's sampler rewrites the row
+  sample_and_emit(s, w.out);
+}
+
+// The prompt of s (choice 0) is prefilled and `logits` are its last token's:
+// every other choice gets a copy of the state (the prefix cache's restore
+// path, SequenceState::copy_from: KV and recurrent layers alike) and of the
+// logits, samples its first token and from then on decodes on its own.
+void Engine::fork_choices(Sequence& s, const float* logits) {
+  const size_t nv = (size_t)model_.info().n_vocab;
+  std::vector<std::unique_ptr<Sequence>> forks;
+  forks.swap(s.forks);
+  std::vector<float> row;
+  for (auto& f : forks) {
+    Sequence& c = *f;
+    running_.push_back(std::move(f));  // the step iterates its plan, not running_
+    c.n_cached = s.n_cached;
+    Status st = c.state->copy_from(*s.state);
+    if (!st) {
+      finish(c, FinishReason::kError, st.message());
+      continue;
+    }
+    row.assign(logits, logits + nv);
+    sample_and_emit(c, row.data());
+  }
+}
+
+// Samples s's next token from `logits` (rewritten in place) and emits it.
+void Engine::sample_and_emit(Sequence& s, float* logits) {
   const int32_t nv = (int32_t)model_.info().n_vocab;
   std::vector<float> raw;
-  if (s.p.top_logprobs >= 0) raw.assign(w.out, w.out + nv);  // the sampler may rewrite the row
+  if (s.p.top_logprobs >= 0) raw.assign(logits, logits + nv);  // the sampler may rewrite the row
   int32_t tok;
   if (s.grammar) {
-    auto t = runtime::grammar::sample_constrained(*s.sampler, *s.grammar, w.out, nv, s.allowed);
+    auto t = runtime::grammar::sample_constrained(*s.sampler, *s.grammar, logits, nv, s.allowed);
     if (!t) return finish(s, FinishReason::kError, t.status().message());
     if (*t < 0) return finish(s, FinishReason::kStop);  // the grammar is complete; nothing may follow
     tok = *t;
   } else {
-    tok = s.sampler->sample(w.out, nv);
+    tok = s.sampler->sample(logits, nv);
   }
   if (!raw.empty() && !(!s.p.ignore_eos && model_.tokenizer().is_eog(tok))) {
     float mx = -INFINITY;
@@ -519,7 +628,11 @@ void Engine::finish(Sequence& s, FinishReason r, const std::string& error) {
   if (s.done) return;
   s.done = true;
   s.gen_task.reset();  // a generation still running stops (aborted at its step boundary) before s is touched
+  // Choices not yet forked (queued, or cancelled / failed during the prefill) end with it.
+  for (auto& f : s.forks) finish(*f, r, error);
+  s.forks.clear();
   StreamEvent ev;
+  ev.index = s.index;
   ev.done = true;
   if ((r == FinishReason::kStop || r == FinishReason::kLength) && !s.stop_hit) {
     bool stopped = false;
@@ -543,12 +656,7 @@ void Engine::finish(Sequence& s, FinishReason r, const std::string& error) {
       snapshot_turn(s);
     else if (r != FinishReason::kError)
       snapshot_into_cache(s);
-    if ((int)free_states_.size() < opts_.max_running) {
-      free_states_.push_back(std::move(s.state));
-    } else {
-      allocated_bytes_ -= s.state->bytes();
-      s.state.reset();
-    }
+    release_state(std::move(s.state));
   }
 }
 

@@ -17,10 +17,18 @@
 // sequence). Diffusion requests advance one denoising step per iteration each
 // (SteppedGeneration), so several interleave and none holds the loop.
 //
+// Several choices (GenerationParams::n > 1): the request is admitted only
+// when n slots and n states fit (it counts as n running sequences); the
+// prompt is prefilled once, by choice 0, and when its last prompt token's
+// logits arrive the state is forked (SequenceState::copy_from, as the prefix
+// cache restores) into the other choices, which then decode independently
+// with their own sampler (seed + index), stop strings, grammar and logprobs.
+//
 // Invariants: only the loop thread touches the model, the states and the
 // cache; HTTP threads use only submit(), tokenizer() (immutable, thread-safe)
 // and RequestChannel. Every submitted request gets exactly one final event
-// (done = true), whatever happens (finish, cancel, error, shutdown). Text is
+// (done = true) per choice, whatever happens (finish, cancel, error,
+// shutdown); events carry their choice's index. Text is
 // emitted only as complete UTF-8 and never contains a stop string or text
 // after it. Greedy outputs equal the single-sequence generator's: the forward
 // pass is row-independent, so chunking and prefix restore change nothing.
@@ -86,6 +94,10 @@ struct GenerationParams {
   // Special tokens appear in the text (tool calls: `<|tool_call|>` is a
   // control token in some vocabularies); end-of-generation tokens never do.
   bool render_special = false;
+  // Choices sampled from one prefill (1 ..= max_choices()); choice i samples
+  // with seed sampling.seed + i (mod 2^64), so it equals a request with n = 1
+  // and that seed. Autoregressive models only.
+  int n = 1;
 };
 
 struct TokenLogprob {
@@ -95,6 +107,7 @@ struct TokenLogprob {
 };
 
 struct StreamEvent {
+  int index = 0;     // the choice (0 .. n-1)
   std::string text;  // new text (may be empty)
   bool done = false;
   FinishReason finish = FinishReason::kNone;
@@ -156,6 +169,12 @@ class Engine {
   int64_t n_ctx() const { return opts_.n_ctx; }
   size_t state_bytes() const { return state_bytes_; }
   size_t budget_bytes() const { return budget_; }
+  // The largest n a request may ask for: the running-sequence limit
+  // (--parallel) and the states the memory budget holds; 1 for diffusion models.
+  int max_choices() const;
+  // OK when a request may ask for n choices; else kInvalidArgument saying
+  // what bounds n (submit() checks it too; the server answers 400 naming "n").
+  Status check_choices(int n) const;
   EngineCounters counters() const;
 
  private:
@@ -170,6 +189,11 @@ class Engine {
   void loop();
   void take_submissions(std::deque<std::unique_ptr<Sequence>>& incoming);
   void admit();
+  int running_slots() const;
+  std::unique_ptr<layers::SequenceState> acquire_state();
+  void release_state(std::unique_ptr<layers::SequenceState> st);
+  void fork_choices(Sequence& s, const float* logits);
+  void sample_and_emit(Sequence& s, float* logits);
   bool ensure_room(size_t need);
   void restore_prefix(Sequence& s);
   std::vector<WorkItem> plan_step();

@@ -9,6 +9,9 @@
 // a second it writes an SSE comment. With active tools (tool_request.h) the
 // reply's calls become message.tool_calls (with_tool_calls), and a stream
 // holds back call text and ends with the tool_calls deltas (tool_stream_tail).
+// With n > 1 choices every choice is handled as a one-choice response would
+// be, then re-indexed (choices.h): events carry their choice's index, and the
+// response ends once every choice's final event has arrived.
 #include "server/http_server.h"
 
 #include <atomic>
@@ -18,6 +21,7 @@
 
 #include "core/timer.h"
 #include "server/api_keys.h"
+#include "server/choices.h"
 #include "server/http_transport.h"
 #include "server/openai_json.h"
 #include "server/prompt_builder.h"
@@ -118,7 +122,7 @@ struct HttpServer::Impl {
   void handle(const HttpRequest& req, HttpExchange& ex);
   void handle_generate(const HttpRequest& req, HttpExchange& ex, bool chat);
   void stream_response(HttpExchange& ex, RequestChannel& ch, const ResponseMeta& meta, bool include_usage,
-                       const tokenizer::Tokenizer* logprobs_tok, const ToolSession& tools);
+                       const tokenizer::Tokenizer* logprobs_tok, const ToolSession& tools, int n);
   void handle_tokenize(const HttpRequest& req, HttpExchange& ex);
   void handle_detokenize(const HttpRequest& req, HttpExchange& ex);
   bool build_prompt(const ParsedRequest& pr, const HttpRequest& req, GenerationParams* gp, ApiError* err);
@@ -156,6 +160,9 @@ void HttpServer::Impl::handle_generate(const HttpRequest& req, HttpExchange& ex,
                                      "invalid_request_error", "model", "model_not_found"));
   GenerationParams gp;
   if (!build_prompt(pr, req, &gp, &err)) return send_error(ex, err);
+  if (Status st = engine.check_choices(pr.n); !st)
+    return send_error(ex, make_error(400, st.message(), "invalid_request_error", "n", "invalid_value"));
+  gp.n = pr.n;
   auto sub = engine.submit(std::move(gp));
   if (!sub) {
     const Status& s = sub.status();
@@ -176,9 +183,13 @@ void HttpServer::Impl::handle_generate(const HttpRequest& req, HttpExchange& ex,
   const ToolSession tools{std::move(pr.tools), tool_format};
   if (pr.stream)
     return stream_response(ex, *ch, meta, pr.include_usage, pr.top_logprobs >= 0 ? &engine.tokenizer() : nullptr,
-                           tools);
-  std::string text;
-  std::vector<TokenLogprob> lps;
+                           tools, pr.n);
+  const size_t n = (size_t)pr.n;
+  std::vector<std::string> text(n);
+  std::vector<std::vector<TokenLogprob>> lps(n);
+  std::vector<FinishReason> finish(n, FinishReason::kNone);
+  std::vector<Usage> usage(n);
+  size_t n_done = 0;
   std::vector<StreamEvent> evs;
   for (;;) {
     if (stopping.load()) ch->cancel();
@@ -187,22 +198,32 @@ void HttpServer::Impl::handle_generate(const HttpRequest& req, HttpExchange& ex,
     evs.clear();
     if (!ch->pop(&evs, kPoll)) continue;
     for (auto& ev : evs) {
-      text += ev.text;
-      for (auto& l : ev.logprobs) lps.push_back(std::move(l));
+      const size_t i = (size_t)ev.index;
+      if (i >= n) continue;
+      text[i] += ev.text;
+      for (auto& l : ev.logprobs) lps[i].push_back(std::move(l));
       if (!ev.done) continue;
-      if (!ev.error.empty())
+      if (!ev.error.empty()) {
+        ch->cancel();  // the other choices stop too
         return send_error(ex, make_error(500, "generation failed: " + ev.error, "server_error", "", "internal_error"));
-      return send_json(ex, 200,
-                       with_tool_calls(completion_body(meta, text, ev.finish, ev.usage,
-                                                       pr.top_logprobs >= 0 ? &lps : nullptr, &engine.tokenizer()),
-                                       text, tools));
+      }
+      finish[i] = ev.finish;
+      usage[i] = ev.usage;
+      if (++n_done < n) continue;
+      const Usage total = request_usage(usage);
+      std::vector<std::string> bodies;
+      for (size_t c = 0; c < n; ++c)
+        bodies.push_back(with_tool_calls(completion_body(meta, text[c], finish[c], total,
+                                                         pr.top_logprobs >= 0 ? &lps[c] : nullptr, &engine.tokenizer()),
+                                         text[c], tools));
+      return send_json(ex, 200, n == 1 ? bodies[0] : join_choices(bodies));
     }
   }
 }
 
 void HttpServer::Impl::stream_response(HttpExchange& ex, RequestChannel& ch, const ResponseMeta& meta,
                                        bool include_usage, const tokenizer::Tokenizer* logprobs_tok,
-                                       const ToolSession& tools) {
+                                       const ToolSession& tools, int n) {
   double last_write = now_seconds();
   auto write = [&](const std::string& data) {
     if (!ex.write("data: " + data + "\n\n")) return false;
@@ -216,11 +237,20 @@ void HttpServer::Impl::stream_response(HttpExchange& ex, RequestChannel& ch, con
   } guard{ch};
   if (!ex.begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}}))
     return;
-  if (meta.chat && !write(chunk_body(meta, "", FinishReason::kNone, /*role_delta=*/true))) return;
-  int64_t text_offset = 0;  // completions logprobs: bytes streamed so far
-  // Active tools: text that is or may become a call is held back and parsed at the end.
-  std::optional<ToolStreamFilter> tool_filter;
-  if (tools.req.active()) tool_filter.emplace(tools.format);
+  // A chunk of choice i (the builders make index 0).
+  auto write_choice = [&](int i, const std::string& chunk) { return write(i ? with_choice_index(chunk, i) : chunk); };
+  struct ChoiceState {
+    int64_t text_offset = 0;  // completions logprobs: bytes streamed so far
+    // Active tools: text that is or may become a call is held back and parsed at the end.
+    std::optional<ToolStreamFilter> tool_filter;
+    Usage usage;
+  };
+  std::vector<ChoiceState> choices((size_t)n);
+  for (int i = 0; i < n; ++i) {
+    if (meta.chat && !write_choice(i, chunk_body(meta, "", FinishReason::kNone, /*role_delta=*/true))) return;
+    if (tools.req.active()) choices[(size_t)i].tool_filter.emplace(tools.format);
+  }
+  int n_done = 0;
   std::vector<StreamEvent> events;
   for (;;) {
     if (stopping.load()) ch.cancel();
@@ -234,23 +264,33 @@ void HttpServer::Impl::stream_response(HttpExchange& ex, RequestChannel& ch, con
       continue;
     }
     for (auto& ev : events) {
-      if (tool_filter) ev.text = tool_filter->feed(ev.text);
+      if (ev.index < 0 || ev.index >= n) continue;
+      const int i = ev.index;
+      ChoiceState& c = choices[(size_t)i];
+      if (c.tool_filter) ev.text = c.tool_filter->feed(ev.text);
       const bool lp = logprobs_tok && !ev.logprobs.empty();
-      if ((!ev.text.empty() || lp) && !write(chunk_body(meta, ev.text, FinishReason::kNone, false,
-                                                        lp ? &ev.logprobs : nullptr, logprobs_tok, &text_offset)))
+      if ((!ev.text.empty() || lp) &&
+          !write_choice(i, chunk_body(meta, ev.text, FinishReason::kNone, false, lp ? &ev.logprobs : nullptr,
+                                      logprobs_tok, &c.text_offset)))
         return;
       if (!ev.done) continue;
       if (!ev.error.empty()) {
         ApiError e = make_error(500, "generation failed: " + ev.error, "server_error", "", "internal_error");
         if (!write(error_body(e))) return;
-      } else if (tool_filter) {
-        for (const auto& chunk : tool_stream_tail(meta, *tool_filter, tools, ev.finish))
-          if (!write(chunk)) return;
-        if (include_usage && !write(usage_chunk_body(meta, ev.usage))) return;
-      } else {
-        if (!write(chunk_body(meta, "", ev.finish))) return;
-        if (include_usage && !write(usage_chunk_body(meta, ev.usage))) return;
+        if (write("[DONE]")) ex.end_stream();
+        return;  // the guard cancels the other choices
       }
+      if (c.tool_filter) {
+        for (const auto& chunk : tool_stream_tail(meta, *c.tool_filter, tools, ev.finish))
+          if (!write_choice(i, chunk)) return;
+      } else if (!write_choice(i, chunk_body(meta, "", ev.finish))) {
+        return;
+      }
+      c.usage = ev.usage;
+      if (++n_done < n) continue;
+      std::vector<Usage> per_choice;
+      for (const auto& s : choices) per_choice.push_back(s.usage);
+      if (include_usage && !write(usage_chunk_body(meta, request_usage(per_choice)))) return;
       if (write("[DONE]")) ex.end_stream();
       return;
     }

@@ -68,6 +68,10 @@ void Metrics::add_prompt_tokens(int64_t n) {
   std::lock_guard<std::mutex> lk(mu_);
   prompt_tokens_ += (uint64_t)n;
 }
+void Metrics::add_prefill_tokens(int64_t n) {
+  std::lock_guard<std::mutex> lk(mu_);
+  prefill_tokens_ += (uint64_t)n;
+}
 void Metrics::add_generated_tokens(int64_t n) {
   std::lock_guard<std::mutex> lk(mu_);
   generated_tokens_ += (uint64_t)n;
@@ -111,6 +115,9 @@ std::string Metrics::render() const {
            std::to_string(it == finish_.end() ? 0 : it->second) + "\n";
   }
   scalar(out, "chimera_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.", (double)prompt_tokens_);
+  scalar(out, "chimera_prefill_tokens_total", "counter",
+         "Prompt tokens run through the model (not restored from the prefix cache; a prompt of n choices once).",
+         (double)prefill_tokens_);
   scalar(out, "chimera_generation_tokens_total", "counter", "Generated tokens.", (double)generated_tokens_);
   scalar(out, "chimera_prefix_cache_query_tokens_total", "counter", "Prompt tokens looked up in the prefix cache.",
          (double)cache_query_);

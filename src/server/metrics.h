@@ -1,6 +1,6 @@
 // Server metrics in the Prometheus text exposition format (served at /metrics).
 // Counters (HTTP responses by status, finished requests by finish reason,
-// prompt / generated tokens, prefix-cache query and hit tokens), histograms
+// prompt / prefilled / generated tokens, prefix-cache query and hit tokens), histograms
 // (time to first token, inter-token latency, end-to-end latency, queue time)
 // and gauges the engine loop refreshes every iteration (waiting and running
 // requests, state / prefix-cache memory, budget).
@@ -49,6 +49,7 @@ class Metrics {
   void count_http(int status);
   void count_finish(const std::string& reason);  // "stop", "length", "cancelled", "error"
   void add_prompt_tokens(int64_t n);
+  void add_prefill_tokens(int64_t n);  // prompt tokens actually run through the model
   void add_generated_tokens(int64_t n);
   void add_prefix_cache(int64_t query_tokens, int64_t hit_tokens);
   void observe_ttft(double seconds);
@@ -62,7 +63,7 @@ class Metrics {
   mutable std::mutex mu_;
   std::map<int, uint64_t> http_;
   std::map<std::string, uint64_t> finish_;
-  uint64_t prompt_tokens_ = 0, generated_tokens_ = 0, cache_query_ = 0, cache_hit_ = 0;
+  uint64_t prompt_tokens_ = 0, prefill_tokens_ = 0, generated_tokens_ = 0, cache_query_ = 0, cache_hit_ = 0;
   Histogram ttft_, itl_, e2e_, queue_;
   EngineGauges gauges_;
 };

@@ -363,10 +363,9 @@ bool parse_generation_request(std::string_view body, bool chat, const RequestLim
     r.sampling.seed = it->is_number_unsigned() ? it->get<uint64_t>() : (uint64_t)it->get<int64_t>();
   }
   if (!opt_bool(b, "ignore_eos", &r.ignore_eos, err)) return false;
-  if (auto it = b.find("n"); it != b.end() && !it->is_null()) {
-    if (!it->is_number_integer() || it->get<int64_t>() != 1)
-      return fail(err, "only n = 1 is supported", "n", "invalid_value");
-  }
+  int64_t n_choices = 1;
+  if (!opt_int(b, "n", 1, kMaxChoices, &n_choices, nullptr, err)) return false;
+  r.n = (int)n_choices;
   if (auto it = b.find("best_of"); it != b.end() && !it->is_null() && !(it->is_number_integer() && it->get<int64_t>() == 1))
     return fail(err, "'best_of' is not supported (only 1)", "best_of", "unsupported_parameter");
   if (auto it = b.find("echo"); it != b.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>()))

@@ -76,7 +76,11 @@ struct ParsedRequest {
   // (and the same API key unless the server shares the cache across keys).
   std::string cache_salt;
   ToolRequest tools;  // chat: tool calling (tool_request.h)
+  int n = 1;          // choices (1 .. kMaxChoices; the server bounds it further: Engine::max_choices)
 };
+
+// "n" is refused above this whatever the server's slots (OpenAI's own limit).
+inline constexpr int64_t kMaxChoices = 128;
 
 // Limits the request is validated against.
 struct RequestLimits {
