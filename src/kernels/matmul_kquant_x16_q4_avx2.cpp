@@ -147,6 +147,7 @@ void q4_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) 
 GemmFn kq_x16_gemm_avx2(GgmlType type) {
   switch (type) {
     case GgmlType::Q4_K: return q4_gemm;
+    case GgmlType::Q6_K: return kq_x16_q6_gemm_avx2();
     default: return nullptr;
   }
 }
