@@ -23,7 +23,11 @@ done
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 run_llama() { "$LLAMA_BIN/llama-bench" -m "$1" -p "$P" -n "$N" -r "$R" -t "$T" -o json > "$2" 2>/dev/null; }
-run_chimera() { build/chimera bench -m "$1" -p "$P" -n "$N" -r "$R" --threads "$T" -o json > "$2" 2>/dev/null; }
+# CHIMERA_BENCH_ARGS: extra chimera bench flags, e.g. "--isa avx2" against an AVX2-only llama.cpp build.
+run_chimera() {
+  # shellcheck disable=SC2086
+  build/chimera bench -m "$1" -p "$P" -n "$N" -r "$R" --threads "$T" ${CHIMERA_BENCH_ARGS:-} -o json > "$2" 2>/dev/null
+}
 for M in "$@"; do
   name=$(basename "$M")
   for ((k = 1; k <= K; k++)); do
