@@ -1,6 +1,7 @@
 // Shared CLI helpers.
 #include "cli/common.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -9,6 +10,7 @@
 #include "core/thread_pool.h"
 #include "core/timer.h"
 #include "kernels/dispatch.h"
+#include "kernels/repack_cache.h"
 
 namespace chimera::cli {
 
@@ -55,10 +57,14 @@ CLI::Option* add_ctx_option(CLI::App* app, int64_t* n_ctx, const std::string& he
 void ComputeOptions::add_to(CLI::App* app) {
   app->add_option("--threads", threads, "Worker threads (default: all cores)")->check(CLI::Range(1, 1024));
   app->add_option("--isa", isa, "Restrict kernels to an instruction set: scalar, avx2, avx512, avx512vnni, neon");
+  app->add_flag("--no-repack-cache", no_repack_cache,
+                "Do not read or write MODEL.gguf.chimera-cache (the repacked weight layouts kept next to the model)");
 }
 
 Status ComputeOptions::apply() const {
   set_global_thread_count(threads > 0 ? threads : default_thread_count());
+  const char* env = std::getenv("CHIMERA_REPACK_CACHE");
+  kernels::set_repack_cache_enabled(!no_repack_cache && !(env && std::string(env) == "0"));
   if (!isa.empty()) {
     kernels::Isa want;
     if (!kernels::parse_isa(isa, &want)) return invalid_argument("unknown instruction set '" + isa + "'");
@@ -115,6 +121,8 @@ Result<std::unique_ptr<models::Model>> load_model_verbose(const std::string& pat
                    "chimera: repacked %.1f MiB of weights into kernel layouts, copied %.1f MiB to huge pages at load "
                    "(CHIMERA_REPACK=0 turns both off)\n",
                    (double)m->repacked_bytes() / (1024.0 * 1024.0), (double)m->relocated_bytes() / (1024.0 * 1024.0));
+    if (!m->repack_cache_status().empty())
+      std::fprintf(stderr, "chimera: repack cache: %s\n", m->repack_cache_status().c_str());
   }
   return m;
 }

@@ -22,6 +22,7 @@ Result<std::string> read_text_file(const std::string& path);
 struct ComputeOptions {
   int threads = 0;  // 0 = all cores
   std::string isa;  // "" = best
+  bool no_repack_cache = false;  // --no-repack-cache (also CHIMERA_REPACK_CACHE=0)
   void add_to(CLI::App* app);
   Status apply() const;
 };

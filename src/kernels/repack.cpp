@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/dispatch.h"
+#include "kernels/repack_cache.h"
 #include "kernels/type_traits.h"
 
 namespace chimera::kernels {
@@ -84,13 +85,22 @@ bool PackedWeights::pack(WeightView& w) {
   }
   // Every byte is written by the repack (groups are contiguous, g at
   // g * repack_rows * row_bytes); the tail padding of the allocation is never read.
-  const size_t row_bytes = k->repack_row_bytes(w.cols);
-  w.packed = convert(w, k->repack_rows, row_bytes, [&](const uint8_t* src, int64_t rows, uint8_t* dst) {
-    k->repack(src, w.row_bytes, rows, w.cols, dst);
-  });
+  const size_t row_bytes = k->repack_row_bytes(w.cols), total = (size_t)w.rows * row_bytes;
+  const std::shared_ptr<RepackCache>& cache = ScopedRepackCache::current();
+  const char* kname = k->name ? k->name : "?";
+  if (const uint8_t* hit = cache ? cache->find(w.data, kname, total) : nullptr) {
+    w.packed = hit;
+    keep_.push_back(cache);
+    cached_bytes_ += total;
+  } else {
+    w.packed = convert(w, k->repack_rows, row_bytes, [&](const uint8_t* src, int64_t rows, uint8_t* dst) {
+      k->repack(src, w.row_bytes, rows, w.cols, dst);
+    });
+    if (cache) cache->add(w.data, kname, row_bytes, static_cast<const uint8_t*>(w.packed), total);
+  }
   w.packed_kernel = k;
   w.packed_row_bytes = row_bytes;
-  bytes_ += (size_t)w.rows * row_bytes;
+  bytes_ += total;
   return true;
 }
 

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/memory.h"
@@ -38,8 +39,13 @@ class PackedWeights {
   // the rows (I2_S). Returns false in that case too.
   bool pack(WeightView& w);
   static constexpr size_t kMinRelocateBytes = 4u << 20;
-  // Bytes of all packed copies.
+  // With a repack cache in scope (kernels/repack_cache.h), a tensor it holds
+  // is mapped from it instead of converted (and the cache is kept alive), and
+  // a converted one is handed to it for writing.
+  // Bytes of all packed copies (converted or mapped from the cache).
   size_t bytes() const { return bytes_; }
+  // Of which mapped from a repack cache.
+  size_t cached_bytes() const { return cached_bytes_; }
   // Bytes of the storage-layout matrices copied to huge pages.
   size_t relocated_bytes() const { return relocated_bytes_; }
   size_t count() const { return bufs_.size(); }
@@ -50,7 +56,8 @@ class PackedWeights {
   uint8_t* convert(WeightView& w, int64_t group, size_t dst_row_bytes, const Fill& fill);
 
   std::vector<AlignedBuffer<uint8_t>> bufs_;
-  size_t bytes_ = 0, relocated_bytes_ = 0;
+  std::vector<std::shared_ptr<const void>> keep_;  // repack caches mapped from
+  size_t bytes_ = 0, relocated_bytes_ = 0, cached_bytes_ = 0;
 };
 
 }  // namespace chimera::kernels

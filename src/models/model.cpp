@@ -1,6 +1,9 @@
 // Model::forward validation and the GGUF -> model loader.
 #include "models/model.h"
 
+#include "kernels/dispatch.h"
+#include "kernels/repack_cache.h"
+
 #include <algorithm>
 
 namespace chimera::models {
@@ -97,9 +100,25 @@ Result<std::unique_ptr<Model>> load_model(const std::string& path) {
   }
   if (gguf->tensors().empty()) return invalid_argument("'" + path + "' holds no tensors (vocabulary-only file?)");
   CHIMERA_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::from_gguf(*gguf));
-  auto r = entry->load(*gguf);
+  // The repack cache (when enabled) is consulted and filled by every
+  // PackedWeights::pack of this load.
+  std::shared_ptr<kernels::RepackCache> cache;
+  if (kernels::repack_cache_enabled() && kernels::repack_enabled()) {
+    const format::GgufTensorInfo& t0 = gguf->tensors()[0];
+    const uint8_t* base = t0.data - gguf->data_offset() - t0.offset;
+    cache = kernels::RepackCache::open(path, base, gguf->file_size(), kernels::isa_name(kernels::active_isa()));
+  }
+  Result<std::unique_ptr<Model>> r = unsupported("not loaded");
+  {
+    kernels::ScopedRepackCache scope(cache);
+    r = entry->load(*gguf);
+  }
   if (!r.is_ok()) return r.status().with_context("loading '" + path + "' (" + arch + ")");
   std::unique_ptr<Model> m = std::move(r).value();
+  if (cache) {
+    cache->finish();
+    m->repack_cache_status_ = cache->status();
+  }
   m->info_.arch = arch;
   m->info_.name = gguf->get_string("general.name").value_or(arch);
   if (tok->n_vocab() < m->info_.n_vocab && tok->n_vocab() > 0) {

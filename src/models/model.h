@@ -62,6 +62,10 @@ class Model {
   const format::GgufFile& gguf() const { return *gguf_; }
   // Bytes of the weight copies repacked at load for the active ISA's kernels.
   size_t repacked_bytes() const { return packed_.bytes(); }
+  // Of which mapped from the repack cache (kernels/repack_cache.h), and what
+  // the cache did at load ("" when it was off).
+  size_t repack_cached_bytes() const { return packed_.cached_bytes(); }
+  const std::string& repack_cache_status() const { return repack_cache_status_; }
   // Storage-layout weight bytes copied to huge-page memory at load (repack.h).
   size_t relocated_bytes() const { return packed_.relocated_bytes(); }
 
@@ -96,6 +100,7 @@ class Model {
   // Load-time repacked weight copies (WeightBinder(g, &packed_)); a base-class
   // member, so it outlives the family's WeightViews that point into it.
   kernels::PackedWeights packed_;
+  std::string repack_cache_status_;
   std::unique_ptr<format::GgufFile> gguf_;
   std::unique_ptr<tokenizer::Tokenizer> tok_;
   friend Result<std::unique_ptr<Model>> load_model(const std::string& path);
