@@ -64,10 +64,11 @@ CHIMERA_API const char* chimera_version(void);
 
 typedef enum chimera_status {
   CHIMERA_OK = 0,
-  CHIMERA_ERR_INVALID_ARGUMENT = 1, /* bad argument, bad token id, null handle, malformed input */
-  CHIMERA_ERR_NOT_FOUND = 2,        /* a file that does not exist */
+  CHIMERA_ERR_INVALID_ARGUMENT = 1, /* bad argument, bad token id, null handle, malformed input (a file
+                                       that is not a valid GGUF, a damaged saved state) */
+  CHIMERA_ERR_NOT_FOUND = 2,        /* something named that does not exist */
   CHIMERA_ERR_OUT_OF_RANGE = 3,     /* e.g. the context is full */
-  CHIMERA_ERR_IO = 4,               /* a file that cannot be read or is not a valid GGUF */
+  CHIMERA_ERR_IO = 4,               /* a file that cannot be opened or read */
   CHIMERA_ERR_UNSUPPORTED = 5,      /* valid request this model / CPU / library cannot serve */
   CHIMERA_ERR_INTERNAL = 6,         /* a bug in chimera */
   CHIMERA_ERR_BUFFER_TOO_SMALL = 7, /* the needed size was written; call again with a larger buffer */
@@ -89,7 +90,8 @@ typedef struct chimera_sampler chimera_sampler;
 typedef struct chimera_model_params {
   size_t struct_size;
   int32_t n_threads;   /* worker threads for this model; 0 = one per core */
-  const char* isa;     /* NULL = best the CPU runs; "scalar", "avx2", "avx512", "avx512vnni", "neon" */
+  const char* isa;     /* "scalar", "avx2", "avx512", "avx512vnni", "neon"; NULL = keep the process's
+                          setting (the best the CPU runs unless a model was loaded with another) */
   int64_t n_ctx;       /* default context size of its contexts (tokens); 0 = 4096, as the CLI */
 } chimera_model_params;
 
