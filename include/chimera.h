@@ -109,6 +109,7 @@ typedef struct chimera_model_info {
   const char* arch;           /* general.architecture ("llama", "granitehybrid", ...) */
   const char* name;           /* general.name ("" when absent) */
   const char* chat_template;  /* tokenizer.chat_template, or NULL when the model has none */
+  const char* isa;            /* the kernels' instruction set ("avx2", "avx512", ...) */
   int32_t n_vocab;
   int32_t token_bos;          /* -1 when none */
   int32_t token_eos;          /* -1 when none */

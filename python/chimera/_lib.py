@@ -37,7 +37,8 @@ class ModelParams(ctypes.Structure):
 
 class ModelInfo(ctypes.Structure):
     _fields_ = [("struct_size", c_size_t), ("arch", c_char_p), ("name", c_char_p), ("chat_template", c_char_p),
-                ("n_vocab", c_int32), ("token_bos", c_int32), ("token_eos", c_int32), ("is_diffusion", c_int32),
+                ("isa", c_char_p), ("n_vocab", c_int32), ("token_bos", c_int32), ("token_eos", c_int32),
+                ("is_diffusion", c_int32),
                 ("n_ctx_train", c_int64), ("n_ctx", c_int64), ("n_embd", c_int64), ("n_layer", c_int64)]
 
 

@@ -63,6 +63,7 @@ class Model:
         self.arch = info.arch.decode()
         self.name = info.name.decode()
         self.chat_template = info.chat_template.decode() if info.chat_template is not None else None
+        self.isa = info.isa.decode()
         self.n_vocab = info.n_vocab
         self.n_ctx = info.n_ctx
         self.n_ctx_train = info.n_ctx_train

@@ -91,6 +91,7 @@ struct chimera_model {
   std::unique_ptr<chimera::ThreadPool> pool;
   std::mutex run_mu;  // one forward at a time: the model's scratch buffers are shared
   int64_t n_ctx = 4096;
+  const char* isa = "";  // kernels::isa_name of the instruction set its weights were prepared for
   std::optional<std::string> template_source;                 // tokenizer.chat_template
   std::optional<chimera::tokenizer::ChatTemplate> tmpl;       // parsed (fallback when none)
   chimera::Status template_error;                             // why the model's template is unusable

@@ -78,6 +78,7 @@ chimera_status chimera_model_load(const char* path, const chimera_model_params* 
     m->model = std::move(loaded).value();
     m->pool = std::make_unique<ThreadPool>(p.n_threads > 0 ? p.n_threads : default_thread_count());
     m->n_ctx = p.n_ctx > 0 ? p.n_ctx : 4096;
+    m->isa = kernels::isa_name(kernels::active_isa());
     m->template_source = m->model->gguf().get_string("tokenizer.chat_template");
     if (m->template_source) {
       auto parsed = tokenizer::ChatTemplate::parse(*m->template_source);
@@ -119,6 +120,7 @@ chimera_status chimera_model_info_get(const chimera_model* m, chimera_model_info
     out->arch = i.arch.c_str();
     out->name = i.name.c_str();
     out->chat_template = m->template_source ? m->template_source->c_str() : nullptr;
+    out->isa = m->isa;
     out->n_vocab = (int32_t)i.n_vocab;
     out->token_bos = tok.bos();
     out->token_eos = tok.eos();

@@ -51,6 +51,49 @@ TEST(CApiModel, InfoAndTokenizerMatchTheCli) {
   EXPECT_EQ(eog, 1);
 }
 
+TEST(CApiModel, InstructionSetOverrideIsProcessWide) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  const std::string path = stories_path(shared);
+  chimera_model_info info;
+  info.struct_size = sizeof info;
+  std::string best;
+  {
+    ModelPtr a = load(path);
+    ASSERT_EQ(chimera_model_info_get(a.get(), &info), CHIMERA_OK);
+    best = info.isa;
+    if (best == "scalar") GTEST_SKIP() << "the CPU runs only scalar kernels";
+    chimera_model_params p;
+    chimera_model_params_init(&p);
+    p.isa = "scalar";
+    chimera_model* b = nullptr;
+    EXPECT_EQ(chimera_model_load(path.c_str(), &p, &b), CHIMERA_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(chimera_last_error()).find("process-wide"), std::string::npos) << chimera_last_error();
+    EXPECT_EQ(b, nullptr);
+  }
+  // With no model loaded the override applies; the output is the CLI's with --isa scalar.
+  chimera_model_params p;
+  chimera_model_params_init(&p);
+  p.isa = "scalar";
+  p.n_threads = 2;
+  chimera_model* raw = nullptr;
+  ASSERT_EQ(chimera_model_load(path.c_str(), &p, &raw), CHIMERA_OK) << chimera_last_error();
+  {
+    ModelPtr m(raw);
+    ASSERT_EQ(chimera_model_info_get(m.get(), &info), CHIMERA_OK);
+    EXPECT_STREQ(info.isa, "scalar");
+    ContextPtr c = context(m.get());
+    Generated g = generate(c.get(), tokenize(m.get(), "Once upon a time"), greedy(24));
+    auto cli = test::run_chimera("run -q --isa scalar -m " + path + " -p 'Once upon a time' -n 24 --temp 0 --ids", false);
+    EXPECT_EQ(join_ids(g.tokens) + "\n", cli.output);
+  }
+  // Back to the best one for the tests that follow in this process.
+  p.isa = best.c_str();
+  ASSERT_EQ(chimera_model_load(path.c_str(), &p, &raw), CHIMERA_OK) << chimera_last_error();
+  ASSERT_EQ(chimera_model_info_get(raw, &info), CHIMERA_OK);
+  EXPECT_EQ(std::string(info.isa), best);
+  EXPECT_EQ(chimera_model_free(raw), CHIMERA_OK);
+}
+
 TEST(CApiModel, ChatFallsBackToThePlainFormat) {
   CHIMERA_REQUIRE_SHARED(shared);
   ModelPtr m = load(stories_path(shared));
