@@ -1,6 +1,7 @@
 // C API: saved states — a restored context continues exactly as the
 // uninterrupted one; every damaged or foreign blob is refused, never a crash.
 #include <cstring>
+#include <random>
 
 #include "capi_fixture.h"
 
@@ -168,6 +169,37 @@ TEST(CApiStateErrors, DamagedForeignAndMisfittingBlobsAreRefused) {
   EXPECT_EQ(n, blob.size());
   // And the original still loads.
   EXPECT_EQ(chimera_state_load(target.get(), blob.data(), blob.size()), CHIMERA_OK);
+}
+
+TEST(CApiStateErrors, RandomlyMutatedSealedBlobsNeverCrash) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  ModelPtr m = load(granite_path(shared));
+  ContextPtr c = context(m.get(), 64);
+  generate(c.get(), tokenize(m.get(), "Once upon a time"), greedy(4));
+  const std::vector<uint8_t> blob = save(c.get());
+  std::mt19937 rng(12345);
+  int loaded = 0, refused = 0;
+  for (int iter = 0; iter < 300; ++iter) {
+    std::vector<uint8_t> b = blob;
+    const int flips = 1 + (int)(rng() % 4);
+    for (int k = 0; k < flips; ++k) {
+      // Half of the mutations hit the header and token lists, where the structure is.
+      const size_t span = (iter % 2 == 0) ? std::min<size_t>(160, b.size() - 8) : b.size() - 8;
+      b[rng() % span] = (uint8_t)rng();
+    }
+    reseal(b);
+    ContextPtr t = context(m.get(), 64);
+    if (chimera_state_load(t.get(), b.data(), b.size()) == CHIMERA_OK) {
+      ++loaded;  // only the floats changed: the context must still run
+      Generated g = generate(t.get(), {}, greedy(2));
+      EXPECT_EQ(g.status, CHIMERA_OK) << chimera_context_last_error(t.get());
+    } else {
+      ++refused;
+      EXPECT_STRNE(chimera_context_last_error(t.get()), "");
+    }
+  }
+  EXPECT_GT(refused, 50);
+  EXPECT_GT(loaded, 10);
 }
 
 }  // namespace
