@@ -253,7 +253,8 @@ class Model:
         """Continues `prompt` (text: tokenized with BOS and special-token parsing, as `chimera run -p`; or a
         list of ids, fed as given). Unset sampling options keep the CLI's defaults (temperature 0.8, ...);
         temperature=0 is greedy. max_tokens=None: until end of generation or context end.
-        Returns the text, or with stream=True an iterator of text pieces (closing it stops the generation)."""
+        Returns the text, or with stream=True an iterator of text pieces (closing it stops the generation).
+        Afterwards last_finish_reason is "length", "stop", "cancelled" or "context_full"."""
         self._require_open()
         ids = self.tokenize(prompt) if isinstance(prompt, str) else [int(i) for i in prompt]
         params, keep = self._generate_params(max_tokens, temperature, top_k, top_p, min_p, repeat_penalty,
