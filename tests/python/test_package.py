@@ -143,3 +143,21 @@ def test_example_prints_what_the_cli_prints(stories_path):
                        env=env, capture_output=True, timeout=300)
     assert r.returncode == 0, r.stderr.decode(errors="replace")
     assert r.stdout == run_cli("run", "-q", "-m", stories_path, "-p", PROMPT, "-n", 48, "--temp", 0)
+
+
+def test_threads_share_one_model(model_path):
+    import threading
+    with chimera.Model(model_path, n_threads=2) as m:
+        ref = m.generate(PROMPT, max_tokens=24, temperature=0)
+        got = [None] * 3
+
+        def work(i):
+            got[i] = "".join(m.generate(PROMPT, max_tokens=24, temperature=0, stream=(i % 2 == 0)))
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+            assert not t.is_alive()
+        assert got == [ref] * 3
