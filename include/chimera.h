@@ -6,7 +6,8 @@
  *   chimera_model_last_error(m)       the calling thread's most recent failed call on model m,
  *   chimera_context_last_error(c)     ... on context c,   chimera_sampler_last_error(s) ... on sampler s.
  * Messages stay valid until the same thread's next failed call on the same handle (chimera_last_error: on
- * any handle) or until the handle is freed. Out-parameters are written only on CHIMERA_OK, except the
+ * any handle) or until the handle is freed. Out-parameters are written only on CHIMERA_OK (a handle
+ * out-parameter is set to NULL on failure), except the
  * sizes that CHIMERA_ERR_BUFFER_TOO_SMALL reports. No C++ type or exception crosses this interface.
  *
  * Structs passed in or out start with `struct_size`: fill it with sizeof(the struct) (the *_init
@@ -19,7 +20,7 @@
  *
  * Thread safety:
  *   - chimera_version, chimera_status_name, chimera_last_error: any thread, any time.
- *   - A model may be used from several threads at once by: chimera_model_info, chimera_tokenize,
+ *   - A model may be used from several threads at once by: chimera_model_info_get, chimera_tokenize,
  *     chimera_detokenize, chimera_token_is_eog, chimera_chat_render, chimera_chat_tokenize,
  *     chimera_context_create, chimera_sampler_create, chimera_model_last_error.
  *   - A context or a sampler is used by one thread at a time (several contexts: several threads), except
