@@ -77,8 +77,9 @@ typedef enum chimera_status {
   CHIMERA_ERR_OUT_OF_MEMORY = 9
 } chimera_status;
 
-/* A constant name for a status ("CHIMERA_OK", ...; "unknown" for other values). */
-CHIMERA_API const char* chimera_status_name(chimera_status status);
+/* A constant name for a status ("CHIMERA_OK", ...; "unknown" for other values). Takes an int so that any
+ * value is well-defined. */
+CHIMERA_API const char* chimera_status_name(int status);
 /* The message of the calling thread's most recent failed call ("" when none). */
 CHIMERA_API const char* chimera_last_error(void);
 
@@ -182,11 +183,12 @@ typedef enum chimera_logits_mode {
   CHIMERA_LOGITS_ALL = 2   /* one row per token: row i = after tokens[0..i] */
 } chimera_logits_mode;
 
-/* Appends tokens to the sequence and runs the model over them. logits gets the rows `mode` asks for,
+/* Appends tokens to the sequence and runs the model over them. logits gets the rows `mode` (a
+ * chimera_logits_mode value; other values are refused) asks for,
  * n_vocab floats each (capacity in floats). Bad ids and context overflow are errors that leave the
  * sequence unchanged. Autoregressive models only. */
 CHIMERA_API chimera_status chimera_decode(chimera_context* ctx, const int32_t* tokens, size_t n_tokens,
-                                          chimera_logits_mode mode, float* logits, size_t capacity);
+                                          int mode, float* logits, size_t capacity);
 
 /* --------------------------------------------------------------- sampling */
 

@@ -77,7 +77,7 @@ chimera_status chimera_context_size(const chimera_context* cctx, int64_t* n_past
   return CHIMERA_OK;
 }
 
-chimera_status chimera_decode(chimera_context* ctx, const int32_t* tokens, size_t n_tokens, chimera_logits_mode mode,
+chimera_status chimera_decode(chimera_context* ctx, const int32_t* tokens, size_t n_tokens, int mode,
                               float* logits, size_t capacity) {
   if (!ctx) return null_handle("context");
   BusyGuard busy(ctx);
@@ -93,7 +93,7 @@ chimera_status chimera_decode(chimera_context* ctx, const int32_t* tokens, size_
       case CHIMERA_LOGITS_LAST: rows = 1; break;
       case CHIMERA_LOGITS_ALL: rows = n_tokens; break;
       default:
-        return fail(&ctx->err, CHIMERA_ERR_INVALID_ARGUMENT, "unknown logits mode " + std::to_string((int)mode));
+        return fail(&ctx->err, CHIMERA_ERR_INVALID_ARGUMENT, "unknown logits mode " + std::to_string(mode));
     }
     if (rows > 0 && (!logits || capacity < rows * nv))
       return fail(&ctx->err, logits ? CHIMERA_ERR_BUFFER_TOO_SMALL : CHIMERA_ERR_INVALID_ARGUMENT,

@@ -67,7 +67,7 @@ extern "C" {
 
 const char* chimera_version(void) { return CHIMERA_VERSION_STRING; }
 
-const char* chimera_status_name(chimera_status s) {
+const char* chimera_status_name(int s) {
   switch (s) {
     case CHIMERA_OK: return "CHIMERA_OK";
     case CHIMERA_ERR_INVALID_ARGUMENT: return "CHIMERA_ERR_INVALID_ARGUMENT";

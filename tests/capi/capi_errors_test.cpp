@@ -131,7 +131,7 @@ TEST(CApiErrors, BadTokensOverflowAndBuffersOnAModel) {
   Generated empty = generate(c.get(), {}, greedy(2));
   EXPECT_EQ(empty.status, CHIMERA_ERR_INVALID_ARGUMENT) << "generate from an empty context";
   const int32_t one = 1;
-  expect_error(chimera_decode(c.get(), &one, 1, (chimera_logits_mode)7, nullptr, 0), CHIMERA_ERR_INVALID_ARGUMENT,
+  expect_error(chimera_decode(c.get(), &one, 1, 7, nullptr, 0), CHIMERA_ERR_INVALID_ARGUMENT,
                "logits mode");
 
   // Context overflow: 9 tokens into 8.
