@@ -132,11 +132,16 @@ TEST(CApiGenerate, GreedyTextEqualsTheCli) {
 TEST(CApiGenerate, ExampleProgramPrintsWhatTheCliPrints) {
   CHIMERA_REQUIRE_SHARED(shared);
   const std::string model = stories_path(shared);
-  auto ex = test::run_shell(std::string(CHIMERA_EXAMPLE_C) + " " + model + " 'Once upon a time' 48 2>/dev/null");
-  ASSERT_EQ(ex.rc, 0);
   auto cli = test::run_chimera("run -q -m " + model + " -p 'Once upon a time' -n 48 --temp 0", false);
-  EXPECT_EQ(ex.output, cli.output);
-  EXPECT_NE(test::run_shell(std::string(CHIMERA_EXAMPLE_C) + " /nonexistent.gguf 2>&1").rc, 0);
+  ASSERT_EQ(cli.rc, 0);
+  for (const std::string exe : {CHIMERA_EXAMPLE_C, CHIMERA_EXAMPLE_C_STATIC}) {  // libchimera.so, libchimera.a
+    auto ex = test::run_shell(exe + " " + model + " 'Once upon a time' 48 2>/dev/null");
+    ASSERT_EQ(ex.rc, 0) << exe;
+    EXPECT_EQ(ex.output, cli.output) << exe;
+    auto bad = test::run_shell(exe + " /nonexistent.gguf 2>&1");
+    EXPECT_EQ(bad.rc, 1) << exe;
+    EXPECT_NE(bad.output.find("error: loading '/nonexistent.gguf'"), std::string::npos) << bad.output;
+  }
 }
 
 TEST(CApiGenerate, SampledTextEqualsTheCliWithTheSameSeed) {
