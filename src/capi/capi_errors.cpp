@@ -35,8 +35,11 @@ const char* ErrorSlot::get() const {
 }
 
 chimera_status fail(ErrorSlot* slot, chimera_status code, const std::string& msg) {
-  t_last_error = msg;
-  if (slot) slot->set(msg);
+  try {
+    t_last_error = msg;
+    if (slot) slot->set(msg);
+  } catch (...) {  // no memory for the message: the status still tells what happened
+  }
   return code;
 }
 

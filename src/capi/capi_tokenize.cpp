@@ -87,12 +87,15 @@ chimera_status chimera_detokenize(chimera_model* m, const int32_t* tokens, size_
 
 chimera_status chimera_token_is_eog(chimera_model* m, int32_t token, int* out) {
   if (!m) return null_handle("model");
-  if (!out) return fail(&m->err, CHIMERA_ERR_INVALID_ARGUMENT, "out is NULL");
-  if (!m->tok().valid_id(token))
-    return fail(&m->err, CHIMERA_ERR_INVALID_ARGUMENT,
-                "token " + std::to_string(token) + " is outside the vocabulary [0, " + std::to_string(m->n_vocab()) + ")");
-  *out = m->tok().is_eog(token) ? 1 : 0;
-  return CHIMERA_OK;
+  return guarded(&m->err, [&]() -> chimera_status {
+    if (!out) return fail(&m->err, CHIMERA_ERR_INVALID_ARGUMENT, "out is NULL");
+    if (!m->tok().valid_id(token))
+      return fail(&m->err, CHIMERA_ERR_INVALID_ARGUMENT,
+                  "token " + std::to_string(token) + " is outside the vocabulary [0, " + std::to_string(m->n_vocab()) +
+                      ")");
+    *out = m->tok().is_eog(token) ? 1 : 0;
+    return CHIMERA_OK;
+  });
 }
 
 chimera_status chimera_chat_render(chimera_model* m, const chimera_chat_message* messages, size_t n_messages,
