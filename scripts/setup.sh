@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets chimera up on a fresh Debian 12 machine and runs the main job:
 #   1. installs the Debian packages the build needs (apt-get; needs root or sudo),
-#   2. builds Release into build/ (binary: build/chimera),
+#   2. builds Release into build/ (binary: build/chimera; libraries: build/libchimera.so, .a),
 #   3. generates a story from the real TinyStories model in ../shared (greedy).
 # Set CHIMERA_SKIP_APT=1 to skip step 1, CHIMERA_SHARED to point at the shared data.
 set -euo pipefail
@@ -28,7 +28,7 @@ if [[ "${CHIMERA_SKIP_APT:-0}" != "1" ]]; then
 fi
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-ninja -C build chimera
+ninja -C build chimera chimera_shared chimera_static  # CLI, libchimera.so, libchimera.a
 
 SHARED="${CHIMERA_SHARED:-../shared}"
 MODEL="$SHARED/models/stories260K.gguf"

@@ -66,23 +66,41 @@ class Generator {
   virtual int64_t n_ctx() const = 0;
 };
 
+// Everything an autoregressive sequence holds between calls. Invariant:
+// history.size() == state->n_past() + pending.size() (pending tokens are in
+// the history but not yet in the state). The C API saves and restores it
+// whole (runtime/session_io.h).
+struct SequenceSession {
+  std::unique_ptr<layers::SequenceState> state;
+  std::vector<float> logits;       // after the last fed token (n_vocab floats), when have_logits
+  bool have_logits = false;
+  std::vector<int32_t> history;    // every token of the sequence (penalties)
+  std::vector<int32_t> pending;    // generated but not yet fed
+};
+
 class AutoregressiveGenerator final : public Generator {
  public:
   AutoregressiveGenerator(models::Model& model, int64_t n_ctx, ThreadPool* pool);
   Result<GenerateStats> generate(const std::vector<int32_t>& prompt, const GenerateOptions& opts,
                                  const TokenCallback& on_token) override;
   void reset() override;
-  int64_t n_past() const override { return state_->n_past() + (int64_t)pending_.size(); }
-  int64_t n_ctx() const override { return state_->n_ctx(); }
+  int64_t n_past() const override { return s_.state->n_past() + (int64_t)s_.pending.size(); }
+  int64_t n_ctx() const override { return s_.state->n_ctx(); }
+
+  // Appends tokens[0..n) to the sequence without sampling (the pending token,
+  // if any, is fed first; n may be 0 to feed only that). rows, when not null,
+  // gets one logits row of n_vocab floats per token of `tokens`. Afterwards
+  // the session's logits are the last token's. On an error (bad id, context
+  // overflow) the tokens are not part of the sequence.
+  Status feed(const int32_t* tokens, int64_t n, float* rows);
+  // The sequence (for saving / restoring it; keep the invariant above).
+  SequenceSession& session() { return s_; }
+  const SequenceSession& session() const { return s_; }
 
  private:
   models::Model& model_;
   ThreadPool* pool_;
-  std::unique_ptr<layers::SequenceState> state_;
-  std::vector<float> logits_;  // logits after the last fed token
-  bool have_logits_ = false;
-  std::vector<int32_t> history_;   // every token of the sequence (penalties)
-  std::vector<int32_t> pending_;   // generated but not yet fed
+  SequenceSession s_;
 };
 
 // Builds the generator the model calls for.

@@ -15,62 +15,12 @@
 #include "core/timer.h"
 #include "runtime/generator.h"
 #include "runtime/grammar/constrained_sampling.h"
+#include "runtime/text_stream.h"
 #include "server/prefix_cache.h"
 #include "server/stepped_generation.h"
 #include "tokenizer/tokenizer.h"
 
 namespace chimera::server {
-namespace {
-
-// Incremental detokenisation with stop strings: text that could still become
-// the start of a stop string is held back until it cannot, so a stop string
-// spanning token boundaries is never emitted, nor anything after it.
-class TextStream {
- public:
-  TextStream(const tokenizer::Tokenizer& tok, std::vector<std::string> stops, bool render_special)
-      : dec_(tok, render_special), stops_(std::move(stops)) {}
-  std::string push(int32_t tok, bool* stopped) {
-    pending_ += dec_.push(tok);
-    return drain(false, stopped);
-  }
-  std::string flush(bool* stopped) {
-    pending_ += dec_.flush();
-    return drain(true, stopped);
-  }
-
- private:
-  std::string drain(bool final, bool* stopped) {
-    *stopped = false;
-    size_t cut = std::string::npos;
-    for (const auto& s : stops_) cut = std::min(cut, pending_.find(s));
-    if (cut != std::string::npos) {
-      std::string out = pending_.substr(0, cut);
-      pending_.clear();
-      *stopped = true;
-      return out;
-    }
-    size_t keep = 0;
-    if (!final) {
-      for (const auto& s : stops_) {
-        for (size_t k = std::min(s.size() - 1, pending_.size()); k > keep; --k) {
-          if (pending_.compare(pending_.size() - k, k, s, 0, k) == 0) {
-            keep = k;
-            break;
-          }
-        }
-      }
-    }
-    std::string out = pending_.substr(0, pending_.size() - keep);
-    pending_.erase(0, pending_.size() - keep);
-    return out;
-  }
-
-  tokenizer::StreamDecoder dec_;
-  std::vector<std::string> stops_;
-  std::string pending_;
-};
-
-}  // namespace
 
 const char* finish_reason_name(FinishReason r) {
   switch (r) {
@@ -108,7 +58,7 @@ struct Engine::Sequence {
   std::vector<int32_t> tokens;
   int64_t n_prompt = 0, n_cached = 0, n_generated = 0;
   std::unique_ptr<runtime::Sampler> sampler;
-  std::unique_ptr<TextStream> text;
+  std::unique_ptr<runtime::TextStream> text;
   std::string out_text;             // everything sent to the client
   std::vector<TokenLogprob> pending_lp;  // logprobs of tokens not yet sent
   double t_submit = 0, t_last = 0;
@@ -195,7 +145,7 @@ Result<std::shared_ptr<RequestChannel>> Engine::submit(GenerationParams p) {
   seq->t_submit = now_seconds();
   seq->n_prompt = (int64_t)p.prompt.size();
   seq->tokens = p.prompt;
-  seq->text = std::make_unique<TextStream>(model_.tokenizer(), p.stop, p.render_special);
+  seq->text = std::make_unique<runtime::TextStream>(model_.tokenizer(), p.stop, p.render_special);
   std::sort(p.checkpoints.begin(), p.checkpoints.end());
   seq->p = std::move(p);
   // Choices 1..n-1: copies with their own seed, text stream and grammar
