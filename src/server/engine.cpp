@@ -160,7 +160,7 @@ Result<std::shared_ptr<RequestChannel>> Engine::submit(GenerationParams p) {
     f->t_submit = seq->t_submit;
     f->n_prompt = seq->n_prompt;
     f->tokens = seq->tokens;
-    f->text = std::make_unique<TextStream>(model_.tokenizer(), f->p.stop, f->p.render_special);
+    f->text = std::make_unique<runtime::TextStream>(model_.tokenizer(), f->p.stop, f->p.render_special);
     f->grammar = seq->grammar;
     seq->forks.push_back(std::move(f));
   }
