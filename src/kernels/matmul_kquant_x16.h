@@ -1,5 +1,5 @@
 // Internal: the 16-row interleaved ("x16") load-time layout of K-quant
-// weights (Q4_K, Q5_K, Q6_K), used by the AVX-512 (and AVX2 Q4_K, Q6_K) kernels:
+// weights (Q4_K, Q5_K, Q6_K), used by the AVX-512 and AVX2 kernels:
 // 16 rows per vector, GEMV and GEMM without a decoded weight panel.
 //
 // Rows are repacked in groups of kX16Rows; a group stores, per super-block sb
@@ -105,7 +105,7 @@ float kq_x16_dot_ref(format::GgmlType type, const uint8_t* w_row, const uint8_t*
 //   AVX-512: Q4_K, Q5_K (matmul_kquant_x16_q4_avx512.cpp), Q6_K (_q6_avx512.cpp)
 GemmFn kq_x16_gemm_avx512(format::GgmlType type, bool vnni);
 GemmFn kq_x16_q6_gemm_avx512(bool vnni);
-//   AVX2: Q4_K (_q4_avx2.cpp), Q6_K (_q6_avx2.cpp), in tiles of 8 rows: each
+//   AVX2: Q4_K, Q5_K (_q4_avx2.cpp), Q6_K (_q6_avx2.cpp), in tiles of 8 rows: each
 //   64-byte chunk as two 256-bit halves
 GemmFn kq_x16_gemm_avx2(format::GgmlType type);
 GemmFn kq_x16_q6_gemm_avx2();

@@ -1,4 +1,4 @@
-// AVX2 Q4_K kernels over the x16 layout (matmul_kquant_x16.h): each 64-byte
+// AVX2 Q4_K / Q5_K kernels over the x16 layout (matmul_kquant_x16.h): each 64-byte
 // chunk of a group block is two 256-bit halves (rows 0..7, rows 8..15), so a
 // tile is 8 weight rows (one per 32-bit lane) x M <= 3 activation rows.
 //
@@ -9,7 +9,8 @@
 // the (sc_j, sc_j) word pair adds sc_j * (that half's sum) to the exact int32
 // S; one f32 update of acc / accm per super-block. 9 instructions per 256
 // multiply-adds instead of the 12 of llama.cpp's AVX2 order, and the GEMM
-// needs no decoded panel.
+// needs no decoded panel. Q5_K ORs each level's fifth bit in from its qh
+// chunk (levels <= 31: the int16 sums stay exact, |.| <= 4 * 2 * 31 * 128).
 #include "kernels/matmul_kquant_x16.h"
 
 #if defined(__x86_64__)
@@ -32,7 +33,14 @@ using format::GgmlType;
 namespace q = chimera::quant;
 
 constexpr size_t kAb = sizeof(q::block_q8_K);
-constexpr size_t kQ4GroupBlock = kX16Rows * sizeof(q::block_q4_K);
+
+// Group-block geometry (matmul_kquant_x16.h): size, qh chunks, qs chunks.
+template <bool kQ5>
+struct Geo {
+  static constexpr size_t kBlock = kX16Rows * (kQ5 ? sizeof(q::block_q5_K) : sizeof(q::block_q4_K));
+  static constexpr size_t kQh = 256;
+  static constexpr size_t kQs = kQ5 ? 768 : 256;
+};
 constexpr int kHalfRows = 8;
 constexpr int kMaxActs = 3;
 
@@ -52,10 +60,17 @@ CHIMERA_T_X16A2_INLINE __m256i bcast32(const uint8_t* p) {
 
 CHIMERA_T_X16A2_INLINE __m256i load(const uint8_t* p) { return _mm256_load_si256((const __m256i*)p); }
 
+// Per byte: bit b moved to bit 4 (the fifth bit of a Q5_K level).
+CHIMERA_T_X16A2_INLINE __m256i bit_to_4(__m256i h, int b) {
+  const __m256i m = _mm256_set1_epi8(0x10);
+  return b <= 4 ? _mm256_and_si256(_mm256_slli_epi16(h, 4 - b), m) : _mm256_and_si256(_mm256_srli_epi16(h, b - 4), m);
+}
+
 // Rows 8 * half .. + 7 of the group at G x M activation rows -> y[m * ldy + 0..7].
-template <int M>
+template <bool kQ5, int M>
 CHIMERA_T_X16A2 void q4_tile8(const uint8_t* G, int half, const uint8_t* A, size_t a_stride, int64_t nsb, float* y,
                               int64_t ldy) {
+  using GB = Geo<kQ5>;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i m6 = _mm256_set1_epi8(0x3F);
   const size_t ho = 32 * (size_t)half;  // byte offset of this half in a 64-byte chunk / plane
@@ -65,7 +80,7 @@ CHIMERA_T_X16A2 void q4_tile8(const uint8_t* G, int half, const uint8_t* A, size
     accm[m] = _mm256_setzero_ps();
   }
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* B = G + (size_t)sb * kQ4GroupBlock;
+    const uint8_t* B = G + (size_t)sb * GB::kBlock;
     const uint8_t* Am[M];
     float dy[M];
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
@@ -96,7 +111,7 @@ CHIMERA_T_X16A2 void q4_tile8(const uint8_t* G, int half, const uint8_t* A, size
         accm[m] = _mm256_fmadd_ps(dmv, _mm256_cvtepi32_ps(Bm), accm[m]);
       }
     }
-    const uint8_t* qs = B + 256 + ho;
+    const uint8_t* qs = B + GB::kQs + ho;
     __m256i S[M];
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) S[m] = _mm256_setzero_si256();
     CHIMERA_UNROLL for (int c = 0; c < 4; ++c) {
@@ -109,7 +124,13 @@ CHIMERA_T_X16A2 void q4_tile8(const uint8_t* G, int half, const uint8_t* A, size
         CHIMERA_UNROLL for (int m = 0; m < M; ++m) Plo[m] = Phi[m] = _mm256_setzero_si256();
         CHIMERA_UNROLL for (int l = 4 * h; l < 4 * h + 4; ++l) {
           const __m256i W = load(qs + 64 * (8 * c + l));
-          const __m256i lo = _mm256_and_si256(W, m4), hi = _mm256_and_si256(_mm256_srli_epi16(W, 4), m4);
+          __m256i lo = _mm256_and_si256(W, m4), hi = _mm256_and_si256(_mm256_srli_epi16(W, 4), m4);
+          if constexpr (kQ5) {
+            // qh byte 4l + u of each row: bit 2c -> low-nibble level, 2c + 1 -> high
+            const __m256i H = load(B + GB::kQh + 64 * l + ho);
+            lo = _mm256_or_si256(lo, bit_to_4(H, 2 * c));
+            hi = _mm256_or_si256(hi, bit_to_4(H, 2 * c + 1));
+          }
           CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
             const uint8_t* a = Am[m] + 4 + 64 * c + 4 * l;
             Plo[m] = _mm256_add_epi16(Plo[m], _mm256_maddubs_epi16(lo, bcast32(a)));
@@ -131,14 +152,15 @@ CHIMERA_T_X16A2 void q4_tile8(const uint8_t* G, int half, const uint8_t* A, size
 
 // Both 8-row halves of a group (the second reads the group blocks again
 // from L1/L2).
-template <int M>
+template <bool kQ5, int M>
 void q4_tile16(const uint8_t* G, const uint8_t* A, size_t a_stride, int64_t nsb, float* y, int64_t ldy) {
-  q4_tile8<M>(G, 0, A, a_stride, nsb, y, ldy);
-  q4_tile8<M>(G, 1, A, a_stride, nsb, y + kHalfRows, ldy);
+  q4_tile8<kQ5, M>(G, 0, A, a_stride, nsb, y, ldy);
+  q4_tile8<kQ5, M>(G, 1, A, a_stride, nsb, y + kHalfRows, ldy);
 }
 
+template <bool kQ5>
 void q4_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
-  static constexpr KqX16TileFn kTiles[kMaxActs] = {q4_tile16<1>, q4_tile16<2>, q4_tile16<3>};
+  static constexpr KqX16TileFn kTiles[kMaxActs] = {q4_tile16<kQ5, 1>, q4_tile16<kQ5, 2>, q4_tile16<kQ5, 3>};
   kq_x16_run(kTiles, g, r0, r1, i0, i1);
 }
 
@@ -146,7 +168,8 @@ void q4_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) 
 
 GemmFn kq_x16_gemm_avx2(GgmlType type) {
   switch (type) {
-    case GgmlType::Q4_K: return q4_gemm;
+    case GgmlType::Q4_K: return q4_gemm<false>;
+    case GgmlType::Q5_K: return q4_gemm<true>;
     case GgmlType::Q6_K: return kq_x16_q6_gemm_avx2();
     default: return nullptr;
   }
