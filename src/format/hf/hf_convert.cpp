@@ -39,12 +39,13 @@ Result<GgmlType> resolve_type(const std::string& name, const st::Checkpoint& ck)
   if (name == "f16") return GgmlType::F16;
   if (name == "bf16") return GgmlType::BF16;
   if (!name.empty()) return invalid_argument("--type must be f32, f16 or bf16 (got '" + name + "')");
-  for (const st::TensorInfo* t : ck.tensors()) {
-    if (t->shape.size() < 2) continue;
-    if (t->dtype == st::Dtype::BF16) return GgmlType::BF16;
-    if (t->dtype == st::Dtype::F16) return GgmlType::F16;
-    return GgmlType::F32;
-  }
+  // The float type of the largest tensor: Mamba checkpoints keep small
+  // tensors (A_log, D, conv weights) in F32 next to F16 / BF16 matrices.
+  const st::TensorInfo* big = nullptr;
+  for (const st::TensorInfo* t : ck.tensors())
+    if (!big || t->n_bytes() > big->n_bytes()) big = t;
+  if (big && big->dtype == st::Dtype::BF16) return GgmlType::BF16;
+  if (big && big->dtype == st::Dtype::F16) return GgmlType::F16;
   return GgmlType::F32;
 }
 
@@ -80,9 +81,22 @@ Status add_tensor(GgufWriter& w, const st::TensorInfo& t, const std::string& gna
     shape = {shape[0], shape[2]};
   }
   if (shape.empty()) shape = {1};
+  if (r.reshape != Reshape::kKeep) {
+    if (shape.size() != 1)
+      return invalid_argument("tensor '" + t.name + "' " + t.shape_string() + " is not one-dimensional");
+    if (r.reshape == Reshape::kAppendOne) {
+      shape = {shape[0], 1};
+    } else {
+      if (plan.n_group <= 0 || shape[0] % plan.n_group != 0)
+        return invalid_argument("tensor '" + t.name + "' " + t.shape_string() + " does not split into " +
+                                std::to_string(plan.n_group) + " groups");
+      shape = {plan.n_group, shape[0] / plan.n_group};
+    }
+  }
   const bool permute = r.transform == Transform::kRopePermuteQ || r.transform == Transform::kRopePermuteK;
   const bool elementwise = r.transform == Transform::kNegExp || r.transform == Transform::kSqueezeMiddle;
-  const GgmlType type = (r.keep_f32 || shape.size() == 1 || elementwise) ? GgmlType::F32 : out_type;
+  const bool f32_name = !gname.ends_with(".weight") || gname.ends_with("_norm.weight");  // as llama.cpp
+  const GgmlType type = (r.keep_f32 || shape.size() == 1 || elementwise || f32_name) ? GgmlType::F32 : out_type;
   std::vector<int64_t> ne(shape.rbegin(), shape.rend());
   const int64_t cols = ne[0];
   const int64_t rows = (int64_t)(t.n_elements() / (uint64_t)std::max<int64_t>(cols, 1));
@@ -175,7 +189,13 @@ Status convert_impl(const std::string& hf_dir, const std::string& out, const Con
   Status hs = fam->hparams(config, w, &plan);
   const std::vector<int>& kinds = plan.kinds;
   if (!hs) return hs.with_context("'" + cpath + "'");
-  CHIMERA_RETURN_IF_ERROR(write_tokenizer(hf_dir, config, w));
+  if (plan.vocab_size > 0) {
+    json padded = config;
+    padded["vocab_size"] = plan.vocab_size;
+    CHIMERA_RETURN_IF_ERROR(write_tokenizer(hf_dir, padded, w));
+  } else {
+    CHIMERA_RETURN_IF_ERROR(write_tokenizer(hf_dir, config, w));
+  }
 
   // Expand the rule table into the exact names this layer plan expects.
   std::map<std::string, Claim> expected;
@@ -213,6 +233,11 @@ Status convert_impl(const std::string& hf_dir, const std::string& out, const Con
         return not_found("checkpoint has no tensor '" + hn + "' (required by arch " + fam->arch + ")");
       }
       if (!r.gguf) continue;  // claimed, not converted
+      if (r.drop_if_equal_to) {
+        const st::TensorInfo* o = ck.find(r.drop_if_equal_to);
+        if (o && o->dtype == t->dtype && o->shape == t->shape && std::memcmp(o->data, t->data, t->n_bytes()) == 0)
+          continue;
+      }
       Status s = add_tensor(w, *t, subst(r.gguf, layer), r, out_type, plan, opts);
       if (!s) return s.with_context("tensor '" + hn + "'");
     }

@@ -41,6 +41,13 @@ enum class Transform {
   kRopePermuteK,
 };
 
+// Shape changes that keep the bytes (llama.cpp's reshapes for Mamba-2).
+enum class Reshape {
+  kKeep,
+  kAppendOne,  // [n] -> [n, 1] (Mamba-2 A and D: ggml ne [1, n])
+  kGroups,     // [n] -> [n_group, n / n_group] (Mamba-2 gated norm; LayerPlan::n_group)
+};
+
 // A layer-kind bit mask; families define their own kinds (bit i = kind i).
 using KindMask = uint32_t;
 inline constexpr KindMask kAllKinds = 0xffffffffu;
@@ -50,14 +57,24 @@ struct TensorRule {
   const char* gguf;  // e.g. "blk.{i}.ssm_in.weight"; null: claimed and dropped (e.g. rotary inv_freq buffers)
   KindMask kinds = kAllKinds;  // per-layer rows: the layer kinds it applies to
   Transform transform = Transform::kNone;
-  bool keep_f32 = false;  // 1-D tensors are always F32
+  // Also F32 whatever --type says, as in llama.cpp: 1-D tensors, names not
+  // ending in ".weight" (ssm_a, ssm_d, biases) and "*_norm.weight".
+  bool keep_f32 = false;
   bool optional = false;
+  Reshape reshape = Reshape::kKeep;
+  // HF name of a tensor this one is dropped for when byte-equal to it
+  // (llama.cpp's Mamba omits an lm_head identical to the embedding).
+  const char* drop_if_equal_to = nullptr;
 };
 
 // What a family's hyper-parameter step tells the driver.
 struct LayerPlan {
   std::vector<int> kinds;          // the kind of each layer
   int64_t n_head = 0, n_head_kv = 0;  // for the RoPE permutations
+  int64_t n_group = 0;                // for Reshape::kGroups
+  // The token table's size when the family pads it (llama.cpp's
+  // pad_vocab_size_multiple for Mamba); 0: config.json's vocab_size.
+  int64_t vocab_size = 0;
   // Tensors computed from config.json (llama.cpp's rope_freqs.weight for Llama 3 RoPE scaling).
   std::vector<std::pair<std::string, std::vector<float>>> extra_f32;
 };
@@ -86,7 +103,8 @@ Status convert(const std::string& hf_dir, const std::string& out, const ConvertO
 // Reads the tokenizer (+ tokenizer_config.json, generation_config.json, the
 // config's token ids) into tokenizer.ggml.* keys: a SentencePiece
 // tokenizer.model when present, else tokenizer.json as byte-level BPE (the
-// pre-tokenizer recognised from its split regex: o200k / GPT-4o, Llama 3).
+// pre-tokenizer recognised from its split regex: o200k / GPT-4o, Llama 3; or a
+// ByteLevel step with the GPT-2 regex: GPT-NeoX, GPT-2).
 Status write_tokenizer(const std::string& hf_dir, const nlohmann::json& config, GgufWriter& w);
 // tokenizer.model (SentencePiece) -> tokenizer.ggml.model "llama", tokens,
 // scores, token_type, pre "default"; returns the vocabulary size written.

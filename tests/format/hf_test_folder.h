@@ -1,0 +1,154 @@
+// Helpers shared by the Hugging Face converter tests: write a checkpoint folder
+// from a golden GGUF (safetensors, a byte-level BPE tokenizer.json rendered
+// from the GGUF's own vocabulary), compare a converted file with the golden
+// one (arch keys, tensor bytes) and compute logits with models::load_model.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "format/gguf/gguf.h"
+#include "models/model.h"
+
+namespace chimera::format::hf::hftest {
+
+struct StTensor {
+  std::string name, dtype;
+  std::vector<int64_t> shape;  // PyTorch order
+  std::vector<uint8_t> bytes;
+};
+
+inline void write_safetensors(const std::filesystem::path& path, const std::vector<StTensor>& ts) {
+  nlohmann::json h = nlohmann::json::object();
+  uint64_t off = 0;
+  for (const StTensor& t : ts) {
+    h[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {off, off + t.bytes.size()}}};
+    off += t.bytes.size();
+  }
+  h["__metadata__"] = {{"format", "pt"}};
+  const std::string hs = h.dump();
+  std::ofstream f(path, std::ios::binary);
+  const uint64_t n = hs.size();
+  f.write((const char*)&n, 8);
+  f << hs;
+  for (const StTensor& t : ts) f.write((const char*)t.bytes.data(), (std::streamsize)t.bytes.size());
+}
+
+// A GGUF tensor as the HF checkpoint stores it: same bytes, PyTorch shape
+// (the reverse of ne unless `shape` is given).
+inline StTensor st_from_gguf(const GgufTensorInfo& t, std::string hf_name, std::vector<int64_t> shape = {}) {
+  StTensor s;
+  s.name = std::move(hf_name);
+  s.dtype = t.type == GgmlType::F16 ? "F16" : t.type == GgmlType::BF16 ? "BF16" : "F32";
+  if (shape.empty()) shape.assign(t.ne.rbegin(), t.ne.rend());
+  s.shape = std::move(shape);
+  s.bytes.assign(t.data, t.data + t.n_bytes);
+  return s;
+}
+
+// tokenizer.json (BPE) holding a "gpt2" GGUF vocabulary: CONTROL tokens become
+// special added tokens, the others the BPE vocabulary; the merges are copied.
+inline nlohmann::json bpe_tokenizer_json(const GgufFile& g, const nlohmann::json& pre_tokenizer) {
+  using nlohmann::json;
+  const GgufValue* toks = g.get_array("tokenizer.ggml.tokens");
+  const GgufValue* types = g.get_array("tokenizer.ggml.token_type");
+  const GgufValue* merges = g.get_array("tokenizer.ggml.merges");
+  EXPECT_TRUE(toks && types && merges);
+  json vocab = json::object(), added = json::array(), m = json::array();
+  if (!toks || !types || !merges) return json::object();
+  for (size_t i = 0; i < toks->arr.size(); ++i) {
+    if (types->arr[i].as_int() == 3) {
+      added.push_back({{"id", i}, {"content", toks->arr[i].s}, {"special", true}});
+    } else {
+      vocab[toks->arr[i].s] = i;
+    }
+  }
+  for (const GgufValue& v : merges->arr) m.push_back(v.s);
+  return {{"version", "1.0"},
+          {"added_tokens", added},
+          {"normalizer", nullptr},
+          {"pre_tokenizer", pre_tokenizer},
+          {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", m}}}};
+}
+
+// Every `<arch>.*` key of `want` is in `got` with the same value (integers as
+// integers, floats as floats, other types exactly); `got` has no other
+// `<arch>.*` key except those in `extra`.
+inline void expect_arch_keys_equal(const GgufFile& got, const GgufFile& want, const std::string& arch,
+                                   const std::set<std::string>& extra = {}) {
+  const std::string prefix = arch + ".";
+  for (const auto& [k, v] : want.metadata()) {
+    if (k.rfind(prefix, 0) != 0) continue;
+    const GgufValue* g = got.find(k);
+    ASSERT_NE(g, nullptr) << k;
+    if (v.is_float()) {
+      EXPECT_EQ(got.get_float(k), want.get_float(k)) << k;
+    } else if (v.type != GgufType::BOOL && v.as_int()) {
+      EXPECT_EQ(g->as_int(), v.as_int()) << k;
+    } else {
+      EXPECT_TRUE(*g == v) << k << ": " << g->to_display() << " != " << v.to_display();
+    }
+  }
+  for (const auto& [k, v] : got.metadata()) {
+    if (k.rfind(prefix, 0) == 0 && !want.find(k)) {
+      EXPECT_TRUE(extra.count(k)) << "unexpected key " << k;
+    }
+  }
+}
+
+// Same tensor names, shapes, types and bytes.
+inline void expect_tensors_equal(const GgufFile& got, const GgufFile& want) {
+  ASSERT_EQ(got.tensors().size(), want.tensors().size());
+  for (const GgufTensorInfo& t : want.tensors()) {
+    const GgufTensorInfo* c = got.find_tensor(t.name);
+    ASSERT_NE(c, nullptr) << t.name;
+    EXPECT_EQ(c->ne, t.ne) << t.name;
+    EXPECT_EQ(c->type, t.type) << t.name;
+    EXPECT_EQ(c->n_bytes, t.n_bytes) << t.name;
+    if (c->n_bytes == t.n_bytes) {
+      EXPECT_EQ(std::memcmp(c->data, t.data, t.n_bytes), 0) << t.name;
+    }
+  }
+}
+
+// A copy of `g` at `path` (same keys, tensors in order) with the bytes of the
+// tensors named in `replace` swapped: the golden weights as a converter must
+// produce them when a transform (A = -exp(A_log)) cannot give the golden
+// value back exactly.
+inline void write_gguf_with(const GgufFile& g, const std::string& path,
+                            const std::map<std::string, std::vector<uint8_t>>& replace) {
+  GgufWriter w;
+  for (const auto& [k, v] : g.metadata()) w.set(k, v);
+  for (const GgufTensorInfo& t : g.tensors()) {
+    auto it = replace.find(t.name);
+    if (it != replace.end()) {
+      ASSERT_EQ(it->second.size(), t.n_bytes) << t.name;
+      ASSERT_TRUE(w.add_tensor_copy(t.name, t.type, t.ne, it->second).is_ok());
+    } else {
+      ASSERT_TRUE(w.add_tensor(t.name, t.type, t.ne, t.data, t.n_bytes).is_ok());
+    }
+  }
+  ASSERT_TRUE(w.write(path).is_ok());
+}
+
+// All-position logits of `ids` (prompt in one batch).
+inline std::vector<float> logits_of(const std::string& path,
+                                    const std::vector<int32_t>& ids = {1, 17, 300, 2999, 42, 7, 1024, 5}) {
+  auto m = models::load_model(path);
+  EXPECT_TRUE(m.is_ok()) << m.status().message();
+  if (!m.is_ok()) return {};
+  auto st = (*m)->new_state(32);
+  std::vector<float> out(ids.size() * (size_t)(*m)->info().n_vocab);
+  EXPECT_TRUE((*m)->forward(*st, ids.data(), (int64_t)ids.size(), models::Logits::kAll, out.data(), nullptr).is_ok());
+  return out;
+}
+
+}  // namespace chimera::format::hf::hftest
