@@ -99,6 +99,36 @@ Family mamba2_family() {
            {"torch_dtype", "float16"}}};
 }
 
+// The state-spaces/mamba-*-hf config.json fields (shared tokenizers/hf/gpt-neox-mamba/config.json).
+Family mamba_family() {
+  return {"tiny-mamba.gguf", "mamba",
+          {{"architectures", {"MambaForCausalLM"}},
+           {"model_type", "mamba"},
+           {"hidden_size", 64},
+           {"d_model", 64},
+           {"num_hidden_layers", 2},
+           {"n_layer", 2},
+           {"intermediate_size", 128},
+           {"d_inner", 128},
+           {"state_size", 16},
+           {"conv_kernel", 4},
+           {"expand", 2},
+           {"time_step_rank", 4},
+           {"vocab_size", 3600},
+           {"pad_vocab_size_multiple", 8},
+           {"layer_norm_epsilon", 1e-5},
+           {"rms_norm", true},
+           {"use_bias", false},
+           {"use_conv_bias", true},
+           {"hidden_act", "silu"},
+           {"fused_add_norm", true},
+           {"residual_in_fp32", true},
+           {"bos_token_id", 0},
+           {"eos_token_id", 0},
+           {"pad_token_id", 0},
+           {"torch_dtype", "float16"}}};
+}
+
 // Writes the HF folder of `fam`; `drop` leaves one tensor out; `lm_head`
 // adds an lm_head.weight (a copy of the embedding, or that copy changed).
 // A_log = log(-A) rounded to f32; -exp(A_log) in f32 is not always A again
@@ -249,6 +279,46 @@ TEST(HfMambaConvert, Mamba2ErrorsNameTheMissingTensorOrKey) {
   c = f.config;
   c["use_bias"] = true;
   expect_error(shared, f, "bias", c, "", "use_bias");
+}
+
+TEST(HfMambaConvert, MambaKeysTensorsVocabAndLogitsEqualTheGoldenGguf) { check_family(mamba_family()); }
+
+TEST(HfMambaConvert, MambaVocabularyIsPaddedToTheMultiple) {
+  check_padding(mamba_family(), 3597, 0, 3600);  // the default multiple, 8
+}
+
+// llama.cpp drops an lm_head equal to the embedding (tied) and keeps one that differs.
+TEST(HfMambaConvert, MambaLmHeadEqualToTheEmbeddingIsDropped) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  const Family f = mamba_family();
+  for (LmHead h : {LmHead::kCopy, LmHead::kChanged}) {
+    const fs::path dir = write_hf(shared, f, "head", f.config, "", h);
+    const std::string out = test::temp_path("hf-mamba-head.gguf");
+    Status s = convert(dir.string(), out, {});
+    ASSERT_TRUE(s.is_ok()) << s.message();
+    auto g = GgufFile::open(out);
+    ASSERT_TRUE(g.is_ok());
+    EXPECT_EQ((*g)->find_tensor("output.weight") != nullptr, h == LmHead::kChanged);
+    fs::remove(out);
+    fs::remove_all(dir);
+  }
+}
+
+TEST(HfMambaConvert, MambaErrorsNameTheMissingTensorOrKey) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  const Family f = mamba_family();
+  expect_error(shared, f, "drop", f.config, "backbone.layers.0.mixer.x_proj.weight",
+               "backbone.layers.0.mixer.x_proj.weight");
+  json c = f.config;
+  c.erase("num_hidden_layers");
+  c.erase("n_layer");
+  expect_error(shared, f, "nokey", c, "", "num_hidden_layers");
+  c = f.config;
+  c["intermediate_size"] = 192;
+  expect_error(shared, f, "inner", c, "", "intermediate_size");
+  c = f.config;
+  c["hidden_act"] = "gelu";
+  expect_error(shared, f, "act", c, "", "hidden_act");
 }
 
 }  // namespace

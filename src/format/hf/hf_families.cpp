@@ -314,10 +314,62 @@ FamilySpec mamba2_spec() {
       }};
 }
 
+Status mamba_hparams(const json& c, GgufWriter& w, LayerPlan* plan) {
+  CHIMERA_ASSIGN_OR_RETURN(int64_t d, require_int(c, pick(c, {"hidden_size", "d_model"})));
+  CHIMERA_ASSIGN_OR_RETURN(int64_t n_layer, require_int(c, pick(c, {"num_hidden_layers", "n_layer"})));
+  CHIMERA_ASSIGN_OR_RETURN(int64_t d_conv, get_int(c, pick(c, {"conv_kernel", "d_conv"}), 4));
+  CHIMERA_ASSIGN_OR_RETURN(int64_t d_inner, get_int(c, pick(c, {"intermediate_size", "d_inner"}), 2 * d));
+  CHIMERA_ASSIGN_OR_RETURN(int64_t d_state, get_int(c, pick(c, {"state_size", "d_state"}), 16));
+  const char* rank_key = pick(c, {"time_step_rank", "dt_rank"});
+  int64_t dt_rank = (d + 15) / 16;  // "auto"
+  if (auto it = c.find(rank_key); it != c.end() && !it->is_null() && !(it->is_string() && *it == "auto")) {
+    CHIMERA_ASSIGN_OR_RETURN(dt_rank, get_int(c, rank_key, dt_rank));
+  }
+  CHIMERA_ASSIGN_OR_RETURN(double eps, get_float(c, pick(c, {"layer_norm_epsilon", "rms_norm_eps"}), 1e-5));
+  CHIMERA_ASSIGN_OR_RETURN(plan->vocab_size, padded_vocab(c, 8));
+  if (d_inner != 2 * d) return invalid_argument("the SSM inner size ('intermediate_size') must be 2 * hidden_size");
+  CHIMERA_RETURN_IF_ERROR(refuse_bool(c, "use_bias", false, "mamba"));
+  CHIMERA_RETURN_IF_ERROR(refuse_bool(c, "rms_norm", true, "mamba"));
+  if (auto it = c.find("hidden_act"); it != c.end() && !(it->is_string() && it->get<std::string>() == "silu"))
+    return unsupported("'hidden_act' must be \"silu\" for mamba");
+  set_u32s(w, "mamba",
+           {{"context_length", int64_t(1) << 20}, {"embedding_length", d}, {"feed_forward_length", 0},
+            {"attention.head_count", 0}, {"block_count", n_layer}, {"ssm.conv_kernel", d_conv},
+            {"ssm.inner_size", d_inner}, {"ssm.state_size", d_state}, {"ssm.time_step_rank", dt_rank}});
+  w.set("mamba.attention.layer_norm_rms_epsilon", GgufValue::from_f32((float)eps));
+  w.set("mamba.ssm.dt_b_c_rms", GgufValue::from_bool(false));  // true only for falcon_mamba
+  plan->kinds.assign((size_t)n_layer, 0);
+  return Status::ok();
+}
+
+FamilySpec mamba_spec() {
+  return FamilySpec{
+      {"mamba"},
+      "mamba",
+      &mamba_hparams,
+      {
+          {.hf = "backbone.embeddings.weight", .gguf = "token_embd.weight"},
+          {.hf = "backbone.norm_f.weight", .gguf = "output_norm.weight"},
+          {.hf = "lm_head.weight", .gguf = "output.weight", .optional = true,
+           .drop_if_equal_to = "backbone.embeddings.weight"},
+          {.hf = "backbone.layers.{i}.norm.weight", .gguf = "blk.{i}.attn_norm.weight"},
+          {.hf = "backbone.layers.{i}.mixer.in_proj.weight", .gguf = "blk.{i}.ssm_in.weight"},
+          {.hf = "backbone.layers.{i}.mixer.conv1d.weight", .gguf = "blk.{i}.ssm_conv1d.weight",
+           .transform = Transform::kSqueezeMiddle},
+          {.hf = "backbone.layers.{i}.mixer.conv1d.bias", .gguf = "blk.{i}.ssm_conv1d.bias", .optional = true},
+          {.hf = "backbone.layers.{i}.mixer.x_proj.weight", .gguf = "blk.{i}.ssm_x.weight"},
+          {.hf = "backbone.layers.{i}.mixer.dt_proj.weight", .gguf = "blk.{i}.ssm_dt.weight"},
+          {.hf = "backbone.layers.{i}.mixer.dt_proj.bias", .gguf = "blk.{i}.ssm_dt.bias"},
+          {.hf = "backbone.layers.{i}.mixer.A_log", .gguf = "blk.{i}.ssm_a", .transform = Transform::kNegExp},
+          {.hf = "backbone.layers.{i}.mixer.D", .gguf = "blk.{i}.ssm_d"},
+          {.hf = "backbone.layers.{i}.mixer.out_proj.weight", .gguf = "blk.{i}.ssm_out.weight"},
+      }};
+}
+
 }  // namespace
 
 const std::vector<FamilySpec>& families() {
-  static const std::vector<FamilySpec> kFamilies = {phi4flash_spec(), llama_spec(), mamba2_spec()};
+  static const std::vector<FamilySpec> kFamilies = {phi4flash_spec(), llama_spec(), mamba2_spec(), mamba_spec()};
   return kFamilies;
 }
 
