@@ -35,6 +35,7 @@ using nlohmann::json;
 
 using hftest::logits_of;
 using hftest::StTensor;
+using hftest::unpermute;
 using hftest::write_safetensors;
 
 std::string hf_name(const std::string& g) {
@@ -50,18 +51,6 @@ std::string hf_name(const std::string& g) {
   if (auto it = global.find(g); it != global.end()) return it->second;
   const size_t a = g.find('.'), b = g.find('.', a + 1);
   return "model.layers." + g.substr(a + 1, b - a - 1) + "." + layer.at(g.substr(b + 1));
-}
-
-// HF row (h, j * d/2 + i) = GGUF row (h, 2i + j): rotate-half order.
-std::vector<uint8_t> unpermute(const GgufTensorInfo& t, int64_t n_heads) {
-  const int64_t rows = t.ne[1], d = rows / n_heads, half = d / 2;
-  const size_t rb = t.n_bytes / (size_t)rows;
-  std::vector<uint8_t> out(t.n_bytes);
-  for (int64_t h = 0; h < n_heads; ++h)
-    for (int64_t i = 0; i < half; ++i)
-      for (int64_t j = 0; j < 2; ++j)
-        std::memcpy(out.data() + (size_t)(h * d + j * half + i) * rb, t.data + (size_t)(h * d + 2 * i + j) * rb, rb);
-  return out;
 }
 
 // GPT-2's byte -> printable character map (byte-level BPE alphabet).

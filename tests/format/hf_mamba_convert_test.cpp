@@ -130,9 +130,8 @@ Family mamba_family() {
 }
 
 // Writes the HF folder of `fam`; `drop` leaves one tensor out; `lm_head`
-// adds an lm_head.weight (a copy of the embedding, or that copy changed).
-// A_log = log(-A) rounded to f32; -exp(A_log) in f32 is not always A again
-// (A = -7 is not reachable), so `ssm_a` receives the A each layer must convert to.
+// adds an lm_head.weight (a copy of the embedding, or that copy changed);
+// `ssm_a` receives the A each layer must convert to (see a_log_from_gguf).
 enum class LmHead { kNone, kCopy, kChanged };
 fs::path write_hf(const std::string& shared, const Family& fam, const std::string& tag, const json& config,
                   const std::string& drop = "", LmHead lm_head = LmHead::kNone,
@@ -152,18 +151,10 @@ fs::path write_hf(const std::string& shared, const Family& fam, const std::strin
     if (t.name.ends_with(".ssm_conv1d.weight")) shape = {t.ne[1], 1, t.ne[0]};
     if ((m2 && (t.name.ends_with(".ssm_a") || one_d)) || (!m2 && t.name.ends_with(".ssm_d")))
       shape = {(int64_t)t.n_elements};
-    StTensor s = hftest::st_from_gguf(t, name, shape);
-    if (t.name.ends_with(".ssm_a")) {
-      EXPECT_EQ(t.type, GgmlType::F32);
-      std::vector<uint8_t> a(t.n_bytes);
-      float* v = (float*)s.bytes.data();
-      for (uint64_t k = 0; k < t.n_elements; ++k) {
-        v[k] = (float)std::log(-(double)v[k]);
-        const float back = -std::exp(v[k]);
-        std::memcpy(a.data() + 4 * k, &back, 4);
-      }
-      if (ssm_a) (*ssm_a)[t.name] = std::move(a);
-    }
+    std::vector<uint8_t> a_back;
+    StTensor s = t.name.ends_with(".ssm_a") ? hftest::a_log_from_gguf(t, name, shape, &a_back)
+                                            : hftest::st_from_gguf(t, name, shape);
+    if (ssm_a && !a_back.empty()) (*ssm_a)[t.name] = std::move(a_back);
     if (t.name == "token_embd.weight" && lm_head != LmHead::kNone) {
       StTensor h = s;
       h.name = "lm_head.weight";

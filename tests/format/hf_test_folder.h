@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -54,6 +55,36 @@ inline StTensor st_from_gguf(const GgufTensorInfo& t, std::string hf_name, std::
   return s;
 }
 
+// A Mamba `ssm_a` (F32) as the checkpoint's A_log = log(-A), rounded to f32.
+// -exp(A_log) in f32 is not always A again (A = -7 has no f32 A_log that gives
+// it back), so `a_back` receives the bytes of the A a converter must write.
+inline StTensor a_log_from_gguf(const GgufTensorInfo& t, std::string hf_name, std::vector<int64_t> shape,
+                                std::vector<uint8_t>* a_back) {
+  EXPECT_EQ(t.type, GgmlType::F32);
+  StTensor s = st_from_gguf(t, std::move(hf_name), std::move(shape));
+  a_back->resize(t.n_bytes);
+  float* v = (float*)s.bytes.data();
+  for (uint64_t k = 0; k < t.n_elements; ++k) {
+    v[k] = (float)std::log(-(double)v[k]);
+    const float back = -std::exp(v[k]);
+    std::memcpy(a_back->data() + 4 * k, &back, 4);
+  }
+  return s;
+}
+
+// Inverse of llama.cpp's Q/K permutation: HF row (h, j * d/2 + i) = GGUF row
+// (h, 2i + j), rotate-half order.
+inline std::vector<uint8_t> unpermute(const GgufTensorInfo& t, int64_t n_heads) {
+  const int64_t rows = t.ne[1], d = rows / n_heads, half = d / 2;
+  const size_t rb = t.n_bytes / (size_t)rows;
+  std::vector<uint8_t> out(t.n_bytes);
+  for (int64_t h = 0; h < n_heads; ++h)
+    for (int64_t i = 0; i < half; ++i)
+      for (int64_t j = 0; j < 2; ++j)
+        std::memcpy(out.data() + (size_t)(h * d + j * half + i) * rb, t.data + (size_t)(h * d + 2 * i + j) * rb, rb);
+  return out;
+}
+
 // tokenizer.json (BPE) holding a "gpt2" GGUF vocabulary: CONTROL tokens become
 // special added tokens, the others the BPE vocabulary; the merges are copied.
 inline nlohmann::json bpe_tokenizer_json(const GgufFile& g, const nlohmann::json& pre_tokenizer) {
@@ -80,13 +111,17 @@ inline nlohmann::json bpe_tokenizer_json(const GgufFile& g, const nlohmann::json
 }
 
 // Every `<arch>.*` key of `want` is in `got` with the same value (integers as
-// integers, floats as floats, other types exactly); `got` has no other
-// `<arch>.*` key except those in `extra`.
+// integers, floats as floats, other types exactly) — for the keys in `differ`
+// only present; `got` has no other `<arch>.*` key except those in `extra`.
 inline void expect_arch_keys_equal(const GgufFile& got, const GgufFile& want, const std::string& arch,
-                                   const std::set<std::string>& extra = {}) {
+                                   const std::set<std::string>& extra = {}, const std::set<std::string>& differ = {}) {
   const std::string prefix = arch + ".";
   for (const auto& [k, v] : want.metadata()) {
     if (k.rfind(prefix, 0) != 0) continue;
+    if (differ.count(k)) {
+      EXPECT_NE(got.find(k), nullptr) << k;
+      continue;
+    }
     const GgufValue* g = got.find(k);
     ASSERT_NE(g, nullptr) << k;
     if (v.is_float()) {

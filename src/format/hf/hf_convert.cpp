@@ -93,13 +93,24 @@ Status add_tensor(GgufWriter& w, const st::TensorInfo& t, const std::string& gna
       shape = {plan.n_group, shape[0] / plan.n_group};
     }
   }
+  // Splits keep rows [half * F, (half + 1) * F) of every block of 2F rows.
+  const bool split = r.transform == Transform::kSplitFirstHalf || r.transform == Transform::kSplitSecondHalf;
+  int64_t block_rows = 0, skip_rows = 0;
+  if (split) {
+    if (shape.size() < 2 || shape[shape.size() - 2] % 2 != 0)
+      return invalid_argument("tensor '" + t.name + "' " + t.shape_string() + " does not split into two halves");
+    shape[shape.size() - 2] /= 2;
+    block_rows = shape[shape.size() - 2];
+    skip_rows = r.transform == Transform::kSplitFirstHalf ? 0 : block_rows;
+  }
   const bool permute = r.transform == Transform::kRopePermuteQ || r.transform == Transform::kRopePermuteK;
   const bool elementwise = r.transform == Transform::kNegExp || r.transform == Transform::kSqueezeMiddle;
   const bool f32_name = !gname.ends_with(".weight") || gname.ends_with("_norm.weight");  // as llama.cpp
   const GgmlType type = (r.keep_f32 || shape.size() == 1 || elementwise || f32_name) ? GgmlType::F32 : out_type;
   std::vector<int64_t> ne(shape.rbegin(), shape.rend());
   const int64_t cols = ne[0];
-  const int64_t rows = (int64_t)(t.n_elements() / (uint64_t)std::max<int64_t>(cols, 1));
+  const int64_t in_rows = (int64_t)(t.n_elements() / (uint64_t)std::max<int64_t>(cols, 1));
+  const int64_t rows = split ? in_rows / 2 : in_rows;  // output rows
   int64_t head_rows = 0;
   if (permute) {
     head_rows = permute_head_rows(r, plan, rows);
@@ -118,21 +129,28 @@ Status add_tensor(GgufWriter& w, const st::TensorInfo& t, const std::string& gna
     report();
     return w.add_tensor(gname, type, ne, t.data, t.n_bytes());
   }
-  const size_t in_row = t.n_bytes() / (size_t)std::max<int64_t>(rows, 1);
+  const size_t in_row = t.n_bytes() / (size_t)std::max<int64_t>(in_rows, 1);
   const size_t out_elem = type == GgmlType::F32 ? 4 : 2;
   // ~4 MiB of f32 per chunk, whole heads when permuting.
   int64_t chunk = std::max<int64_t>(1, ((int64_t)4 << 20) / (std::max<int64_t>(cols, 1) * 4));
   if (permute) chunk = std::max<int64_t>(1, chunk / head_rows) * head_rows;
+  if (split) chunk = std::min(chunk, block_rows);  // a chunk never crosses a block
   const size_t n_out = (size_t)rows * (size_t)cols * out_elem;
   return w.add_tensor_lazy(gname, type, ne, n_out, [t, r, type, cols, rows, in_row, out_elem, chunk, head_rows,
-                                                     report](uint8_t* dst) -> Status {
+                                                     block_rows, skip_rows, report](uint8_t* dst) -> Status {
     report();
     std::vector<float> perm;
-    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
-      const int64_t n = std::min(chunk, rows - r0);
+    for (int64_t r0 = 0; r0 < rows;) {
+      int64_t n = std::min(chunk, rows - r0);
+      int64_t src_row = r0;
+      if (block_rows > 0) {  // output row r0 of block b is input row b * 2F + skip + (r0 mod F)
+        const int64_t b = r0 / block_rows, k = r0 % block_rows;
+        n = std::min(n, block_rows - k);
+        src_row = b * 2 * block_rows + skip_rows + k;
+      }
       st::TensorInfo part = t;
       part.shape = {n, cols};
-      part.data = t.data + (size_t)r0 * in_row;
+      part.data = t.data + (size_t)src_row * in_row;
       part.begin = 0;
       part.end = (uint64_t)((size_t)n * in_row);
       auto f = st::to_f32(part);
@@ -151,6 +169,7 @@ Status add_tensor(GgufWriter& w, const st::TensorInfo& t, const std::string& gna
         src = perm.data();
       }
       narrow(src, v.size(), type, dst + (size_t)r0 * (size_t)cols * out_elem);
+      r0 += n;
     }
     return Status::ok();
   });
@@ -207,7 +226,12 @@ Status convert_impl(const std::string& hf_dir, const std::string& out, const Con
     for (size_t i = 0; i < kinds.size(); ++i)
       if (r.kinds & (1u << kinds[i])) {
         const std::string n = subst(r.hf, (int64_t)i);
-        if (expected.count(n)) return internal_error("two rules claim '" + n + "'");
+        const auto is_split = [](const TensorRule* x) {
+          return x->transform == Transform::kSplitFirstHalf || x->transform == Transform::kSplitSecondHalf;
+        };
+        if (expected.count(n) && !(is_split(&r) && is_split(expected[n].rule)))
+          return internal_error("two rules claim '" + n + "'");
+        if (expected.count(n)) continue;
         expected[n] = {&r, (int64_t)i};
       }
   }

@@ -39,6 +39,10 @@ enum class Transform {
   // HF row j * d/2 + i (heads: LayerPlan::n_head for Q, n_head_kv for K).
   kRopePermuteQ,
   kRopePermuteK,
+  // Halves of a fused [..., 2F, in] tensor along dim -2 (Granite's
+  // input_linear = [gate | up]): two rules claim the same HF tensor.
+  kSplitFirstHalf,
+  kSplitSecondHalf,
 };
 
 // Shape changes that keep the bytes (llama.cpp's reshapes for Mamba-2).
