@@ -22,12 +22,16 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 namespace st = format::safetensors;
 
-std::string subst(const char* pattern, int64_t i) {
+std::string subst(const char* pattern, int64_t i, int64_t e = -1) {
   std::string s(pattern);
   const size_t p = s.find("{i}");
   if (p != std::string::npos) s.replace(p, 3, std::to_string(i));
+  const size_t q = s.find("{e}");
+  if (q != std::string::npos && e >= 0) s.replace(q, 3, std::to_string(e));
   return s;
 }
+
+bool stacked(const TensorRule& r) { return std::string(r.hf).find("{e}") != std::string::npos; }
 
 struct Claim {
   const TensorRule* rule;
@@ -175,6 +179,55 @@ Status add_tensor(GgufWriter& w, const st::TensorInfo& t, const std::string& gna
   });
 }
 
+// Stacks the experts' [R, C] tensors into one [E, R, C] tensor, produced
+// while the file is written, one expert (and ~4 MiB of rows) at a time.
+Status add_stacked(GgufWriter& w, const std::vector<const st::TensorInfo*>& parts, const std::string& gname,
+                   const TensorRule& r, GgmlType out_type, const ConvertOptions& opts) {
+  const st::TensorInfo& t0 = *parts[0];
+  if (t0.shape.size() != 2 || r.transform != Transform::kNone || r.reshape != Reshape::kKeep)
+    return invalid_argument("tensor '" + t0.name + "' " + t0.shape_string() + " cannot be stacked (2-D only)");
+  for (const st::TensorInfo* p : parts)
+    if (p->shape != t0.shape || p->dtype != t0.dtype)
+      return invalid_argument("expert tensor '" + p->name + "' " + p->shape_string() + " differs from '" + t0.name +
+                              "' " + t0.shape_string());
+  const int64_t rows = t0.shape[0], cols = t0.shape[1], n_exp = (int64_t)parts.size();
+  const bool f32_name = !gname.ends_with(".weight") || gname.ends_with("_norm.weight");
+  const GgmlType type = (r.keep_f32 || f32_name) ? GgmlType::F32 : out_type;
+  const bool same = (type == GgmlType::F32 && t0.dtype == st::Dtype::F32) ||
+                    (type == GgmlType::F16 && t0.dtype == st::Dtype::F16) ||
+                    (type == GgmlType::BF16 && t0.dtype == st::Dtype::BF16);
+  const size_t out_elem = type == GgmlType::F32 ? 4 : 2;
+  const size_t per_expert = (size_t)rows * (size_t)cols * out_elem;
+  const size_t in_row = t0.n_bytes() / (size_t)std::max<int64_t>(rows, 1);
+  const int64_t chunk = std::max<int64_t>(1, ((int64_t)4 << 20) / (std::max<int64_t>(cols, 1) * 4));
+  std::vector<int64_t> ne = {cols, rows, n_exp};
+  return w.add_tensor_lazy(gname, type, ne, per_expert * (size_t)n_exp,
+                           [parts, gname, ne, type, same, rows, cols, per_expert, in_row, out_elem, chunk,
+                            &opts](uint8_t* dst) -> Status {
+                             if (opts.progress) opts.progress(gname, ne, type);
+                             for (size_t e = 0; e < parts.size(); ++e) {
+                               const st::TensorInfo& t = *parts[e];
+                               uint8_t* d = dst + e * per_expert;
+                               if (same) {
+                                 std::memcpy(d, t.data, t.n_bytes());
+                                 continue;
+                               }
+                               for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+                                 const int64_t n = std::min(chunk, rows - r0);
+                                 st::TensorInfo part = t;
+                                 part.shape = {n, cols};
+                                 part.data = t.data + (size_t)r0 * in_row;
+                                 part.begin = 0;
+                                 part.end = (uint64_t)((size_t)n * in_row);
+                                 auto f = st::to_f32(part);
+                                 if (!f) return f.status();
+                                 narrow(f->data(), f->size(), type, d + (size_t)r0 * (size_t)cols * out_elem);
+                               }
+                             }
+                             return Status::ok();
+                           });
+}
+
 Status convert_impl(const std::string& hf_dir, const std::string& out, const ConvertOptions& opts) {
   if (!fs::is_directory(hf_dir)) return invalid_argument("'" + hf_dir + "' is not a folder");
   const std::string cpath = (fs::path(hf_dir) / "config.json").string();
@@ -225,6 +278,11 @@ Status convert_impl(const std::string& hf_dir, const std::string& out, const Con
     }
     for (size_t i = 0; i < kinds.size(); ++i)
       if (r.kinds & (1u << kinds[i])) {
+        if (stacked(r)) {
+          if (plan.n_expert <= 0) return internal_error("an expert rule without experts");
+          for (int64_t e = 0; e < plan.n_expert; ++e) expected[subst(r.hf, (int64_t)i, e)] = {&r, (int64_t)i};
+          continue;
+        }
         const std::string n = subst(r.hf, (int64_t)i);
         const auto is_split = [](const TensorRule* x) {
           return x->transform == Transform::kSplitFirstHalf || x->transform == Transform::kSplitSecondHalf;
@@ -250,6 +308,18 @@ Status convert_impl(const std::string& hf_dir, const std::string& out, const Con
       const bool per_layer = std::string(r.hf).find("{i}") != std::string::npos;
       if (per_layer != (layer >= 0)) continue;
       if (per_layer && !(r.kinds & (1u << kinds[(size_t)layer]))) continue;
+      if (stacked(r)) {
+        std::vector<const st::TensorInfo*> parts;
+        for (int64_t e = 0; e < plan.n_expert; ++e) {
+          const std::string en = subst(r.hf, layer, e);
+          const st::TensorInfo* t = ck.find(en);
+          if (!t) return not_found("checkpoint has no tensor '" + en + "' (required by arch " + fam->arch + ")");
+          parts.push_back(t);
+        }
+        Status s = add_stacked(w, parts, subst(r.gguf, layer), r, out_type, opts);
+        if (!s) return s.with_context("tensor '" + parts[0]->name + "'");
+        continue;
+      }
       const std::string hn = subst(r.hf, layer);
       const st::TensorInfo* t = ck.find(hn);
       if (!t) {

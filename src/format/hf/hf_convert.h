@@ -57,7 +57,10 @@ using KindMask = uint32_t;
 inline constexpr KindMask kAllKinds = 0xffffffffu;
 
 struct TensorRule {
-  const char* hf;    // e.g. "model.layers.{i}.attn.in_proj.weight"; no "{i}": a global tensor
+  // e.g. "model.layers.{i}.attn.in_proj.weight"; no "{i}": a global tensor.
+  // "{e}" (expert index): the LayerPlan::n_expert tensors [R, C] are stacked
+  // into one [n_expert, R, C] tensor (llama.cpp's ffn_*_exps).
+  const char* hf;
   const char* gguf;  // e.g. "blk.{i}.ssm_in.weight"; null: claimed and dropped (e.g. rotary inv_freq buffers)
   KindMask kinds = kAllKinds;  // per-layer rows: the layer kinds it applies to
   Transform transform = Transform::kNone;
@@ -76,6 +79,7 @@ struct LayerPlan {
   std::vector<int> kinds;          // the kind of each layer
   int64_t n_head = 0, n_head_kv = 0;  // for the RoPE permutations
   int64_t n_group = 0;                // for Reshape::kGroups
+  int64_t n_expert = 0;               // for "{e}" rules
   // The token table's size when the family pads it (llama.cpp's
   // pad_vocab_size_multiple for Mamba); 0: config.json's vocab_size.
   int64_t vocab_size = 0;
