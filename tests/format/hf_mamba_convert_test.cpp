@@ -25,6 +25,8 @@
 #include "format/hf/hf_convert.h"
 #include "hf_test_folder.h"
 #include "test_util.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_test_util.h"
 
 namespace chimera::format::hf {
 namespace {
@@ -310,6 +312,61 @@ TEST(HfMambaConvert, MambaErrorsNameTheMissingTensorOrKey) {
   c = f.config;
   c["hidden_act"] = "gelu";
   expect_error(shared, f, "act", c, "", "hidden_act");
+}
+
+// The real GPT-NeoX tokenizer.json of state-spaces/mamba-*-hf (shared) gives
+// the vocabulary llama.cpp ships for that tokenizer (ggml-vocab-mpt.gguf:
+// 50432 ids, the same pieces, types and merges; padding ids typed as today's
+// converter types them) and encodes its test vectors.
+TEST(HfMambaConvert, RealGptNeoxTokenizerEqualsLlamaCppsVocabulary) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  const Family f = mamba_family();
+  json c = f.config;
+  c["vocab_size"] = 50432;  // MPT's padded table; the embedding rows are not checked by the converter
+  const fs::path dir = write_hf(shared, f, "neox", c);
+  const std::string neox = shared + "/tokenizers/hf/gpt-neox-mamba/";
+  fs::copy_file(neox + "tokenizer.json", dir / "tokenizer.json", fs::copy_options::overwrite_existing);
+  fs::copy_file(neox + "tokenizer_config.json", dir / "tokenizer_config.json", fs::copy_options::overwrite_existing);
+  const std::string out = test::temp_path("hf-mamba-neox.gguf");
+  Status s = convert(dir.string(), out, {});
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  auto g = GgufFile::open(out);
+  ASSERT_TRUE(g.is_ok());
+  const std::string ref_path = test::vocab_dir() + "/ggml-vocab-mpt.gguf";
+  auto ref = GgufFile::open(ref_path);
+  ASSERT_TRUE(ref.is_ok());
+  EXPECT_EQ((*g)->get_string("tokenizer.ggml.pre"), "olmo");  // llama.cpp's hash: mpt, then olmo (same split)
+  for (const char* k : {"tokenizer.ggml.tokens", "tokenizer.ggml.token_type", "tokenizer.ggml.merges"}) {
+    const GgufValue* a = (*g)->get_array(k);
+    const GgufValue* b = (*ref)->get_array(k);
+    ASSERT_TRUE(a && b) << k;
+    ASSERT_EQ(a->arr.size(), b->arr.size()) << k;
+    const GgufValue* toks = (*g)->get_array("tokenizer.ggml.tokens");
+    size_t diff = 0, pads = 0;
+    for (size_t i = 0; i < a->arr.size(); ++i) {
+      // Padding ids [PAD<id>]: UNUSED (5) as llama.cpp's converter writes them
+      // today; the shared vocab file predates that and says USER_DEFINED (4).
+      if (std::string(k) == "tokenizer.ggml.token_type" && toks->arr[i].s.rfind("[PAD", 0) == 0) {
+        ++pads;
+        EXPECT_EQ(a->arr[i].as_int(), 5) << i;
+        EXPECT_EQ(b->arr[i].as_int(), 4) << i;
+        continue;
+      }
+      if (!(a->arr[i] == b->arr[i]) && diff++ < 5)
+        ADD_FAILURE() << k << "[" << i << "]: " << a->arr[i].to_display() << " vs " << b->arr[i].to_display();
+    }
+    EXPECT_EQ(diff, 0u) << k;
+    if (std::string(k) == "tokenizer.ggml.token_type") {
+      EXPECT_EQ(pads, 50432u - 50277u);
+    }
+  }
+  auto tok = tokenizer::Tokenizer::from_gguf(**g);
+  ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+  const auto cases = test::load_vocab_cases(ref_path);
+  ASSERT_FALSE(cases.empty());
+  for (const auto& tc : cases) EXPECT_EQ((*tok)->encode(tc.input, false, false), tc.expected) << tc.input;
+  fs::remove(out);
+  fs::remove_all(dir);
 }
 
 }  // namespace
