@@ -4,16 +4,18 @@
 //
 // Design: the generic part (this header, hf_convert.cpp, hf_tokenizer.cpp)
 // reads the folder, writes general.* and tokenizer.ggml.* keys and runs a
-// family's tensor table; a family (hf_families.cpp, one FamilySpec each) plugs
-// in with (a) the config.json `model_type` values it accepts, (b) a function
-// that writes its `<arch>.*` hyper-parameters and returns the per-layer kind
-// of every layer, and (c) a table of TensorRule rows: HF name pattern -> GGUF
-// name pattern ("{i}" = layer index), the layer kinds the row applies to, a
-// transform, and whether the tensor is kept in F32 whatever --type says.
+// family's tensor table; a family (hf_family_*.cpp, one FamilySpec each,
+// registered in hf_families.cpp) plugs in with (a) the config.json
+// `model_type` values it accepts, (b) a function that writes its `<arch>.*`
+// hyper-parameters and returns the per-layer kind of every layer, and (c) a
+// table of TensorRule rows: HF name pattern -> GGUF name pattern ("{i}" =
+// layer index, "{e}" = expert index, stacked), the layer kinds the row applies
+// to, a transform / reshape, and whether the tensor is kept in F32 whatever
+// --type says.
 //
 // Invariants: every input file is untrusted (errors name the file and the
 // key/tensor); every tensor of the checkpoint must be claimed by exactly one
-// rule (an unclaimed tensor is an error, so a layout the table does not know is
+// rule (or by the two halves of a split) (an unclaimed tensor is an error, so a layout the table does not know is
 // never silently dropped); required tensors must be present; the output file is
 // removed when conversion fails.
 #pragma once
