@@ -262,5 +262,21 @@ TEST(HfGraniteConvert, ErrorsNameTheMissingTensorOrKey) {
   expect_error("plan", c, "", "model.layers.0.mamba");
 }
 
+// `chimera convert HF_DIR --type q8_0`: the same file as `chimera quantize`
+// makes of the converted weights (experts split while writing, then quantized).
+TEST(HfGraniteConvert, CliConvertsAndQuantizesInOneStep) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  std::map<std::string, std::vector<uint8_t>> ssm_a;
+  const fs::path dir = write_hf(shared, "cli", config_json(), "", &ssm_a);
+  auto gg = GgufFile::open(shared + "/golden/models/tiny-granitehybrid.gguf");
+  ASSERT_TRUE(gg.is_ok());
+  const std::string ref = test::temp_path("hf-granite-cli-ref.gguf");
+  hftest::write_gguf_with(**gg, ref, ssm_a);
+  hftest::expect_cli_q8_0_equals_quantized(dir.string(), test::temp_path("hf-granite-q8.gguf"), ref,
+                                           "blk.0.ffn_up_exps.weight");
+  fs::remove(ref);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace chimera::format::hf

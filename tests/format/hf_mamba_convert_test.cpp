@@ -314,6 +314,25 @@ TEST(HfMambaConvert, MambaErrorsNameTheMissingTensorOrKey) {
   expect_error(shared, f, "act", c, "", "hidden_act");
 }
 
+// `chimera convert HF_DIR --type q8_0` for each Mamba family: the same file as
+// `chimera quantize` makes of the converted weights.
+TEST(HfMambaConvert, CliConvertsAndQuantizesBothFamilies) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  for (const Family& f : {mamba2_family(), mamba_family()}) {
+    SCOPED_TRACE(f.arch);
+    std::map<std::string, std::vector<uint8_t>> ssm_a;
+    const fs::path dir = write_hf(shared, f, "cli", f.config, "", LmHead::kNone, &ssm_a);
+    auto gg = GgufFile::open(shared + "/golden/models/" + f.golden);
+    ASSERT_TRUE(gg.is_ok());
+    const std::string ref = test::temp_path(std::string("hf-") + f.arch + "-cli-ref.gguf");
+    hftest::write_gguf_with(**gg, ref, ssm_a);
+    hftest::expect_cli_q8_0_equals_quantized(dir.string(), test::temp_path(std::string("hf-") + f.arch + "-q8.gguf"),
+                                             ref, "blk.0.ssm_in.weight");
+    fs::remove(ref);
+    fs::remove_all(dir);
+  }
+}
+
 // The real GPT-NeoX tokenizer.json of state-spaces/mamba-*-hf (shared) gives
 // the vocabulary llama.cpp ships for that tokenizer (ggml-vocab-mpt.gguf:
 // 50432 ids, the same pieces, types and merges; padding ids typed as today's

@@ -274,5 +274,15 @@ TEST(HfPhimoeConvert, ErrorsNameTheMissingTensorOrKey) {
   expect_error("factors", c, "", "long_factor");
 }
 
+// `chimera convert HF_DIR --type q8_0`: the same file as `chimera quantize`
+// makes of the golden GGUF (experts stacked while writing, then quantized).
+TEST(HfPhimoeConvert, CliConvertsAndQuantizesInOneStep) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  const fs::path dir = write_hf(shared, "cli", config_json());
+  hftest::expect_cli_q8_0_equals_quantized(dir.string(), test::temp_path("hf-phimoe-q8.gguf"),
+                                           shared + "/golden/models/tiny-phimoe-hf.gguf", "blk.0.ffn_up_exps.weight");
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace chimera::format::hf

@@ -7,9 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -18,6 +20,7 @@
 
 #include "format/gguf/gguf.h"
 #include "models/model.h"
+#include "test_util.h"
 
 namespace chimera::format::hf::hftest {
 
@@ -184,6 +187,34 @@ inline std::vector<float> logits_of(const std::string& path,
   std::vector<float> out(ids.size() * (size_t)(*m)->info().n_vocab);
   EXPECT_TRUE((*m)->forward(*st, ids.data(), (int64_t)ids.size(), models::Logits::kAll, out.data(), nullptr).is_ok());
   return out;
+}
+
+// `chimera convert -q DIR -o OUT --type q8_0`: converted and quantized in one
+// run, no temporary file left, `tensor` is Q8_0, and the file equals what
+// `chimera quantize REF Q8_0` makes of the unquantized reference `ref` (same
+// tensors byte for byte, bit-identical logits).
+inline void expect_cli_q8_0_equals_quantized(const std::string& dir, const std::string& out, const std::string& ref,
+                                             const std::string& tensor) {
+  const std::string refq = out + ".ref-q8.gguf";
+  std::filesystem::remove(out);
+  const std::string cmd = test::chimera_binary() + " convert -q " + dir + " -o " + out + " --type q8_0";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  EXPECT_FALSE(std::filesystem::exists(out + ".unquantized.partial"));
+  const std::string qcmd = test::chimera_binary() + " quantize " + ref + " " + refq + " Q8_0 > /dev/null 2>&1";
+  ASSERT_EQ(std::system(qcmd.c_str()), 0) << qcmd;
+  auto g = GgufFile::open(out);
+  auto r = GgufFile::open(refq);
+  ASSERT_TRUE(g.is_ok() && r.is_ok());
+  const GgufTensorInfo* t = (*g)->find_tensor(tensor);
+  ASSERT_NE(t, nullptr) << tensor;
+  EXPECT_EQ(t->type, GgmlType::Q8_0) << tensor;
+  expect_tensors_equal(**g, **r);
+  const std::vector<float> q = logits_of(out), want = logits_of(refq);
+  ASSERT_EQ(q.size(), want.size());
+  ASSERT_FALSE(q.empty());
+  EXPECT_EQ(std::memcmp(q.data(), want.data(), q.size() * 4), 0);
+  std::filesystem::remove(out);
+  std::filesystem::remove(refq);
 }
 
 }  // namespace chimera::format::hf::hftest

@@ -15,9 +15,9 @@
 //
 // Invariants: every input file is untrusted (errors name the file and the
 // key/tensor); every tensor of the checkpoint must be claimed by exactly one
-// rule (or by the two halves of a split) (an unclaimed tensor is an error, so a layout the table does not know is
-// never silently dropped); required tensors must be present; the output file is
-// removed when conversion fails.
+// rule, or by the two halves of a split (an unclaimed tensor is an error, so a
+// layout the table does not know is never silently dropped); required tensors
+// must be present; the output file is removed when conversion fails.
 #pragma once
 
 #include <cstdint>
