@@ -12,6 +12,9 @@
 #include <filesystem>
 #include <map>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "core/fp16.h"
 #include "format/safetensors/safetensors.h"
 
@@ -59,6 +62,15 @@ int64_t permute_head_rows(const TensorRule& r, const LayerPlan& plan, int64_t ro
                         : r.transform == Transform::kRopePermuteK ? plan.n_head_kv
                                                                   : 0;
   return heads > 0 ? rows / heads : 0;
+}
+
+// Drops the pages of a read-only file mapping that hold [p, p + n) once a
+// converted tensor is produced, so they do not stay resident until the end
+// (pages fault back in if read again, e.g. by the other half of a split).
+void drop_pages(const uint8_t* p, size_t n) {
+  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  const uintptr_t a = (uintptr_t)p & ~(page - 1), b = ((uintptr_t)p + n) & ~(page - 1);
+  if (b > a) madvise((void*)a, b - a, MADV_DONTNEED);
 }
 
 void narrow(const float* v, size_t n, GgmlType type, uint8_t* dst) {
@@ -175,6 +187,7 @@ Status add_tensor(GgufWriter& w, const st::TensorInfo& t, const std::string& gna
       narrow(src, v.size(), type, dst + (size_t)r0 * (size_t)cols * out_elem);
       r0 += n;
     }
+    drop_pages(t.data, t.n_bytes());
     return Status::ok();
   });
 }
@@ -210,6 +223,7 @@ Status add_stacked(GgufWriter& w, const std::vector<const st::TensorInfo*>& part
                                uint8_t* d = dst + e * per_expert;
                                if (same) {
                                  std::memcpy(d, t.data, t.n_bytes());
+                                 drop_pages(t.data, t.n_bytes());
                                  continue;
                                }
                                for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
@@ -223,6 +237,7 @@ Status add_stacked(GgufWriter& w, const std::vector<const st::TensorInfo*>& part
                                  if (!f) return f.status();
                                  narrow(f->data(), f->size(), type, d + (size_t)r0 * (size_t)cols * out_elem);
                                }
+                               drop_pages(t.data, t.n_bytes());
                              }
                              return Status::ok();
                            });
