@@ -258,6 +258,9 @@ TEST(HfGraniteConvert, ErrorsNameTheMissingTensorOrKey) {
   c["position_embedding_type"] = "rope";
   expect_error("rope", c, "", "position_embedding_type");
   c = config_json();
+  c["head_dim"] = 32;  // llama.cpp would ignore it; the tensors say 16
+  expect_error("headdim", c, "", "head_dim");
+  c = config_json();
   c["layer_types"] = {"attention", "mamba", "mamba", "attention"};  // layer 0 has no mamba tensors
   expect_error("plan", c, "", "model.layers.0.mamba");
 }

@@ -41,6 +41,9 @@ Status granitehybrid_hparams(const json& c, GgufWriter& w, LayerPlan* plan) {
   const int64_t d_inner = expand * d;
   if (d % n_head != 0) return invalid_argument("hidden_size must be a multiple of num_attention_heads");
   if ((d / n_head) % 2 != 0) return invalid_argument("the attention head size must be even");
+  // llama.cpp ignores head_dim for Granite (hidden / heads is the head size); one that differs is refused.
+  if (auto it = c.find("head_dim"); it != c.end() && !it->is_null() && !(it->is_number_integer() && *it == d / n_head))
+    return unsupported("'head_dim' must equal hidden_size / num_attention_heads for granitehybrid");
   if (n_head % n_kv != 0) return invalid_argument("num_attention_heads must be a multiple of num_key_value_heads");
   if (d_inner % n_group != 0) return invalid_argument("the SSM inner size must be a multiple of 'mamba_n_groups'");
   if (d_inner % ssm_head_dim != 0 || d_inner / ssm_head_dim != n_ssm_head)
