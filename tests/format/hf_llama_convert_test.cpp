@@ -22,6 +22,7 @@
 #include "format/gguf/gguf.h"
 #include "format/hf/hf_convert.h"
 #include "format/rope_factors.h"
+#include "hf_test_folder.h"
 #include "models/model.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
@@ -32,27 +33,10 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-struct StTensor {
-  std::string name, dtype;
-  std::vector<int64_t> shape;  // PyTorch order
-  std::vector<uint8_t> bytes;
-};
-
-void write_safetensors(const fs::path& path, const std::vector<StTensor>& ts) {
-  json h = json::object();
-  uint64_t off = 0;
-  for (const StTensor& t : ts) {
-    h[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {off, off + t.bytes.size()}}};
-    off += t.bytes.size();
-  }
-  h["__metadata__"] = {{"format", "pt"}};
-  const std::string hs = h.dump();
-  std::ofstream f(path, std::ios::binary);
-  const uint64_t n = hs.size();
-  f.write((const char*)&n, 8);
-  f << hs;
-  for (const StTensor& t : ts) f.write((const char*)t.bytes.data(), (std::streamsize)t.bytes.size());
-}
+using hftest::logits_of;
+using hftest::StTensor;
+using hftest::unpermute;
+using hftest::write_safetensors;
 
 std::string hf_name(const std::string& g) {
   static const std::map<std::string, std::string> global = {{"token_embd.weight", "model.embed_tokens.weight"},
@@ -67,18 +51,6 @@ std::string hf_name(const std::string& g) {
   if (auto it = global.find(g); it != global.end()) return it->second;
   const size_t a = g.find('.'), b = g.find('.', a + 1);
   return "model.layers." + g.substr(a + 1, b - a - 1) + "." + layer.at(g.substr(b + 1));
-}
-
-// HF row (h, j * d/2 + i) = GGUF row (h, 2i + j): rotate-half order.
-std::vector<uint8_t> unpermute(const GgufTensorInfo& t, int64_t n_heads) {
-  const int64_t rows = t.ne[1], d = rows / n_heads, half = d / 2;
-  const size_t rb = t.n_bytes / (size_t)rows;
-  std::vector<uint8_t> out(t.n_bytes);
-  for (int64_t h = 0; h < n_heads; ++h)
-    for (int64_t i = 0; i < half; ++i)
-      for (int64_t j = 0; j < 2; ++j)
-        std::memcpy(out.data() + (size_t)(h * d + j * half + i) * rb, t.data + (size_t)(h * d + 2 * i + j) * rb, rb);
-  return out;
 }
 
 // GPT-2's byte -> printable character map (byte-level BPE alphabet).
@@ -192,17 +164,6 @@ fs::path write_hf(const std::string& shared, const std::string& tag, const json&
   return dir;
 }
 
-std::vector<float> logits_of(const std::string& path) {
-  auto m = models::load_model(path);
-  EXPECT_TRUE(m.is_ok()) << m.status().message();
-  if (!m.is_ok()) return {};
-  const std::vector<int32_t> ids = {1, 17, 300, 2999, 42, 7, 1024, 5};
-  auto st = (*m)->new_state(32);
-  std::vector<float> out(ids.size() * (size_t)(*m)->info().n_vocab);
-  EXPECT_TRUE((*m)->forward(*st, ids.data(), (int64_t)ids.size(), models::Logits::kAll, out.data(), nullptr).is_ok());
-  return out;
-}
-
 TEST(HfLlamaConvert, LogitsAndKeysEqualTheGoldenGgufInOneFileAndSharded) {
   CHIMERA_REQUIRE_SHARED(shared);
   const std::string golden = shared + "/golden/models/tiny-llama.gguf";
@@ -222,23 +183,10 @@ TEST(HfLlamaConvert, LogitsAndKeysEqualTheGoldenGgufInOneFileAndSharded) {
     auto g = GgufFile::open(out);
     ASSERT_TRUE(g.is_ok());
     EXPECT_EQ((*g)->architecture(), "llama");
-    // Every llama.* key llama.cpp's converter wrote for this model, same value.
-    for (const auto& [k, v] : (*gg)->metadata()) {
-      if (k.rfind("llama.", 0) != 0) continue;
-      const GgufValue* got = (*g)->find(k);
-      ASSERT_NE(got, nullptr) << k;
-      if (auto i = v.as_int()) EXPECT_EQ(got->as_int(), i) << k;
-      else EXPECT_EQ((*g)->get_float(k), (*gg)->get_float(k)) << k;
-    }
-    // Same tensor names, shapes, types and bytes (Q/K permuted back).
-    ASSERT_EQ((*g)->tensors().size(), (*gg)->tensors().size());
-    for (const GgufTensorInfo& t : (*gg)->tensors()) {
-      const GgufTensorInfo* c = (*g)->find_tensor(t.name);
-      ASSERT_NE(c, nullptr) << t.name;
-      EXPECT_EQ(c->ne, t.ne) << t.name;
-      EXPECT_EQ(c->type, t.type) << t.name;
-      EXPECT_EQ(std::memcmp(c->data, t.data, t.n_bytes), 0) << t.name;
-    }
+    // Every llama.* key llama.cpp's converter wrote for this model, same value;
+    // same tensor names, shapes, types and bytes (Q/K permuted back).
+    hftest::expect_arch_keys_equal(**g, **gg, "llama");
+    hftest::expect_tensors_equal(**g, **gg);
     const std::vector<float> got = logits_of(out);
     ASSERT_EQ(got.size(), want.size());
     EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0);

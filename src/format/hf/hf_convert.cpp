@@ -12,6 +12,9 @@
 #include <filesystem>
 #include <map>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "core/fp16.h"
 #include "format/safetensors/safetensors.h"
 
@@ -22,12 +25,16 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 namespace st = format::safetensors;
 
-std::string subst(const char* pattern, int64_t i) {
+std::string subst(const char* pattern, int64_t i, int64_t e = -1) {
   std::string s(pattern);
   const size_t p = s.find("{i}");
   if (p != std::string::npos) s.replace(p, 3, std::to_string(i));
+  const size_t q = s.find("{e}");
+  if (q != std::string::npos && e >= 0) s.replace(q, 3, std::to_string(e));
   return s;
 }
+
+bool stacked(const TensorRule& r) { return std::string(r.hf).find("{e}") != std::string::npos; }
 
 struct Claim {
   const TensorRule* rule;
@@ -39,12 +46,13 @@ Result<GgmlType> resolve_type(const std::string& name, const st::Checkpoint& ck)
   if (name == "f16") return GgmlType::F16;
   if (name == "bf16") return GgmlType::BF16;
   if (!name.empty()) return invalid_argument("--type must be f32, f16 or bf16 (got '" + name + "')");
-  for (const st::TensorInfo* t : ck.tensors()) {
-    if (t->shape.size() < 2) continue;
-    if (t->dtype == st::Dtype::BF16) return GgmlType::BF16;
-    if (t->dtype == st::Dtype::F16) return GgmlType::F16;
-    return GgmlType::F32;
-  }
+  // The float type of the largest tensor: Mamba checkpoints keep small
+  // tensors (A_log, D, conv weights) in F32 next to F16 / BF16 matrices.
+  const st::TensorInfo* big = nullptr;
+  for (const st::TensorInfo* t : ck.tensors())
+    if (!big || t->n_bytes() > big->n_bytes()) big = t;
+  if (big && big->dtype == st::Dtype::BF16) return GgmlType::BF16;
+  if (big && big->dtype == st::Dtype::F16) return GgmlType::F16;
   return GgmlType::F32;
 }
 
@@ -54,6 +62,15 @@ int64_t permute_head_rows(const TensorRule& r, const LayerPlan& plan, int64_t ro
                         : r.transform == Transform::kRopePermuteK ? plan.n_head_kv
                                                                   : 0;
   return heads > 0 ? rows / heads : 0;
+}
+
+// Drops the pages of a read-only file mapping that hold [p, p + n) once a
+// converted tensor is produced, so they do not stay resident until the end
+// (pages fault back in if read again, e.g. by the other half of a split).
+void drop_pages(const uint8_t* p, size_t n) {
+  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  const uintptr_t a = (uintptr_t)p & ~(page - 1), b = ((uintptr_t)p + n) & ~(page - 1);
+  if (b > a) madvise((void*)a, b - a, MADV_DONTNEED);
 }
 
 void narrow(const float* v, size_t n, GgmlType type, uint8_t* dst) {
@@ -80,12 +97,36 @@ Status add_tensor(GgufWriter& w, const st::TensorInfo& t, const std::string& gna
     shape = {shape[0], shape[2]};
   }
   if (shape.empty()) shape = {1};
+  if (r.reshape != Reshape::kKeep) {
+    if (shape.size() != 1)
+      return invalid_argument("tensor '" + t.name + "' " + t.shape_string() + " is not one-dimensional");
+    if (r.reshape == Reshape::kAppendOne) {
+      shape = {shape[0], 1};
+    } else {
+      if (plan.n_group <= 0 || shape[0] % plan.n_group != 0)
+        return invalid_argument("tensor '" + t.name + "' " + t.shape_string() + " does not split into " +
+                                std::to_string(plan.n_group) + " groups");
+      shape = {plan.n_group, shape[0] / plan.n_group};
+    }
+  }
+  // Splits keep rows [half * F, (half + 1) * F) of every block of 2F rows.
+  const bool split = r.transform == Transform::kSplitFirstHalf || r.transform == Transform::kSplitSecondHalf;
+  int64_t block_rows = 0, skip_rows = 0;
+  if (split) {
+    if (shape.size() < 2 || shape[shape.size() - 2] % 2 != 0)
+      return invalid_argument("tensor '" + t.name + "' " + t.shape_string() + " does not split into two halves");
+    shape[shape.size() - 2] /= 2;
+    block_rows = shape[shape.size() - 2];
+    skip_rows = r.transform == Transform::kSplitFirstHalf ? 0 : block_rows;
+  }
   const bool permute = r.transform == Transform::kRopePermuteQ || r.transform == Transform::kRopePermuteK;
   const bool elementwise = r.transform == Transform::kNegExp || r.transform == Transform::kSqueezeMiddle;
-  const GgmlType type = (r.keep_f32 || shape.size() == 1 || elementwise) ? GgmlType::F32 : out_type;
+  const bool f32_name = !gname.ends_with(".weight") || gname.ends_with("_norm.weight");  // as llama.cpp
+  const GgmlType type = (r.keep_f32 || shape.size() == 1 || elementwise || f32_name) ? GgmlType::F32 : out_type;
   std::vector<int64_t> ne(shape.rbegin(), shape.rend());
   const int64_t cols = ne[0];
-  const int64_t rows = (int64_t)(t.n_elements() / (uint64_t)std::max<int64_t>(cols, 1));
+  const int64_t in_rows = (int64_t)(t.n_elements() / (uint64_t)std::max<int64_t>(cols, 1));
+  const int64_t rows = split ? in_rows / 2 : in_rows;  // output rows
   int64_t head_rows = 0;
   if (permute) {
     head_rows = permute_head_rows(r, plan, rows);
@@ -104,21 +145,28 @@ Status add_tensor(GgufWriter& w, const st::TensorInfo& t, const std::string& gna
     report();
     return w.add_tensor(gname, type, ne, t.data, t.n_bytes());
   }
-  const size_t in_row = t.n_bytes() / (size_t)std::max<int64_t>(rows, 1);
+  const size_t in_row = t.n_bytes() / (size_t)std::max<int64_t>(in_rows, 1);
   const size_t out_elem = type == GgmlType::F32 ? 4 : 2;
   // ~4 MiB of f32 per chunk, whole heads when permuting.
   int64_t chunk = std::max<int64_t>(1, ((int64_t)4 << 20) / (std::max<int64_t>(cols, 1) * 4));
   if (permute) chunk = std::max<int64_t>(1, chunk / head_rows) * head_rows;
+  if (split) chunk = std::min(chunk, block_rows);  // a chunk never crosses a block
   const size_t n_out = (size_t)rows * (size_t)cols * out_elem;
   return w.add_tensor_lazy(gname, type, ne, n_out, [t, r, type, cols, rows, in_row, out_elem, chunk, head_rows,
-                                                     report](uint8_t* dst) -> Status {
+                                                     block_rows, skip_rows, report](uint8_t* dst) -> Status {
     report();
     std::vector<float> perm;
-    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
-      const int64_t n = std::min(chunk, rows - r0);
+    for (int64_t r0 = 0; r0 < rows;) {
+      int64_t n = std::min(chunk, rows - r0);
+      int64_t src_row = r0;
+      if (block_rows > 0) {  // output row r0 of block b is input row b * 2F + skip + (r0 mod F)
+        const int64_t b = r0 / block_rows, k = r0 % block_rows;
+        n = std::min(n, block_rows - k);
+        src_row = b * 2 * block_rows + skip_rows + k;
+      }
       st::TensorInfo part = t;
       part.shape = {n, cols};
-      part.data = t.data + (size_t)r0 * in_row;
+      part.data = t.data + (size_t)src_row * in_row;
       part.begin = 0;
       part.end = (uint64_t)((size_t)n * in_row);
       auto f = st::to_f32(part);
@@ -137,9 +185,62 @@ Status add_tensor(GgufWriter& w, const st::TensorInfo& t, const std::string& gna
         src = perm.data();
       }
       narrow(src, v.size(), type, dst + (size_t)r0 * (size_t)cols * out_elem);
+      r0 += n;
     }
+    drop_pages(t.data, t.n_bytes());
     return Status::ok();
   });
+}
+
+// Stacks the experts' [R, C] tensors into one [E, R, C] tensor, produced
+// while the file is written, one expert (and ~4 MiB of rows) at a time.
+Status add_stacked(GgufWriter& w, const std::vector<const st::TensorInfo*>& parts, const std::string& gname,
+                   const TensorRule& r, GgmlType out_type, const ConvertOptions& opts) {
+  const st::TensorInfo& t0 = *parts[0];
+  if (t0.shape.size() != 2 || r.transform != Transform::kNone || r.reshape != Reshape::kKeep)
+    return invalid_argument("tensor '" + t0.name + "' " + t0.shape_string() + " cannot be stacked (2-D only)");
+  for (const st::TensorInfo* p : parts)
+    if (p->shape != t0.shape || p->dtype != t0.dtype)
+      return invalid_argument("expert tensor '" + p->name + "' " + p->shape_string() + " differs from '" + t0.name +
+                              "' " + t0.shape_string());
+  const int64_t rows = t0.shape[0], cols = t0.shape[1], n_exp = (int64_t)parts.size();
+  const bool f32_name = !gname.ends_with(".weight") || gname.ends_with("_norm.weight");
+  const GgmlType type = (r.keep_f32 || f32_name) ? GgmlType::F32 : out_type;
+  const bool same = (type == GgmlType::F32 && t0.dtype == st::Dtype::F32) ||
+                    (type == GgmlType::F16 && t0.dtype == st::Dtype::F16) ||
+                    (type == GgmlType::BF16 && t0.dtype == st::Dtype::BF16);
+  const size_t out_elem = type == GgmlType::F32 ? 4 : 2;
+  const size_t per_expert = (size_t)rows * (size_t)cols * out_elem;
+  const size_t in_row = t0.n_bytes() / (size_t)std::max<int64_t>(rows, 1);
+  const int64_t chunk = std::max<int64_t>(1, ((int64_t)4 << 20) / (std::max<int64_t>(cols, 1) * 4));
+  std::vector<int64_t> ne = {cols, rows, n_exp};
+  return w.add_tensor_lazy(gname, type, ne, per_expert * (size_t)n_exp,
+                           [parts, gname, ne, type, same, rows, cols, per_expert, in_row, out_elem, chunk,
+                            &opts](uint8_t* dst) -> Status {
+                             if (opts.progress) opts.progress(gname, ne, type);
+                             for (size_t e = 0; e < parts.size(); ++e) {
+                               const st::TensorInfo& t = *parts[e];
+                               uint8_t* d = dst + e * per_expert;
+                               if (same) {
+                                 std::memcpy(d, t.data, t.n_bytes());
+                                 drop_pages(t.data, t.n_bytes());
+                                 continue;
+                               }
+                               for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+                                 const int64_t n = std::min(chunk, rows - r0);
+                                 st::TensorInfo part = t;
+                                 part.shape = {n, cols};
+                                 part.data = t.data + (size_t)r0 * in_row;
+                                 part.begin = 0;
+                                 part.end = (uint64_t)((size_t)n * in_row);
+                                 auto f = st::to_f32(part);
+                                 if (!f) return f.status();
+                                 narrow(f->data(), f->size(), type, d + (size_t)r0 * (size_t)cols * out_elem);
+                               }
+                               drop_pages(t.data, t.n_bytes());
+                             }
+                             return Status::ok();
+                           });
 }
 
 Status convert_impl(const std::string& hf_dir, const std::string& out, const ConvertOptions& opts) {
@@ -175,7 +276,13 @@ Status convert_impl(const std::string& hf_dir, const std::string& out, const Con
   Status hs = fam->hparams(config, w, &plan);
   const std::vector<int>& kinds = plan.kinds;
   if (!hs) return hs.with_context("'" + cpath + "'");
-  CHIMERA_RETURN_IF_ERROR(write_tokenizer(hf_dir, config, w));
+  if (plan.vocab_size > 0) {
+    json padded = config;
+    padded["vocab_size"] = plan.vocab_size;
+    CHIMERA_RETURN_IF_ERROR(write_tokenizer(hf_dir, padded, w));
+  } else {
+    CHIMERA_RETURN_IF_ERROR(write_tokenizer(hf_dir, config, w));
+  }
 
   // Expand the rule table into the exact names this layer plan expects.
   std::map<std::string, Claim> expected;
@@ -186,8 +293,18 @@ Status convert_impl(const std::string& hf_dir, const std::string& out, const Con
     }
     for (size_t i = 0; i < kinds.size(); ++i)
       if (r.kinds & (1u << kinds[i])) {
+        if (stacked(r)) {
+          if (plan.n_expert <= 0) return internal_error("an expert rule without experts");
+          for (int64_t e = 0; e < plan.n_expert; ++e) expected[subst(r.hf, (int64_t)i, e)] = {&r, (int64_t)i};
+          continue;
+        }
         const std::string n = subst(r.hf, (int64_t)i);
-        if (expected.count(n)) return internal_error("two rules claim '" + n + "'");
+        const auto is_split = [](const TensorRule* x) {
+          return x->transform == Transform::kSplitFirstHalf || x->transform == Transform::kSplitSecondHalf;
+        };
+        if (expected.count(n) && !(is_split(&r) && is_split(expected[n].rule)))
+          return internal_error("two rules claim '" + n + "'");
+        if (expected.count(n)) continue;
         expected[n] = {&r, (int64_t)i};
       }
   }
@@ -206,6 +323,18 @@ Status convert_impl(const std::string& hf_dir, const std::string& out, const Con
       const bool per_layer = std::string(r.hf).find("{i}") != std::string::npos;
       if (per_layer != (layer >= 0)) continue;
       if (per_layer && !(r.kinds & (1u << kinds[(size_t)layer]))) continue;
+      if (stacked(r)) {
+        std::vector<const st::TensorInfo*> parts;
+        for (int64_t e = 0; e < plan.n_expert; ++e) {
+          const std::string en = subst(r.hf, layer, e);
+          const st::TensorInfo* t = ck.find(en);
+          if (!t) return not_found("checkpoint has no tensor '" + en + "' (required by arch " + fam->arch + ")");
+          parts.push_back(t);
+        }
+        Status s = add_stacked(w, parts, subst(r.gguf, layer), r, out_type, opts);
+        if (!s) return s.with_context("tensor '" + parts[0]->name + "'");
+        continue;
+      }
       const std::string hn = subst(r.hf, layer);
       const st::TensorInfo* t = ck.find(hn);
       if (!t) {
@@ -213,6 +342,11 @@ Status convert_impl(const std::string& hf_dir, const std::string& out, const Con
         return not_found("checkpoint has no tensor '" + hn + "' (required by arch " + fam->arch + ")");
       }
       if (!r.gguf) continue;  // claimed, not converted
+      if (r.drop_if_equal_to) {
+        const st::TensorInfo* o = ck.find(r.drop_if_equal_to);
+        if (o && o->dtype == t->dtype && o->shape == t->shape && std::memcmp(o->data, t->data, t->n_bytes()) == 0)
+          continue;
+      }
       Status s = add_tensor(w, *t, subst(r.gguf, layer), r, out_type, plan, opts);
       if (!s) return s.with_context("tensor '" + hn + "'");
     }

@@ -4,18 +4,20 @@
 //
 // Design: the generic part (this header, hf_convert.cpp, hf_tokenizer.cpp)
 // reads the folder, writes general.* and tokenizer.ggml.* keys and runs a
-// family's tensor table; a family (hf_families.cpp, one FamilySpec each) plugs
-// in with (a) the config.json `model_type` values it accepts, (b) a function
-// that writes its `<arch>.*` hyper-parameters and returns the per-layer kind
-// of every layer, and (c) a table of TensorRule rows: HF name pattern -> GGUF
-// name pattern ("{i}" = layer index), the layer kinds the row applies to, a
-// transform, and whether the tensor is kept in F32 whatever --type says.
+// family's tensor table; a family (hf_family_*.cpp, one FamilySpec each,
+// registered in hf_families.cpp) plugs in with (a) the config.json
+// `model_type` values it accepts, (b) a function that writes its `<arch>.*`
+// hyper-parameters and returns the per-layer kind of every layer, and (c) a
+// table of TensorRule rows: HF name pattern -> GGUF name pattern ("{i}" =
+// layer index, "{e}" = expert index, stacked), the layer kinds the row applies
+// to, a transform / reshape, and whether the tensor is kept in F32 whatever
+// --type says.
 //
 // Invariants: every input file is untrusted (errors name the file and the
 // key/tensor); every tensor of the checkpoint must be claimed by exactly one
-// rule (an unclaimed tensor is an error, so a layout the table does not know is
-// never silently dropped); required tensors must be present; the output file is
-// removed when conversion fails.
+// rule, or by the two halves of a split (an unclaimed tensor is an error, so a
+// layout the table does not know is never silently dropped); required tensors
+// must be present; the output file is removed when conversion fails.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +41,17 @@ enum class Transform {
   // HF row j * d/2 + i (heads: LayerPlan::n_head for Q, n_head_kv for K).
   kRopePermuteQ,
   kRopePermuteK,
+  // Halves of a fused [..., 2F, in] tensor along dim -2 (Granite's
+  // input_linear = [gate | up]): two rules claim the same HF tensor.
+  kSplitFirstHalf,
+  kSplitSecondHalf,
+};
+
+// Shape changes that keep the bytes (llama.cpp's reshapes for Mamba-2).
+enum class Reshape {
+  kKeep,
+  kAppendOne,  // [n] -> [n, 1] (Mamba-2 A and D: ggml ne [1, n])
+  kGroups,     // [n] -> [n_group, n / n_group] (Mamba-2 gated norm; LayerPlan::n_group)
 };
 
 // A layer-kind bit mask; families define their own kinds (bit i = kind i).
@@ -46,18 +59,32 @@ using KindMask = uint32_t;
 inline constexpr KindMask kAllKinds = 0xffffffffu;
 
 struct TensorRule {
-  const char* hf;    // e.g. "model.layers.{i}.attn.in_proj.weight"; no "{i}": a global tensor
+  // e.g. "model.layers.{i}.attn.in_proj.weight"; no "{i}": a global tensor.
+  // "{e}" (expert index): the LayerPlan::n_expert tensors [R, C] are stacked
+  // into one [n_expert, R, C] tensor (llama.cpp's ffn_*_exps).
+  const char* hf;
   const char* gguf;  // e.g. "blk.{i}.ssm_in.weight"; null: claimed and dropped (e.g. rotary inv_freq buffers)
   KindMask kinds = kAllKinds;  // per-layer rows: the layer kinds it applies to
   Transform transform = Transform::kNone;
-  bool keep_f32 = false;  // 1-D tensors are always F32
+  // Also F32 whatever --type says, as in llama.cpp: 1-D tensors, names not
+  // ending in ".weight" (ssm_a, ssm_d, biases) and "*_norm.weight".
+  bool keep_f32 = false;
   bool optional = false;
+  Reshape reshape = Reshape::kKeep;
+  // HF name of a tensor this one is dropped for when byte-equal to it
+  // (llama.cpp's Mamba omits an lm_head identical to the embedding).
+  const char* drop_if_equal_to = nullptr;
 };
 
 // What a family's hyper-parameter step tells the driver.
 struct LayerPlan {
   std::vector<int> kinds;          // the kind of each layer
   int64_t n_head = 0, n_head_kv = 0;  // for the RoPE permutations
+  int64_t n_group = 0;                // for Reshape::kGroups
+  int64_t n_expert = 0;               // for "{e}" rules
+  // The token table's size when the family pads it (llama.cpp's
+  // pad_vocab_size_multiple for Mamba); 0: config.json's vocab_size.
+  int64_t vocab_size = 0;
   // Tensors computed from config.json (llama.cpp's rope_freqs.weight for Llama 3 RoPE scaling).
   std::vector<std::pair<std::string, std::vector<float>>> extra_f32;
 };
@@ -86,7 +113,8 @@ Status convert(const std::string& hf_dir, const std::string& out, const ConvertO
 // Reads the tokenizer (+ tokenizer_config.json, generation_config.json, the
 // config's token ids) into tokenizer.ggml.* keys: a SentencePiece
 // tokenizer.model when present, else tokenizer.json as byte-level BPE (the
-// pre-tokenizer recognised from its split regex: o200k / GPT-4o, Llama 3).
+// pre-tokenizer recognised from its split regex: o200k / GPT-4o, Llama 3; or a
+// ByteLevel step with the GPT-2 regex: GPT-NeoX, GPT-2).
 Status write_tokenizer(const std::string& hf_dir, const nlohmann::json& config, GgufWriter& w);
 // tokenizer.model (SentencePiece) -> tokenizer.ggml.model "llama", tokens,
 // scores, token_type, pre "default"; returns the vocabulary size written.

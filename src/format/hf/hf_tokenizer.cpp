@@ -8,7 +8,8 @@
 // NORMAL for BPE pieces, CONTROL for special added tokens, USER_DEFINED for the
 // other added tokens. merges are copied in rank order ("a b"; the newer
 // [a, b] array form is joined). The pre-tokenizer name is recognised from the
-// Split regex (o200k / GPT-4o: "gpt-4o"; Llama 3: "llama-bpe"); an unknown
+// Split regex (o200k / GPT-4o: "gpt-4o"; Llama 3: "llama-bpe") or a ByteLevel
+// step with its GPT-2 regex (GPT-NeoX: "olmo", GPT-2: "gpt-2"); an unknown
 // pre-tokenizer is an error rather than a silently different tokenisation.
 // Invariants: ids must be in [0, vocab_size) and unique; every string is
 // type-checked; errors name the file.
@@ -42,14 +43,33 @@ Result<std::string> pre_name(const json& tok) {
         for (const json& x : *s) walk(x);
     }
   };
+  // A ByteLevel step that splits with its built-in GPT-2 regex.
+  bool byte_level_regex = false;
+  std::function<void(const json&)> walk_bl = [&](const json& j) {
+    if (!j.is_object()) return;
+    if (j.value("type", std::string()) == "ByteLevel" && j.value("use_regex", true)) byte_level_regex = true;
+    if (auto s = j.find("pretokenizers"); s != j.end() && s->is_array())
+      for (const json& x : *s) walk_bl(x);
+  };
   auto it = tok.find("pre_tokenizer");
-  if (it != tok.end()) walk(*it);
+  if (it != tok.end()) {
+    walk(*it);
+    walk_bl(*it);
+  }
+  if (all.empty() && byte_level_regex) {
+    // GPT-NeoX (NFC normaliser; llama.cpp's hash for it names "olmo", the
+    // same split as "mpt") or GPT-2 itself: both use the GPT-2 regex.
+    auto n = tok.find("normalizer");
+    const bool nfc = n != tok.end() && n->is_object() && n->value("type", std::string()) == "NFC";
+    return std::string(nfc ? "olmo" : "gpt-2");
+  }
   if (all.find("[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+") != std::string::npos)
     return std::string("gpt-4o");
   if (all.find("(?i:'s|'t|'re|'ve|'m|'ll|'d)") != std::string::npos && all.find("\\p{N}{1,3}") != std::string::npos)
     return std::string("llama-bpe");
   return unsupported(
-      "tokenizer.json: unknown pre-tokenizer (recognised: the o200k / GPT-4o and the Llama 3 splits)");
+      "tokenizer.json: unknown pre-tokenizer (recognised: the o200k / GPT-4o and Llama 3 splits, ByteLevel with the "
+      "GPT-2 regex)");
 }
 
 Result<int64_t> token_id(const json& config, const char* key) {
