@@ -12,6 +12,7 @@
 // Written as model "llama", pre "default", with tokens, scores, token_type.
 #include <cstdio>
 #include <filesystem>
+#include <string_view>
 
 #include "core/mmap_file.h"
 #include "format/hf/hf_convert.h"
@@ -40,10 +41,19 @@ bool looks_special(const std::string& t) {
   return t.size() >= 4 && t.compare(0, 2, "<|") == 0 && t.compare(t.size() - 2, 2, "|>") == 0;
 }
 
-std::string spaces_for_word_marks(std::string s) {
-  const std::string mark = "\xE2\x96\x81";  // U+2581
-  for (size_t p; (p = s.find(mark)) != std::string::npos;) s.replace(p, mark.size(), " ");
-  return s;
+std::string spaces_for_word_marks(const std::string& s) {
+  const std::string_view mark = "\xE2\x96\x81";  // U+2581
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    if (s.compare(i, mark.size(), mark) == 0) {
+      out.push_back(' ');
+      i += mark.size();
+    } else {
+      out.push_back(s[i++]);
+    }
+  }
+  return out;
 }
 
 }  // namespace
