@@ -45,7 +45,10 @@ Timed stream_timed(httplib::Client& cli, const json& body, std::function<void()>
 
 std::string run_text(const std::string& model, const json& ids, const std::string& flags) {
   std::string list;
-  for (size_t i = 0; i < ids.size(); ++i) list += (i ? "," : "") + std::to_string(ids[i].get<int>());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) list += ',';
+    list += std::to_string(ids[i].get<int>());
+  }
   const std::string cmd = chimera_binary() + " run -q --threads 1 -m " + model + " -t " + list +
                           " --temp 0 --ignore-eos " + flags + " 2>/dev/null";
   std::string out = command_output(cmd);
