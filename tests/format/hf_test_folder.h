@@ -193,6 +193,23 @@ inline std::vector<float> logits_of(const std::string& path,
 // run, no temporary file left, `tensor` is Q8_0, and the file equals what
 // `chimera quantize REF Q8_0` makes of the unquantized reference `ref` (same
 // tensors byte for byte, bit-identical logits).
+// The Mamba families' check: logits of `out` bit-identical to `ref`'s (the
+// golden weights with the converted A, written by our GGUF writer) and within
+// the F32 golden tolerance (1e-3 of the logit scale) of `golden`'s.
+inline void expect_logits_exact_and_near(const std::string& out, const std::string& ref, const std::string& golden) {
+  const std::vector<float> want = logits_of(ref), got = logits_of(out), golden_logits = logits_of(golden);
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_EQ(golden_logits.size(), want.size());
+  ASSERT_FALSE(want.empty());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0);
+  float worst = 0, scale = 1;
+  for (size_t i = 0; i < got.size(); ++i) {
+    worst = std::max(worst, std::fabs(got[i] - golden_logits[i]));
+    scale = std::max(scale, std::fabs(golden_logits[i]));
+  }
+  EXPECT_LE(worst, 1e-3f * scale);
+}
+
 inline void expect_cli_q8_0_equals_quantized(const std::string& dir, const std::string& out, const std::string& ref,
                                              const std::string& tensor) {
   const std::string refq = out + ".ref-q8.gguf";
