@@ -8,6 +8,7 @@
 
 #if defined(__linux__)
 #include <sys/mman.h>
+#include <unistd.h>
 #endif
 
 namespace chimera {
@@ -45,6 +46,13 @@ PageRange page_range(const uint8_t* data, size_t bytes, size_t page, bool outwar
     if (r.end < r.begin) r.end = r.begin;
   }
   return r;
+}
+
+void advise_pages(const void* p, size_t n, bool outward, int advice) {
+  const long page = sysconf(_SC_PAGESIZE);
+  if (page <= 0) return;
+  const PageRange r = page_range(static_cast<const uint8_t*>(p), n, (size_t)page, outward);
+  if (r.bytes() > 0) madvise(reinterpret_cast<void*>(r.begin), r.bytes(), advice);
 }
 
 bool huge_pages_available() {

@@ -78,5 +78,9 @@ struct PageRange {
   size_t bytes() const { return end > begin ? end - begin : 0; }
 };
 PageRange page_range(const uint8_t* data, size_t bytes, size_t page_size, bool outward);
+// madvise(advice) over the whole pages of [p, p + n): inward (only pages
+// entirely inside) or outward (every page the range touches). Advisory: a
+// refusal is ignored.
+void advise_pages(const void* p, size_t n, bool outward, int advice);
 
 }  // namespace chimera

@@ -2,7 +2,6 @@
 #include "kernels/repack.h"
 
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -22,15 +21,6 @@ bool repack_enabled() {
 }
 
 namespace {
-
-// madvise over the whole pages of [p, p + n): inward (only pages entirely
-// inside) or outward (every page the range touches).
-void advise_pages(const void* p, size_t n, bool outward, int advice) {
-  const long page = sysconf(_SC_PAGESIZE);
-  if (page <= 0) return;
-  const PageRange r = page_range(static_cast<const uint8_t*>(p), n, (size_t)page, outward);
-  if (r.bytes() > 0) madvise(reinterpret_cast<void*>(r.begin), r.bytes(), advice);
-}
 
 // Runs fn(r0, rows) over [0, n) cut at multiples of `group` rows, on up to
 // hardware_concurrency threads once the tensor is large enough for the copy

@@ -20,7 +20,7 @@
 #include <cstring>
 #include <thread>
 
-#include "core/memory.h"  // page_range
+#include "core/memory.h"  // advise_pages
 #include "core/timer.h"
 
 namespace chimera::kernels {
@@ -116,18 +116,12 @@ std::shared_ptr<RepackCache> RepackCache::open(const std::string& path, const ui
   c->isa_ = isa_name;
   c->base_ = base;
   c->size_ = size;
-  if (!exe_key(&c->exe_size_, &c->exe_mtime_ns_)) {
-    c->status_ = "off (cannot identify the running executable)";
-    return nullptr;
-  }
+  if (!exe_key(&c->exe_size_, &c->exe_mtime_ns_)) return nullptr;  // no key: no cache
   c->hash_ = repack_cache_hash(base, size);
   // Hashing touched every page of the read-only file mapping: drop them from
   // the resident set again (the page cache keeps them; tensors read later fault
   // back in what they use), so the model is not resident twice.
-  if (const long page = sysconf(_SC_PAGESIZE); page > 0) {
-    const PageRange r = page_range(base, size, (size_t)page, /*outward=*/false);
-    if (r.bytes() > 0) madvise(reinterpret_cast<void*>(r.begin), r.bytes(), MADV_DONTNEED);
-  }
+  advise_pages(base, size, /*outward=*/false, MADV_DONTNEED);
   if (c->read_existing()) {
     c->hit_ = true;
   } else {
@@ -138,8 +132,6 @@ std::shared_ptr<RepackCache> RepackCache::open(const std::string& path, const ui
 }
 
 bool RepackCache::read_existing() {
-  struct stat st {};
-  if (stat(cache_path().c_str(), &st) != 0) return false;
   auto m = MappedFile::open(cache_path());
   if (!m.is_ok()) return false;
   map_ = std::move(m).value();
