@@ -3,7 +3,8 @@
 //   TQ2_0 / I2_S: TqAct8 plane-order activations; per 256 elements two 32-byte
 //   loads, plane n of half h = (x_h >> shift_n) & 3 (TQ2_0 2n, I2_S 6 - 2n)
 //   against activation bytes 64n + 32h; vpmaddubsw (trits u8 0..2 x s8, no
-//   saturation) + vpmaddwd(1) -> int32 lane l of class l. GEMV (m == 1)
+//   saturation), the 8 products of a block summed in int16, one vpmaddwd(1)
+//   -> int32 lane l of class l. GEMV (m == 1)
 //   decodes in registers with an L2 prefetch of the rows ahead; GEMM decodes
 //   each row once into a plane-order panel.
 //   Repacked TQ2_0 / TQ1_0 (2-bit grouped layout, matmul_ternary.h): the same
@@ -34,22 +35,28 @@ using format::GgmlType;
 namespace q = chimera::quant;
 
 // ---- TQ2_0 / I2_S on plane-order activations.
+// The eight vpmaddubsw results of a block are summed in int16 before one
+// vpmaddwd: each int16 lane is t0*a0 + t1*a1 with t in 0..2 and |a| <= 128,
+// so |lane| <= 512 and eight of them stay within 4096 — exact, and the int16
+// lanes keep their lane class, so the int32 S_l are the same. One vpmaddwd and
+// one 32-bit add per block instead of eight each (the GEMV is compute-bound
+// on AVX2: 2 vector ports, no VNNI).
 template <bool kI2s>
 CHIMERA_T_AVX2 inline __m256i planes_dot(const uint8_t* blk, const TqAct8& a) {
-  const __m256i mask = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
+  const __m256i mask = _mm256_set1_epi8(3);
   const __m256i x0 = _mm256_loadu_si256((const __m256i*)blk);
   const __m256i x1 = _mm256_loadu_si256((const __m256i*)(blk + 32));
   __m256i s = _mm256_setzero_si256();
   for (int n = 0; n < 4; ++n) {
     const int sh = kI2s ? 6 - 2 * n : 2 * n;
-    const __m256i t0 = _mm256_and_si256(_mm256_srli_epi16(x0, sh), mask);
-    const __m256i t1 = _mm256_and_si256(_mm256_srli_epi16(x1, sh), mask);
+    const __m256i t0 = _mm256_and_si256(sh ? _mm256_srli_epi16(x0, sh) : x0, mask);
+    const __m256i t1 = _mm256_and_si256(sh ? _mm256_srli_epi16(x1, sh) : x1, mask);
     const __m256i y0 = _mm256_load_si256((const __m256i*)(a.qs + 64 * n));
     const __m256i y1 = _mm256_load_si256((const __m256i*)(a.qs + 64 * n + 32));
-    s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(t0, y0), ones));
-    s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(t1, y1), ones));
+    s = _mm256_add_epi16(s, _mm256_maddubs_epi16(t0, y0));
+    s = _mm256_add_epi16(s, _mm256_maddubs_epi16(t1, y1));
   }
-  return s;
+  return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
 }
 
 CHIMERA_T_AVX2 inline __m256 plane_update(__m256i s, const TqAct8& a, float d, __m256 acc) {
