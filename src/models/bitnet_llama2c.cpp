@@ -93,7 +93,9 @@ void bitlinear(const CodeMatrix& m, const int8_t* q, const float* a, int64_t n, 
       }
     }
   };
-  if (pool && pool->size() > 1 && n * m.out * m.in >= (int64_t)1 << 18)
+  // Threads only for prefill-sized work (~1 ms): for a few decode rows of
+  // these small matrices a pool wake-up costs more than it saves.
+  if (pool && pool->size() > 1 && n * m.out * m.in >= (int64_t)1 << 22)
     pool->parallel_for(m.out, rows, 16);
   else
     rows(0, m.out, 0);
