@@ -54,6 +54,10 @@ struct ScaledLinear {
   bool has_scale = false;
   void apply(const float* x, int64_t m, int64_t ldx, float* y, int64_t ldy, ThreadPool* pool) const {
     lin.apply(x, m, ldx, y, ldy, pool);
+    rescale(y, m, ldy);
+  }
+  // The per-tensor scale on y[m][out] after lin's matmul (apply_same_input).
+  void rescale(float* y, int64_t m, int64_t ldy) const {
     if (has_scale)
       for (int64_t i = 0; i < m; ++i) kernels::scale(y + i * ldy, scale, lin.out());
   }
@@ -145,9 +149,11 @@ class BitnetModel final : public MicroBatchedModel {
     float* k = k_.data();
     float* v = v_.data();
     float* attn = attn_.data();
-    L.wq.apply(h, rows, n_embd_, q, nq, pool);
-    L.wk.apply(h, rows, n_embd_, k, nkv, pool);
-    L.wv.apply(h, rows, n_embd_, v, nkv, pool);
+    layers::apply_same_input({{&L.wq.lin, q, nq}, {&L.wk.lin, k, nkv}, {&L.wv.lin, v, nkv}}, h, rows, n_embd_,
+                             packed_act_, pool);
+    L.wq.rescale(q, rows, nq);
+    L.wk.rescale(k, rows, nkv);
+    L.wv.rescale(v, rows, nkv);
     kernels::AttentionParams ap;
     ap.n_head = n_head_;
     ap.n_head_kv = n_head_kv_;
@@ -175,8 +181,9 @@ class BitnetModel final : public MicroBatchedModel {
   void ffn(const BitnetLayer& L, const float* h, int64_t T, float* out, ThreadPool* pool) {
     float* gt = g_.data();
     float* up = u_.data();
-    L.gate.apply(h, T, n_embd_, gt, n_ff_, pool);
-    L.up.apply(h, T, n_embd_, up, n_ff_, pool);
+    layers::apply_same_input({{&L.gate.lin, gt, n_ff_}, {&L.up.lin, up, n_ff_}}, h, T, n_embd_, packed_act_, pool);
+    L.gate.rescale(gt, T, n_ff_);
+    L.up.rescale(up, T, n_ff_);
     const int64_t n = T * n_ff_;
     if (act_ == FfnAct::kSilu) {
       kernels::silu_mul(gt, up, gt, n);
@@ -232,6 +239,7 @@ class BitnetModel final : public MicroBatchedModel {
   std::vector<BitnetLayer> layers_;
   Workspace ws_;
   AlignedBuffer<float> q_, k_, v_, attn_, g_, u_, logits_scratch_;
+  AlignedBuffer<uint8_t> packed_act_;  // apply_same_input's packed activations
 };
 
 Result<std::unique_ptr<Model>> load_as(const format::GgufFile& gguf, const char* arch, FfnAct act) {
