@@ -29,6 +29,11 @@
 // with hyper-parameter keys under their own prefix; those files store weights
 // as I2_S (ggml type 36), which the type table does not know, so they load only
 // after re-quantizing to TQ1_0/TQ2_0.
+// One layer loop over the segments of a fused micro-batch (continuous
+// batching; a lone call is one segment): norms and every projection over the
+// rows of all sequences (activations are quantized per row, so a row's result
+// does not depend on its neighbours), RoPE / KV writes / attention per
+// segment; the last layer's FFN runs only on rows whose logits are wanted.
 // Precision/tolerance: f32 everywhere outside the matmuls; golden cases
 // tiny-bitnet / tiny-bitnet-long hold llama.cpp logits to the quantized
 // tolerance (0.03 x scale).
