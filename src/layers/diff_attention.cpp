@@ -75,12 +75,15 @@ void attend(const DiffAttentionConfig& c, const DiffAttentionWeights& w, const f
 
 }  // namespace
 
-void diff_attention_forward(const DiffAttentionConfig& c, const DiffAttentionWeights& w, const float* h, int64_t T,
-                            int64_t pos0, KvCache& kv, DiffAttentionScratch& s, float* out, ThreadPool* pool) {
+int64_t diff_attention_qkv_width(const DiffAttentionConfig& c) {
+  const int64_t nq = c.n_head * c.head_dim, nkv = c.n_head_kv * c.head_dim;
+  return c.cross ? nq : nq + 2 * nkv;
+}
+
+void diff_attention_core(const DiffAttentionConfig& c, const DiffAttentionWeights& w, const float* qkv, int64_t T,
+                         int64_t pos0, KvCache& kv, float* o, ThreadPool* pool) {
   const int64_t hd = c.head_dim, nq = c.n_head * hd, nkv = c.n_head_kv * hd;
-  const int64_t ld = c.cross ? nq : nq + 2 * nkv;
-  float* qkv = s.qkv.data();
-  w.qkv.apply(h, T, c.n_embd, qkv, ld, pool);
+  const int64_t ld = diff_attention_qkv_width(c);
   if (!c.cross) {
     for (int64_t t = 0; t < T; ++t) {
       std::memcpy(kv.k_row(pos0 + t), qkv + t * ld + nq, sizeof(float) * (size_t)nkv);
@@ -90,26 +93,23 @@ void diff_attention_forward(const DiffAttentionConfig& c, const DiffAttentionWei
   const float* K = kv.k();
   const float* V = kv.v();
   const int64_t W = c.window;
-  attend(c, w, qkv, ld, T, s.o.data(), pool, W > 0 ? std::min(W, pos0 + T) : pos0 + T,
+  attend(c, w, qkv, ld, T, o, pool, W > 0 ? std::min(W, pos0 + T) : pos0 + T,
          [&](int64_t t, int64_t g, kernels::KvRun* runs) {
            const int64_t pos = pos0 + t;
            const int64_t k0 = W > 0 ? std::max<int64_t>(0, pos - W + 1) : 0;
            runs[0] = {K + k0 * nkv + 2 * g * hd, V + k0 * nkv + 2 * g * hd, nkv, nkv, pos - k0 + 1};
            return 1;
          });
-  w.out.apply(s.o.data(), T, nq, out, c.n_embd, pool);
 }
 
-void diff_attention_forward(const DiffAttentionConfig& c, const DiffAttentionWeights& w, const float* h, int64_t T,
-                            int64_t pos0, RingKvCache& ring, DiffAttentionScratch& s, float* out, ThreadPool* pool) {
+void diff_attention_core(const DiffAttentionConfig& c, const DiffAttentionWeights& w, const float* qkv, int64_t T,
+                         int64_t pos0, RingKvCache& ring, float* o, ThreadPool* pool) {
   const int64_t hd = c.head_dim, nq = c.n_head * hd, nkv = c.n_head_kv * hd;
   const int64_t ld = nq + 2 * nkv;
   const int64_t W = c.window, R = ring.rows();
-  float* qkv = s.qkv.data();
-  w.qkv.apply(h, T, c.n_embd, qkv, ld, pool);
   const float* K = ring.k();
   const float* V = ring.v();
-  attend(c, w, qkv, ld, T, s.o.data(), pool, std::min(W, pos0 + T), [&](int64_t t, int64_t g, kernels::KvRun* runs) {
+  attend(c, w, qkv, ld, T, o, pool, std::min(W, pos0 + T), [&](int64_t t, int64_t g, kernels::KvRun* runs) {
     const int64_t pos = pos0 + t, off = 2 * g * hd;
     const int64_t lo = std::max<int64_t>(0, pos - W + 1);
     int n = 0;
@@ -130,7 +130,20 @@ void diff_attention_forward(const DiffAttentionConfig& c, const DiffAttentionWei
     std::memcpy(ring.k_row(pos0 + t), qkv + t * ld + nq, sizeof(float) * (size_t)nkv);
     std::memcpy(ring.v_row(pos0 + t), qkv + t * ld + nq + nkv, sizeof(float) * (size_t)nkv);
   }
-  w.out.apply(s.o.data(), T, nq, out, c.n_embd, pool);
+}
+
+void diff_attention_forward(const DiffAttentionConfig& c, const DiffAttentionWeights& w, const float* h, int64_t T,
+                            int64_t pos0, KvCache& kv, DiffAttentionScratch& s, float* out, ThreadPool* pool) {
+  w.qkv.apply(h, T, c.n_embd, s.qkv.data(), diff_attention_qkv_width(c), pool);
+  diff_attention_core(c, w, s.qkv.data(), T, pos0, kv, s.o.data(), pool);
+  w.out.apply(s.o.data(), T, c.n_head * c.head_dim, out, c.n_embd, pool);
+}
+
+void diff_attention_forward(const DiffAttentionConfig& c, const DiffAttentionWeights& w, const float* h, int64_t T,
+                            int64_t pos0, RingKvCache& ring, DiffAttentionScratch& s, float* out, ThreadPool* pool) {
+  w.qkv.apply(h, T, c.n_embd, s.qkv.data(), diff_attention_qkv_width(c), pool);
+  diff_attention_core(c, w, s.qkv.data(), T, pos0, ring, s.o.data(), pool);
+  w.out.apply(s.o.data(), T, c.n_head * c.head_dim, out, c.n_embd, pool);
 }
 
 }  // namespace chimera::layers

@@ -58,4 +58,16 @@ void diff_attention_forward(const DiffAttentionConfig& c, const DiffAttentionWei
 void diff_attention_forward(const DiffAttentionConfig& c, const DiffAttentionWeights& w, const float* h, int64_t T,
                             int64_t pos0, RingKvCache& ring, DiffAttentionScratch& s, float* out, ThreadPool* pool);
 
+// The same in stages, for fused multi-sequence micro-batches: the q|k|v (or
+// cross q) projection and the output projection run once over the rows of all
+// sequences (w.qkv / w.out .apply), the core below per sequence.
+// qkv: T rows of diff_attention_qkv_width(c) floats (w.qkv's output) at
+// positions pos0..; o: T rows of n_head·head_dim floats. K/V rows are stored
+// as diff_attention_forward stores them.
+int64_t diff_attention_qkv_width(const DiffAttentionConfig& c);
+void diff_attention_core(const DiffAttentionConfig& c, const DiffAttentionWeights& w, const float* qkv, int64_t T,
+                         int64_t pos0, KvCache& kv, float* o, ThreadPool* pool);
+void diff_attention_core(const DiffAttentionConfig& c, const DiffAttentionWeights& w, const float* qkv, int64_t T,
+                         int64_t pos0, RingKvCache& ring, float* o, ThreadPool* pool);
+
 }  // namespace chimera::layers

@@ -29,10 +29,16 @@
 // with hyper-parameter keys under their own prefix; those files store weights
 // as I2_S (ggml type 36), which the type table does not know, so they load only
 // after re-quantizing to TQ1_0/TQ2_0.
+// One layer loop over the segments of a fused micro-batch (continuous
+// batching; a lone call is one segment): norms and every projection over the
+// rows of all sequences (activations are quantized per row, so a row's result
+// does not depend on its neighbours), RoPE / KV writes / attention per
+// segment; the last layer's FFN runs only on rows whose logits are wanted.
 // Precision/tolerance: f32 everywhere outside the matmuls; golden cases
 // tiny-bitnet / tiny-bitnet-long hold llama.cpp logits to the quantized
 // tolerance (0.03 x scale).
 #include <cmath>
+#include <cstring>
 
 #include "kernels/attention.h"
 #include "kernels/ops.h"
@@ -53,6 +59,10 @@ struct ScaledLinear {
   bool has_scale = false;
   void apply(const float* x, int64_t m, int64_t ldx, float* y, int64_t ldy, ThreadPool* pool) const {
     lin.apply(x, m, ldx, y, ldy, pool);
+    rescale(y, m, ldy);
+  }
+  // The per-tensor scale on y[m][out] after lin's matmul (apply_same_input).
+  void rescale(float* y, int64_t m, int64_t ldy) const {
     if (has_scale)
       for (int64_t i = 0; i < m; ++i) kernels::scale(y + i * ldy, scale, lin.out());
   }
@@ -124,6 +134,8 @@ class BitnetModel final : public MicroBatchedModel {
     info_.derived = hp.notes();
     ws_.n_embd = n_embd_;
     q_.resize((size_t)(kMaxUbatch * nq));
+    k_.resize((size_t)(kMaxUbatch * nkv));
+    v_.resize((size_t)(kMaxUbatch * nkv));
     attn_.resize((size_t)(kMaxUbatch * nq));
     g_.resize((size_t)(kMaxUbatch * n_ff_));
     u_.resize((size_t)(kMaxUbatch * n_ff_));
@@ -132,36 +144,51 @@ class BitnetModel final : public MicroBatchedModel {
 
  private:
 
-  void attention(const BitnetLayer& L, const float* h, int64_t T, int64_t pos0, layers::KvCache& cache, float* out,
-                 ThreadPool* pool) {
+  // Attention of every segment of a fused micro-batch: q/k/v and the output
+  // projection over all rows; RoPE, the K/V writes and the attention kernel
+  // per segment at its own state and positions.
+  void attention(const BitnetLayer& L, const float* h, std::span<const Segment> segs, int64_t rows, size_t layer,
+                 float* out, ThreadPool* pool) {
     const int64_t nq = n_head_ * head_dim_, nkv = n_head_kv_ * head_dim_;
     float* q = q_.data();
-    float* k = cache.k_row(pos0);
-    float* v = cache.v_row(pos0);
-    L.wq.apply(h, T, n_embd_, q, nq, pool);
-    L.wk.apply(h, T, n_embd_, k, nkv, pool);
-    L.wv.apply(h, T, n_embd_, v, nkv, pool);
-    for (int64_t t = 0; t < T; ++t) {
-      kernels::rope(q + t * nq, n_head_, head_dim_, pos0 + t, rope_);
-      kernels::rope(k + t * nkv, n_head_kv_, head_dim_, pos0 + t, rope_);
-    }
+    float* k = k_.data();
+    float* v = v_.data();
+    float* attn = attn_.data();
+    layers::apply_same_input({{&L.wq.lin, q, nq}, {&L.wk.lin, k, nkv}, {&L.wv.lin, v, nkv}}, h, rows, n_embd_,
+                             packed_act_, pool);
+    L.wq.rescale(q, rows, nq);
+    L.wk.rescale(k, rows, nkv);
+    L.wv.rescale(v, rows, nkv);
     kernels::AttentionParams ap;
     ap.n_head = n_head_;
     ap.n_head_kv = n_head_kv_;
     ap.head_dim = head_dim_;
     ap.scale = 1.0f / std::sqrt((float)head_dim_);
     ap.causal = true;
-    kernels::attention(ap, q, T, nq, pos0, cache.k(), nkv, cache.v(), nkv, pos0 + T, attn_.data(), nq, pool);
-    for (int64_t t = 0; t < T; ++t)
-      kernels::rms_norm(attn_.data() + t * nq, L.attn_sub_norm.ptr(), attn_.data() + t * nq, nq, eps_);
-    L.wo.apply(attn_.data(), T, nq, out, n_embd_, pool);
+    for (const Segment& sg : segs) {
+      layers::KvCache& cache = *sg.state().kv(layer);
+      const int64_t pos0 = sg.state().n_past();
+      float* qs = q + sg.row * nq;
+      float* ks = k + sg.row * nkv;
+      for (int64_t t = 0; t < sg.T; ++t) {
+        kernels::rope(qs + t * nq, n_head_, head_dim_, pos0 + t, rope_);
+        kernels::rope(ks + t * nkv, n_head_kv_, head_dim_, pos0 + t, rope_);
+      }
+      std::memcpy(cache.k_row(pos0), ks, sizeof(float) * (size_t)(sg.T * nkv));
+      std::memcpy(cache.v_row(pos0), v + sg.row * nkv, sizeof(float) * (size_t)(sg.T * nkv));
+      kernels::attention(ap, qs, sg.T, nq, pos0, cache.k(), nkv, cache.v(), nkv, pos0 + sg.T, attn + sg.row * nq, nq,
+                         pool);
+    }
+    for (int64_t t = 0; t < rows; ++t) kernels::rms_norm(attn + t * nq, L.attn_sub_norm.ptr(), attn + t * nq, nq, eps_);
+    L.wo.apply(attn, rows, nq, out, n_embd_, pool);
   }
 
   void ffn(const BitnetLayer& L, const float* h, int64_t T, float* out, ThreadPool* pool) {
     float* gt = g_.data();
     float* up = u_.data();
-    L.gate.apply(h, T, n_embd_, gt, n_ff_, pool);
-    L.up.apply(h, T, n_embd_, up, n_ff_, pool);
+    layers::apply_same_input({{&L.gate.lin, gt, n_ff_}, {&L.up.lin, up, n_ff_}}, h, T, n_embd_, packed_act_, pool);
+    L.gate.rescale(gt, T, n_ff_);
+    L.up.rescale(up, T, n_ff_);
     const int64_t n = T * n_ff_;
     if (act_ == FfnAct::kSilu) {
       kernels::silu_mul(gt, up, gt, n);
@@ -177,22 +204,35 @@ class BitnetModel final : public MicroBatchedModel {
 
   void ubatch(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits, int64_t row0,
               bool last_chunk, ThreadPool* pool) override {
-    ws_.reserve(T);
+    const LoneSegment lone(st, tokens, T, which, logits, row0, last_chunk, info_.n_vocab);
+    ubatch_segments(lone.segs(), T, pool);
+  }
+
+  // Norms, projections and the FFN over the rows of all segments; attention
+  // per segment (see attention()). The last layer's FFN runs only on the rows
+  // whose logits are wanted.
+  void ubatch_segments(std::span<const Segment> segs, int64_t rows, ThreadPool* pool) override {
+    ws_.reserve(rows);
     float* x = ws_.x.data();
     float* h = ws_.h.data();
-    embed_tokens(embd_.tok, tokens, T, x);
-    const int64_t pos0 = st.n_past();
+    embed_segments(embd_.tok, segs, x);
+    OutputSegments kept;
     for (size_t l = 0; l < layers_.size(); ++l) {
       const BitnetLayer& L = layers_[l];
-      for (int64_t t = 0; t < T; ++t) kernels::rms_norm(x + t * n_embd_, L.attn_norm.ptr(), h + t * n_embd_, n_embd_, eps_);
-      attention(L, h, T, pos0, *st.kv(l), h, pool);
-      kernels::add(x, h, T * n_embd_);
-      for (int64_t t = 0; t < T; ++t) kernels::rms_norm(x + t * n_embd_, L.ffn_norm.ptr(), h + t * n_embd_, n_embd_, eps_);
-      ffn(L, h, T, h, pool);
-      kernels::add(x, h, T * n_embd_);
+      for (int64_t t = 0; t < rows; ++t) kernels::rms_norm(x + t * n_embd_, L.attn_norm.ptr(), h + t * n_embd_, n_embd_, eps_);
+      attention(L, h, segs, rows, l, h, pool);
+      kernels::add(x, h, rows * n_embd_);
+      int64_t n = rows;
+      if (l + 1 == layers_.size()) {
+        kept = keep_output_segments(segs, {{x, n_embd_}});
+        if ((n = kept.rows) == 0) break;
+      }
+      for (int64_t t = 0; t < n; ++t) kernels::rms_norm(x + t * n_embd_, L.ffn_norm.ptr(), h + t * n_embd_, n_embd_, eps_);
+      ffn(L, h, n, h, pool);
+      kernels::add(x, h, n * n_embd_);
     }
-    st.advance(T);
-    write_logits(embd_, x, T, n_embd_, eps_, which, logits, row0, last_chunk, ws_, pool);
+    advance_segments(segs);
+    write_logits_segments(embd_, x, kept.segs, n_embd_, eps_, ws_, logits_scratch_, pool);
   }
 
   std::string arch_;
@@ -203,7 +243,8 @@ class BitnetModel final : public MicroBatchedModel {
   Embeddings embd_;
   std::vector<BitnetLayer> layers_;
   Workspace ws_;
-  AlignedBuffer<float> q_, attn_, g_, u_;
+  AlignedBuffer<float> q_, k_, v_, attn_, g_, u_, logits_scratch_;
+  AlignedBuffer<uint8_t> packed_act_;  // apply_same_input's packed activations
 };
 
 Result<std::unique_ptr<Model>> load_as(const format::GgufFile& gguf, const char* arch, FfnAct act) {

@@ -15,8 +15,10 @@
 // the ternary x int8 dot is an exact int32; everything else is f32 in the
 // order of the reference implementation that produced the reference
 // sequences (BNRV runbit.c, a llama2.c fork; its timing lines end the
-// reference text): sums left to right, no FMA, expf/cosf/sinf/powf, one token
-// at a time (batch and decode agree bit for bit), and in particular
+// reference text): sums left to right, no FMA, expf/cosf/sinf/powf, every
+// token's row computed as that token alone (layer-major over the rows of a
+// micro-batch, possibly of several sequences; batch and decode agree bit for
+// bit), and in particular
 //   bitnorm: r = 1/sqrtf(ss/n); r /= n; out = v * r      (not v / (sqrt*n))
 //   quant:   a = (float)(max/127.0); q = round(v * (float)(1.0/a))
 //   dequant: y = (float)acc * (scale * a)               (not (acc*scale)*a)
@@ -25,6 +27,7 @@
 // sequence index 108 (logit gap 0.002).
 // Tolerance: the reference greedy sequences must match token for token
 // (tests/models/bitnet_llama2c_test.cpp).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -75,15 +78,27 @@ Result<CodeMatrix> bind_codes(const format::GgufFile& g, const std::string& base
   return m;
 }
 
-// y[m.out] = BitLinear(v) with v already quantized: q (int8), a.
-void bitlinear(const CodeMatrix& m, const int8_t* q, float a, float* y) {
-  const float sa = m.scale * a;
-  for (int64_t i = 0; i < m.out; ++i) {
-    const int8_t* c = m.codes.data() + i * m.in;
-    int32_t s = 0;
-    for (int64_t j = 0; j < m.in; ++j) s += (int32_t)c[j] * (int32_t)q[j];
-    y[i] = (float)s * sa;  // reference: one combined scale per call, not (s*scale)*a
-  }
+// y[r][m.out] = BitLinear of rows r < n already quantized: q[r][m.in] (int8),
+// a[r]. Each weight row is read once for all n rows; the int32 dot is exact
+// in any order and every output is one range's, so threads do not change it.
+void bitlinear(const CodeMatrix& m, const int8_t* q, const float* a, int64_t n, float* y, ThreadPool* pool) {
+  auto rows = [&](int64_t i0, int64_t i1, int) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int8_t* c = m.codes.data() + i * m.in;
+      for (int64_t r = 0; r < n; ++r) {
+        const int8_t* qr = q + r * m.in;
+        int32_t s = 0;
+        for (int64_t j = 0; j < m.in; ++j) s += (int32_t)c[j] * (int32_t)qr[j];
+        y[r * m.out + i] = (float)s * (m.scale * a[r]);  // reference: one combined scale, not (s*scale)*a
+      }
+    }
+  };
+  // Threads only for prefill-sized work (~1 ms): for a few decode rows of
+  // these small matrices a pool wake-up costs more than it saves.
+  if (pool && pool->size() > 1 && n * m.out * m.in >= (int64_t)1 << 22)
+    pool->parallel_for(m.out, rows, 16);
+  else
+    rows(0, m.out, 0);
 }
 
 // bitnorm then absmax int8 quantization of v[n] into q; returns a.
@@ -151,13 +166,18 @@ class BitnetLlama2cModel final : public MicroBatchedModel {
     }
     info_.weight_bytes = g.tensor_bytes();
     const int64_t wmax = std::max(dim_, hid_);
+    const auto rows = [](int64_t width) { return (size_t)(kMaxUbatch * width); };
     tmp_.resize((size_t)wmax);
-    qa_.resize((size_t)wmax);
-    q_.resize((size_t)dim_);
-    att_.resize((size_t)dim_);
-    hb_.resize((size_t)dim_);
-    g_.resize((size_t)hid_);
-    u_.resize((size_t)hid_);
+    qa_.resize(rows(wmax));
+    a_.resize(rows(1));
+    x_.resize(rows(dim_));
+    q_.resize(rows(dim_));
+    k_.resize(rows(kv_dim_));
+    v_.resize(rows(kv_dim_));
+    att_.resize(rows(dim_));
+    hb_.resize(rows(dim_));
+    g_.resize(rows(hid_));
+    u_.resize(rows(hid_));
     if (!embd_.output_norm.present()) return invalid_argument("missing output_norm.weight");
     cls_.resize((size_t)(info_.n_vocab * dim_));
     for (int64_t v = 0; v < info_.n_vocab; ++v) kernels::weight_row_to_f32(embd_.output, v, cls_.data() + v * dim_);
@@ -212,66 +232,102 @@ class BitnetLlama2cModel final : public MicroBatchedModel {
     }
   }
 
+  // bitnorm + int8 quantization of rows r < n of v[r][width] into qa_ / a_.
+  void quant_rows(const float* v, int64_t n, int64_t width) {
+    for (int64_t r = 0; r < n; ++r) a_[(size_t)r] = bitnorm_quant(v + r * width, width, tmp_.data(), qa_.data() + r * width);
+  }
+
   void ubatch(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits, int64_t row0,
               bool last_chunk, ThreadPool* pool) override {
-    const int64_t pos0 = st.n_past();
-    if ((int64_t)att_scores_.size() < pos0 + T) att_scores_.resize((size_t)(pos0 + T));
-    std::vector<float>& x = xrow_;
-    x.resize((size_t)dim_);
-    int8_t* qa = qa_.data();
+    const LoneSegment lone(st, tokens, T, which, logits, row0, last_chunk, info_.n_vocab);
+    ubatch_segments(lone.segs(), T, pool);
+  }
+
+  // Layer by layer over the rows of all segments: each row is computed
+  // exactly as the reference computes that token alone (its own bitnorm and
+  // int8 scale, the same f32 order), so neither its neighbours nor the
+  // chunking change it. The BitLinears read each weight row once for all
+  // rows; RoPE, K/V writes and attention run per segment at its positions.
+  // The last layer's FFN runs only on the rows whose logits are wanted.
+  void ubatch_segments(std::span<const Segment> segs, int64_t rows, ThreadPool* pool) override {
+    const int64_t max_pos = [&] {
+      int64_t p = 0;
+      for (const Segment& sg : segs) p = std::max(p, sg.state().n_past() + sg.T);
+      return p;
+    }();
+    if ((int64_t)att_scores_.size() < max_pos) att_scores_.resize((size_t)max_pos);
+    float* x = x_.data();
     float* q = q_.data();
+    float* k = k_.data();
+    float* v = v_.data();
     float* att = att_.data();
     float* gt = g_.data();
     float* up = u_.data();
     float* hb = hb_.data();
-    for (int64_t t = 0; t < T; ++t) {
-      const int64_t pos = pos0 + t;
-      kernels::weight_row_to_f32(embd_.tok, tokens[t], x.data());
-      for (size_t l = 0; l < layers_.size(); ++l) {
-        const L2cLayer& L = layers_[l];
-        layers::KvCache& kv = *st.kv(l);
-        float a = bitnorm_quant(x.data(), dim_, tmp_.data(), qa);
-        float* k = kv.k_row(pos);
-        bitlinear(L.wq, qa, a, q);
-        bitlinear(L.wk, qa, a, k);
-        bitlinear(L.wv, qa, a, kv.v_row(pos));
-        rope_row(q, dim_, pos);
-        rope_row(k, kv_dim_, pos);
-        attend(kv, q, pos, att);
-        a = bitnorm_quant(att, dim_, tmp_.data(), qa);
-        bitlinear(L.wo, qa, a, hb);
-        for (int64_t i = 0; i < dim_; ++i) x[(size_t)i] += hb[i];
-        a = bitnorm_quant(x.data(), dim_, tmp_.data(), qa);
-        bitlinear(L.w1, qa, a, gt);
-        bitlinear(L.w3, qa, a, up);
-        for (int64_t i = 0; i < hid_; ++i) {
-          float val = gt[i];
-          val *= 1.0f / (1.0f + std::exp(-val));
-          gt[i] = val * up[i];
+    const int8_t* qa = qa_.data();
+    const float* a = a_.data();
+    for (const Segment& sg : segs)
+      for (int64_t t = 0; t < sg.T; ++t) kernels::weight_row_to_f32(embd_.tok, sg.tokens()[t], x + (sg.row + t) * dim_);
+    OutputSegments kept;
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      const L2cLayer& L = layers_[l];
+      quant_rows(x, rows, dim_);
+      bitlinear(L.wq, qa, a, rows, q, pool);
+      bitlinear(L.wk, qa, a, rows, k, pool);
+      bitlinear(L.wv, qa, a, rows, v, pool);
+      for (const Segment& sg : segs) {
+        layers::KvCache& kv = *sg.state().kv(l);
+        const int64_t pos0 = sg.state().n_past();
+        for (int64_t t = 0; t < sg.T; ++t) {
+          rope_row(q + (sg.row + t) * dim_, dim_, pos0 + t);
+          rope_row(k + (sg.row + t) * kv_dim_, kv_dim_, pos0 + t);
         }
-        a = bitnorm_quant(gt, hid_, tmp_.data(), qa);
-        bitlinear(L.w2, qa, a, hb);
-        for (int64_t i = 0; i < dim_; ++i) x[(size_t)i] += hb[i];
+        std::memcpy(kv.k_row(pos0), k + sg.row * kv_dim_, sizeof(float) * (size_t)(sg.T * kv_dim_));
+        std::memcpy(kv.v_row(pos0), v + sg.row * kv_dim_, sizeof(float) * (size_t)(sg.T * kv_dim_));
+        for (int64_t t = 0; t < sg.T; ++t) attend(kv, q + (sg.row + t) * dim_, pos0 + t, att + (sg.row + t) * dim_);
       }
-      const bool want = which == Logits::kAll || (which == Logits::kLast && last_chunk && t == T - 1);
-      if (!want) continue;
-      float* out = logits + (which == Logits::kAll ? (row0 + t) * info_.n_vocab : 0);
-      // Final RMSNorm (llama2.c rmsnorm) and classifier, sequential f32.
-      float ss = 0.f;
-      for (int64_t j = 0; j < dim_; ++j) ss += x[(size_t)j] * x[(size_t)j];
-      ss /= (float)dim_;
-      ss += eps_;
-      ss = 1.0f / std::sqrt(ss);
-      for (int64_t j = 0; j < dim_; ++j) tmp_[(size_t)j] = embd_.output_norm.ptr()[j] * (ss * x[(size_t)j]);
-      for (int64_t v = 0; v < info_.n_vocab; ++v) {
-        const float* e = cls_.data() + v * dim_;
-        float val = 0.f;
-        for (int64_t j = 0; j < dim_; ++j) val += e[j] * tmp_[(size_t)j];
-        out[v] = val;
+      quant_rows(att, rows, dim_);
+      bitlinear(L.wo, qa, a, rows, hb, pool);
+      for (int64_t i = 0; i < rows * dim_; ++i) x[i] += hb[i];
+      int64_t n = rows;
+      if (l + 1 == layers_.size()) {
+        kept = keep_output_segments(segs, {{x, dim_}});
+        if ((n = kept.rows) == 0) break;
+      }
+      quant_rows(x, n, dim_);
+      bitlinear(L.w1, qa, a, n, gt, pool);
+      bitlinear(L.w3, qa, a, n, up, pool);
+      for (int64_t i = 0; i < n * hid_; ++i) {
+        float val = gt[i];
+        val *= 1.0f / (1.0f + std::exp(-val));
+        gt[i] = val * up[i];
+      }
+      quant_rows(gt, n, hid_);
+      bitlinear(L.w2, qa, a, n, hb, pool);
+      for (int64_t i = 0; i < n * dim_; ++i) x[i] += hb[i];
+    }
+    advance_segments(segs);
+    // Final RMSNorm (llama2.c rmsnorm) and classifier, sequential f32, on the
+    // kept rows (write_logits_segments' placement).
+    const int64_t nv = info_.n_vocab;
+    for (const Segment& sg : kept.segs) {
+      for (int64_t t = 0; t < sg.T; ++t) {
+        const float* xr = x + (sg.row + t) * dim_;
+        float* out = sg.item->which == Logits::kAll ? sg.item->logits + (sg.offset + t) * nv : sg.item->logits;
+        float ss = 0.f;
+        for (int64_t j = 0; j < dim_; ++j) ss += xr[j] * xr[j];
+        ss /= (float)dim_;
+        ss += eps_;
+        ss = 1.0f / std::sqrt(ss);
+        for (int64_t j = 0; j < dim_; ++j) tmp_[(size_t)j] = embd_.output_norm.ptr()[j] * (ss * xr[j]);
+        for (int64_t vi = 0; vi < nv; ++vi) {
+          const float* e = cls_.data() + vi * dim_;
+          float val = 0.f;
+          for (int64_t j = 0; j < dim_; ++j) val += e[j] * tmp_[(size_t)j];
+          out[vi] = val;
+        }
       }
     }
-    st.advance(T);
-    (void)pool;
   }
 
   int64_t dim_ = 0, hid_ = 0, n_head_ = 0, n_head_kv_ = 0, head_dim_ = 0, kv_dim_ = 0;
@@ -279,7 +335,8 @@ class BitnetLlama2cModel final : public MicroBatchedModel {
   kernels::RopeParams rope_;
   Embeddings embd_;
   std::vector<L2cLayer> layers_;
-  std::vector<float> q_, att_, g_, u_, hb_, tmp_, xrow_, att_scores_, cls_;
+  // Scratch for kMaxUbatch rows (tmp_: one row).
+  std::vector<float> x_, q_, k_, v_, att_, g_, u_, hb_, a_, tmp_, att_scores_, cls_;
   std::vector<int8_t> qa_;
 };
 

@@ -10,6 +10,9 @@
 // then LayerNorm(output_norm) and the tied lm-head. No positional encoding.
 // Output-row pruning: the cross decoder (layers >= L/2+2) keeps no state, so
 // it runs only on the rows whose logits are wanted (ARCHITECTURES.md §1.7).
+// Continuous batching: one layer loop over the segments of a fused
+// micro-batch (a lone call is one segment); every projection, GMU and MLP
+// runs once over all rows, Mamba-1 and the attention cores per sequence.
 // CHIMERA_PHI4FLASH_NO_YOCO=1 (read at load; for measuring the saving with
 // `chimera bench`) runs it on every row instead and discards the extra rows.
 // State: conv+SSM per Mamba layer, a RingKvCache of W rows per sliding-window
@@ -139,66 +142,87 @@ class Phi4FlashModel final : public MicroBatchedModel {
 
  private:
 
-  void block(size_t l, layers::SequenceState& st, float* x, float* h, int64_t T, int64_t pos0, ThreadPool* pool) {
+  // Block l over the rows of every segment: norms, projections, GMU and the
+  // MLP once over all rows; Mamba-1 (on each sequence's own conv+SSM state)
+  // and the attention core (its KV / ring) per segment, pos0[i] the position
+  // of segs[i]'s first row.
+  void block(size_t l, std::span<const Segment> segs, std::span<const int64_t> pos0, float* x, float* h,
+             int64_t rows, ThreadPool* pool) {
     const P4Layer& L = layers_[l];
     const int64_t d = n_embd_;
-    for (int64_t t = 0; t < T; ++t) kernels::layer_norm(x + t * d, L.ln1_w.ptr(), L.ln1_b.ptr(), h + t * d, d, eps_);
+    for (int64_t t = 0; t < rows; ++t) kernels::layer_norm(x + t * d, L.ln1_w.ptr(), L.ln1_b.ptr(), h + t * d, d, eps_);
     switch (L.kind) {
       case Kind::kMamba:
-        if ((int64_t)l == mem_layer_)
-          layers::mamba1_forward(m1_, L.mamba, h, T, *st.recurrent(l), m1_scratch_, h, pool, mem_.data());
-        else
-          layers::mamba1_forward(m1_, L.mamba, h, T, *st.recurrent(l), m1_scratch_, h, pool);
+        // Per segment: mamba1_forward runs its projections on the segment's
+        // rows alone (layers/mamba.cpp is not split into stages yet).
+        for (const Segment& sg : segs) {
+          float* hs = h + sg.row * d;
+          float* mem = (int64_t)l == mem_layer_ ? mem_.data() + sg.row * m1_.d_inner : nullptr;
+          layers::mamba1_forward(m1_, L.mamba, hs, sg.T, *sg.state().recurrent(l), m1_scratch_, hs, pool, mem);
+        }
         break;
       case Kind::kSelfAttn:
-        if (L.attn_cfg.window > 0)
-          layers::diff_attention_forward(L.attn_cfg, L.attn, h, T, pos0, *st.ring(l), attn_scratch_, h, pool);
-        else
-          layers::diff_attention_forward(L.attn_cfg, L.attn, h, T, pos0, *st.kv(l), attn_scratch_, h, pool);
+      case Kind::kCrossAttn: {
+        const layers::DiffAttentionConfig& c = L.attn_cfg;
+        const int64_t ld = layers::diff_attention_qkv_width(c), nq = c.n_head * c.head_dim;
+        float* qkv = attn_scratch_.qkv.data();
+        float* o = attn_scratch_.o.data();
+        L.attn.qkv.apply(h, rows, d, qkv, ld, pool);
+        for (size_t i = 0; i < segs.size(); ++i) {
+          const Segment& sg = segs[i];
+          layers::SequenceState& st = sg.state();
+          const float* qs = qkv + sg.row * ld;
+          float* os = o + sg.row * nq;
+          if (L.kind == Kind::kCrossAttn)
+            layers::diff_attention_core(c, L.attn, qs, sg.T, pos0[i], *st.kv((size_t)kv_layer_), os, pool);
+          else if (c.window > 0)
+            layers::diff_attention_core(c, L.attn, qs, sg.T, pos0[i], *st.ring(l), os, pool);
+          else
+            layers::diff_attention_core(c, L.attn, qs, sg.T, pos0[i], *st.kv(l), os, pool);
+        }
+        L.attn.out.apply(o, rows, nq, h, d, pool);
         break;
-      case Kind::kCrossAttn:
-        layers::diff_attention_forward(L.attn_cfg, L.attn, h, T, pos0, *st.kv((size_t)kv_layer_), attn_scratch_, h,
-                                       pool);
-        break;
+      }
       case Kind::kGmu:
-        layers::gmu_forward(L.gmu, h, mem_.data(), T, d, m1_.d_inner, tmp_.data(), h, pool);
+        layers::gmu_forward(L.gmu, h, mem_.data(), rows, d, m1_.d_inner, tmp_.data(), h, pool);
         break;
     }
-    kernels::add(x, h, T * d);
-    for (int64_t t = 0; t < T; ++t) kernels::layer_norm(x + t * d, L.ln2_w.ptr(), L.ln2_b.ptr(), h + t * d, d, eps_);
+    kernels::add(x, h, rows * d);
+    for (int64_t t = 0; t < rows; ++t) kernels::layer_norm(x + t * d, L.ln2_w.ptr(), L.ln2_b.ptr(), h + t * d, d, eps_);
     float* gu = tmp_.data();
-    L.up.apply(h, T, d, gu, 2 * n_ff_, pool);
-    for (int64_t t = 0; t < T; ++t) kernels::silu_mul(gu + t * 2 * n_ff_, gu + t * 2 * n_ff_ + n_ff_, gu + t * 2 * n_ff_, n_ff_);
-    L.down.apply(gu, T, 2 * n_ff_, h, d, pool);
-    kernels::add(x, h, T * d);
+    L.up.apply(h, rows, d, gu, 2 * n_ff_, pool);
+    for (int64_t t = 0; t < rows; ++t) kernels::silu_mul(gu + t * 2 * n_ff_, gu + t * 2 * n_ff_ + n_ff_, gu + t * 2 * n_ff_, n_ff_);
+    L.down.apply(gu, rows, 2 * n_ff_, h, d, pool);
+    kernels::add(x, h, rows * d);
   }
 
   void ubatch(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits, int64_t row0,
               bool last_chunk, ThreadPool* pool) override {
-    ws_.reserve(T);
+    const LoneSegment lone(st, tokens, T, which, logits, row0, last_chunk, info_.n_vocab);
+    ubatch_segments(lone.segs(), T, pool);
+  }
+
+  void ubatch_segments(std::span<const Segment> segs, int64_t rows, ThreadPool* pool) override {
+    ws_.reserve(rows);
     float* x = ws_.x.data();
     float* h = ws_.h.data();
-    const int64_t d = n_embd_, pos0 = st.n_past();
-    embed_tokens(embd_.tok, tokens, T, x);
-    for (int64_t l = 0; l < half_ + 2; ++l) block((size_t)l, st, x, h, T, pos0, pool);
-    st.advance(T);
-    // Cross decoder only on the rows that need logits.
-    int64_t first = 0, rows = T;
-    const bool want = !(which == Logits::kNone || logits == nullptr || (which == Logits::kLast && !last_chunk));
+    const int64_t d = n_embd_;
+    embed_segments(embd_.tok, segs, x);
+    std::vector<int64_t> pos0;
+    for (const Segment& sg : segs) pos0.push_back(sg.state().n_past());
+    for (int64_t l = 0; l < half_ + 2; ++l) block((size_t)l, segs, pos0, x, h, rows, pool);
     if (all_rows_) {  // measurement mode: every row through the cross decoder
-      for (size_t l = (size_t)half_ + 2; l < layers_.size(); ++l) block(l, st, x, h, T, pos0, pool);
-      if (want) write_logits(embd_, x, T, d, eps_, which, logits, row0, last_chunk, ws_, pool, FinalNorm::kLayer);
+      for (size_t l = (size_t)half_ + 2; l < layers_.size(); ++l) block(l, segs, pos0, x, h, rows, pool);
+      advance_segments(segs);
+      write_logits_segments(embd_, x, segs, d, eps_, ws_, logits_scratch_, pool, FinalNorm::kLayer);
       return;
     }
-    if (!want) return;
-    if (which == Logits::kLast) {
-      first = T - 1;
-      rows = 1;
-      std::memmove(x, x + first * d, sizeof(float) * (size_t)d);
-      std::memmove(mem_.data(), mem_.data() + first * m1_.d_inner, sizeof(float) * (size_t)m1_.d_inner);
-    }
-    for (size_t l = (size_t)half_ + 2; l < layers_.size(); ++l) block(l, st, x, h, rows, pos0 + first, pool);
-    write_logits(embd_, x, rows, d, eps_, which, logits, row0, last_chunk, ws_, pool, FinalNorm::kLayer);
+    // Cross decoder (stateless) only on the rows that need logits.
+    const OutputSegments kept = keep_output_segments(segs, {{x, d}, {mem_.data(), m1_.d_inner}});
+    advance_segments(segs);
+    if (kept.rows == 0) return;
+    for (size_t l = (size_t)half_ + 2; l < layers_.size(); ++l) block(l, kept.segs, kept.pos0, x, h, kept.rows, pool);
+    write_logits_segments(embd_, x, kept.segs, d, eps_, ws_, logits_scratch_, pool, FinalNorm::kLayer);
   }
 
   int64_t n_embd_ = 0, n_ff_ = 0, half_ = 0, mem_layer_ = 0, kv_layer_ = 0;
@@ -211,7 +235,7 @@ class Phi4FlashModel final : public MicroBatchedModel {
   Workspace ws_;
   layers::Mamba1Scratch m1_scratch_;
   layers::DiffAttentionScratch attn_scratch_;
-  AlignedBuffer<float> mem_, tmp_;
+  AlignedBuffer<float> mem_, tmp_, logits_scratch_;
 };
 
 }  // namespace

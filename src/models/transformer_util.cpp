@@ -148,4 +148,33 @@ void advance_segments(std::span<const Segment> segs) {
   for (const Segment& s : segs) s.state().advance(s.T);
 }
 
+LoneSegment::LoneSegment(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits,
+                         int64_t row0, bool last_chunk, int64_t n_vocab) {
+  // Offset 0 within an item of T rows (T + 1 when more chunks follow, so
+  // last() says whether this is the last chunk); kAll rows go to row0.. .
+  item_ = {&st, tokens, last_chunk ? T : T + 1, which,
+           logits && which == Logits::kAll ? logits + row0 * n_vocab : logits};
+  seg_ = {&item_, 0, T, 0};
+}
+
+OutputSegments keep_output_segments(std::span<const Segment> segs, std::initializer_list<RowBuffer> bufs) {
+  OutputSegments out;
+  for (const Segment& s : segs) {
+    const BatchItem& it = *s.item;
+    if (it.which == Logits::kNone || !it.logits) continue;
+    if (it.which == Logits::kLast && !s.last()) continue;
+    const int64_t skip = it.which == Logits::kLast ? s.T - 1 : 0;
+    const int64_t T = s.T - skip;
+    // Kept rows only move towards the front, in order: memmove in place is safe.
+    for (const RowBuffer& b : bufs)
+      if (s.row + skip != out.rows)
+        std::memmove(b.data + out.rows * b.width, b.data + (s.row + skip) * b.width,
+                     sizeof(float) * (size_t)(T * b.width));
+    out.segs.push_back({s.item, s.offset + skip, T, out.rows});
+    out.pos0.push_back(s.state().n_past() + skip);
+    out.rows += T;
+  }
+  return out;
+}
+
 }  // namespace chimera::models

@@ -3,6 +3,10 @@
 // pruning), and the residual-stream workspace.
 #pragma once
 
+#include <initializer_list>
+#include <span>
+#include <vector>
+
 #include "core/memory.h"
 #include "core/thread_pool.h"
 #include "format/gguf/gguf.h"
@@ -83,5 +87,42 @@ void attention_segments(const layers::AttentionConfig& c, const layers::Attentio
 
 // Advances every segment's state by its row count (end of a micro-batch).
 void advance_segments(std::span<const Segment> segs);
+
+// A lone micro-batch (MicroBatchedModel::ubatch's arguments) as the one
+// segment of a fused one, so a family with ubatch_segments needs no second
+// layer loop: ubatch_segments(lone.segs(), T, pool). Logits land where
+// write_logits would put them (kAll: rows row0.., kLast: row 0 on the last
+// chunk). Not copyable (the segment points at the item).
+class LoneSegment {
+ public:
+  LoneSegment(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits,
+              int64_t row0, bool last_chunk, int64_t n_vocab);
+  LoneSegment(const LoneSegment&) = delete;
+  LoneSegment& operator=(const LoneSegment&) = delete;
+  std::span<const Segment> segs() const { return {&seg_, 1}; }
+
+ private:
+  BatchItem item_;
+  Segment seg_;
+};
+
+// Output-row pruning for a fused micro-batch (keep_output_rows for every
+// segment): the rows whose logits are wanted, in segment order, moved to the
+// front of each buffer in `bufs` (pointer, floats per row) and described by
+// `segs` (row renumbered, offset / T narrowed to the kept rows: a kLast
+// segment keeps its last row on the item's last piece, kAll all rows, others
+// none), so write_logits_segments(segs) writes the same logits as for the
+// full micro-batch. pos0[i]: position of segs[i]'s first row given states not
+// yet advanced for this micro-batch.
+struct OutputSegments {
+  std::vector<Segment> segs;
+  std::vector<int64_t> pos0;
+  int64_t rows = 0;
+};
+struct RowBuffer {
+  float* data;
+  int64_t width;
+};
+OutputSegments keep_output_segments(std::span<const Segment> segs, std::initializer_list<RowBuffer> bufs);
 
 }  // namespace chimera::models

@@ -1,17 +1,22 @@
 // Model::forward_batch (fused multi-sequence forward) against forward() on
-// each sequence alone, for the families that fuse (llama, granitehybrid) on
-// their golden tiny models, 1 and 2 threads. Steps mix prefill chunks of
+// each sequence alone, for the families that fuse (llama incl. ternary
+// weights, granitehybrid, bitnet, bitnet-llama2c, phi4flash) on their golden
+// tiny models, 1 and 2 threads. Steps mix prefill chunks of
 // different lengths (one crossing the 256-row micro-batch limit, one long
 // enough for the Mamba-2 chunked SSD path) with decode steps; logits and every
 // layer's state (KV rows, conv / SSM state) must be bit-identical. Also: the
 // segment packing and forward_batch's validation (no state changes on error).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <vector>
 
+#include "format/bitnet_llama2c/bitnet_llama2c.h"
+#include "format/hf/hf_convert.h"
 #include "models/model.h"
 #include "test_util.h"
 
@@ -38,6 +43,15 @@ void expect_same_state(layers::SequenceState& a, layers::SequenceState& b, const
       const size_t nk = (size_t)(a.n_past() * ka->spec().n_embd_k), nv = (size_t)(a.n_past() * ka->spec().n_embd_v);
       EXPECT_EQ(0, std::memcmp(ka->k(), kb->k(), nk * sizeof(float))) << what << " K layer " << l;
       EXPECT_EQ(0, std::memcmp(ka->v(), kb->v(), nv * sizeof(float))) << what << " V layer " << l;
+    }
+    if (layers::RingKvCache* ra = a.ring(l)) {
+      // Rows 0 .. min(n_past, R) - 1 are written (position j in row j % R).
+      layers::RingKvCache* rb = b.ring(l);
+      const size_t n = (size_t)std::min(a.n_past(), ra->rows());
+      EXPECT_EQ(0, std::memcmp(ra->k(), rb->k(), n * (size_t)ra->spec().n_embd_k * sizeof(float)))
+          << what << " ring K layer " << l;
+      EXPECT_EQ(0, std::memcmp(ra->v(), rb->v(), n * (size_t)ra->spec().n_embd_v * sizeof(float)))
+          << what << " ring V layer " << l;
     }
     if (layers::RecurrentState* ra = a.recurrent(l)) {
       layers::RecurrentState* rb = b.recurrent(l);
@@ -139,6 +153,55 @@ TEST(ForwardBatch, DefaultPathMatchesForFamiliesWithoutFusion) {
   auto m = load(shared, "tiny-mamba2");
   ASSERT_TRUE(m);
   check_batched_equals_alone(*m, mixed_steps(), 2);
+}
+
+TEST(ForwardBatch, TernaryLlamaMatchesEachSequenceAlone) {
+  // TQ1_0 / TQ2_0 weights multiply Q8_K activations quantized per row.
+  CHIMERA_REQUIRE_SHARED(shared);
+  for (const char* name : {"quant-llama-TQ1_0", "quant-llama-TQ2_0"}) {
+    auto m = load(shared, name);
+    ASSERT_TRUE(m);
+    for (int threads : {1, 2}) check_batched_equals_alone(*m, mixed_steps(), threads);
+  }
+}
+
+TEST(ForwardBatch, BitnetMatchesEachSequenceAlone) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  auto m = load(shared, "tiny-bitnet-TQ2_0");
+  ASSERT_TRUE(m);
+  for (int threads : {1, 2}) check_batched_equals_alone(*m, mixed_steps(), threads);
+}
+
+TEST(ForwardBatch, BitnetLlama2cMatchesEachSequenceAlone) {
+  // absmax-int8 BitLinear: each row's activations are quantized on their own.
+  CHIMERA_REQUIRE_SHARED(shared);
+  const std::string dir = shared + "/models/bitnet-llama2c";
+  const std::string path = temp_path("batch-bitnet-1M.gguf");
+  format::bitnet_llama2c::ConvertOptions opts;
+  opts.name = "bitnet-1M";
+  const Status st = format::bitnet_llama2c::convert(dir + "/bitnet-1M.bin", dir + "/tok512.bin", path, opts);
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  auto r = models::load_model(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  auto m = std::move(r).value();
+  for (int threads : {1, 2}) check_batched_equals_alone(*m, mixed_steps(), threads);
+}
+
+TEST(ForwardBatch, Phi4FlashMatchesEachSequenceAlone) {
+  // Mamba-1 + memory, sliding-window (ring, window 16) and full differential
+  // attention, GMU and the YOCO cross decoder on the shared KV.
+  CHIMERA_REQUIRE_SHARED(shared);
+  const std::string path = temp_path("batch-phi4flash.gguf");
+  format::hf::ConvertOptions o;
+  o.out_type = "f32";
+  const Status st = format::hf::convert(shared + "/golden/hf/phi4flash-tiny-a", path, o);
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  auto r = models::load_model(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  auto m = std::move(r).value();
+  for (int threads : {1, 2}) check_batched_equals_alone(*m, mixed_steps(), threads);
 }
 
 TEST(ForwardBatch, InvalidItemsFailWithoutTouchingAnyState) {
