@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
@@ -59,10 +60,34 @@ void ComputeOptions::add_to(CLI::App* app) {
   app->add_option("--isa", isa, "Restrict kernels to an instruction set: scalar, avx2, avx512, avx512vnni, neon");
   app->add_flag("--no-repack-cache", no_repack_cache,
                 "Do not read or write MODEL.gguf.chimera-cache (the repacked weight layouts kept next to the model)");
+  for (auto [flag, dst, what] : {std::tuple{"--cache-type-k", &cache_type_k, "keys"},
+                                 std::tuple{"--cache-type-v", &cache_type_v, "values"}}) {
+    app->add_option(flag, *dst,
+                    std::string("KV cache storage type of the ") + what +
+                        ": f32 or f16 (default: f32; f16 halves the cache, llama.cpp's default)")
+        ->check(CLI::IsMember({"f32", "f16"}));
+  }
 }
+
+namespace {
+// What ComputeOptions::apply() chose for the next load_model_verbose.
+struct KvChoice {
+  std::string k, v;
+} g_kv_choice;
+
+Status apply_kv_choice(models::Model& m) {
+  auto parse = [](const std::string& s) { return s == "f16" ? kernels::KvType::kF16 : kernels::KvType::kF32; };
+  const layers::KvCacheTypes t{parse(g_kv_choice.k), parse(g_kv_choice.v)};
+  if (!m.accepts_kv_types(t))
+    return unsupported("--cache-type-k/--cache-type-v f16: " + m.info().arch +
+                       " models keep an f32 KV cache (their attention reads only f32 rows)");
+  return m.set_kv_types(t);
+}
+}  // namespace
 
 Status ComputeOptions::apply() const {
   set_global_thread_count(threads > 0 ? threads : default_thread_count());
+  g_kv_choice = {cache_type_k, cache_type_v};
   const char* env = std::getenv("CHIMERA_REPACK_CACHE");
   kernels::set_repack_cache_enabled(!no_repack_cache && !(env && std::string(env) == "0"));
   if (!isa.empty()) {
@@ -109,6 +134,7 @@ void SamplingOptions::add_to(CLI::App* app) {
 Result<std::unique_ptr<models::Model>> load_model_verbose(const std::string& path, bool quiet) {
   Stopwatch sw;
   CHIMERA_ASSIGN_OR_RETURN(auto m, models::load_model(path));
+  CHIMERA_RETURN_IF_ERROR(apply_kv_choice(*m));
   if (!quiet) {
     const auto& i = m->info();
     std::fprintf(stderr, "chimera: loaded %s (%s, %lld layers, %lld vocab, %.1f MiB) in %.2f s; %d threads, %s kernels\n",

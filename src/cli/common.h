@@ -23,6 +23,9 @@ struct ComputeOptions {
   int threads = 0;  // 0 = all cores
   std::string isa;  // "" = best
   bool no_repack_cache = false;  // --no-repack-cache (also CHIMERA_REPACK_CACHE=0)
+  // --cache-type-k / --cache-type-v: f32, f16, or "" = the default (see
+  // load_model_verbose). Applied to the next model loaded.
+  std::string cache_type_k, cache_type_v;
   void add_to(CLI::App* app);
   Status apply() const;
 };

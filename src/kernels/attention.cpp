@@ -1,4 +1,4 @@
-// Scaled dot-product attention over a float32 KV cache (kernels/attention.h),
+// Scaled dot-product attention over an f32 or f16 KV cache (kernels/attention.h),
 // Highway SIMD with runtime dispatch, two passes per query vector:
 //   1. s_j = scale * dot(q, k_j) over the visible keys (optional softcap), kept
 //      in a per-thread score buffer; then softmax over the row (kernels::softmax:
@@ -40,10 +40,8 @@ struct Task {
   const AttentionParams* p;
   const float* q;
   int64_t ldq, q_pos0;
-  const float* k;
-  int64_t ldk;
-  const float* v;
-  int64_t ldv, n_kv;
+  KvRows k, v;
+  int64_t n_kv;
   float* out;
   int64_t ldo;
 };
@@ -74,6 +72,17 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using attn_detail::Task;
 using attn_detail::Unit;
+
+// One vector of K / V elements widened to f32 (exact for f16).
+template <class D>
+HWY_INLINE hn::Vec<D> LoadKv(D d, const float* HWY_RESTRICT p) {
+  return hn::LoadU(d, p);
+}
+template <class D>
+HWY_INLINE hn::Vec<D> LoadKv(D d, const hwy::float16_t* HWY_RESTRICT p) {
+  const hn::Rebind<hwy::float16_t, D> dh;
+  return hn::PromoteTo(d, hn::LoadU(dh, p));
+}
 
 // Horizontal sums of four vectors into out[0..4). One fixed tree for every
 // slot (pairwise within 128-bit blocks, then the blocks folded by halves), so
@@ -114,16 +123,16 @@ HWY_INLINE void Reduce4(D d, V a, V b, V c, V e, float* HWY_RESTRICT out) {
 }
 
 // dot(q, k) with two accumulators (even / odd vectors); hd % Lanes(d) == 0.
-template <class D>
-HWY_INLINE float Dot1(D d, const float* HWY_RESTRICT q, const float* HWY_RESTRICT k, size_t hd) {
+template <class D, class TK>
+HWY_INLINE float Dot1(D d, const float* HWY_RESTRICT q, const TK* HWY_RESTRICT k, size_t hd) {
   const size_t N = hn::Lanes(d);
   auto a0 = hn::Zero(d), a1 = hn::Zero(d);
   size_t i = 0;
   for (; i + 2 * N <= hd; i += 2 * N) {
-    a0 = hn::MulAdd(hn::LoadU(d, q + i), hn::LoadU(d, k + i), a0);
-    a1 = hn::MulAdd(hn::LoadU(d, q + i + N), hn::LoadU(d, k + i + N), a1);
+    a0 = hn::MulAdd(hn::LoadU(d, q + i), LoadKv(d, k + i), a0);
+    a1 = hn::MulAdd(hn::LoadU(d, q + i + N), LoadKv(d, k + i + N), a1);
   }
-  if (i < hd) a0 = hn::MulAdd(hn::LoadU(d, q + i), hn::LoadU(d, k + i), a0);
+  if (i < hd) a0 = hn::MulAdd(hn::LoadU(d, q + i), LoadKv(d, k + i), a0);
   const auto s = hn::Add(a0, a1);
   float r[4];
   Reduce4(d, s, s, s, s, r);
@@ -131,33 +140,33 @@ HWY_INLINE float Dot1(D d, const float* HWY_RESTRICT q, const float* HWY_RESTRIC
 }
 
 // Four keys k, k+ldk, k+2ldk, k+3ldk at once, bit-identical to four Dot1 calls.
-template <class D>
-HWY_INLINE void Dot4(D d, const float* HWY_RESTRICT q, const float* HWY_RESTRICT k, size_t ldk, size_t hd,
+template <class D, class TK>
+HWY_INLINE void Dot4(D d, const float* HWY_RESTRICT q, const TK* HWY_RESTRICT k, size_t ldk, size_t hd,
                      float* HWY_RESTRICT s) {
   const size_t N = hn::Lanes(d);
-  const float* k1 = k + ldk;
-  const float* k2 = k + 2 * ldk;
-  const float* k3 = k + 3 * ldk;
+  const TK* k1 = k + ldk;
+  const TK* k2 = k + 2 * ldk;
+  const TK* k3 = k + 3 * ldk;
   auto a0 = hn::Zero(d), b0 = hn::Zero(d), c0 = hn::Zero(d), e0 = hn::Zero(d);
   auto a1 = hn::Zero(d), b1 = hn::Zero(d), c1 = hn::Zero(d), e1 = hn::Zero(d);
   size_t i = 0;
   for (; i + 2 * N <= hd; i += 2 * N) {
     const auto q0 = hn::LoadU(d, q + i), q1 = hn::LoadU(d, q + i + N);
-    a0 = hn::MulAdd(q0, hn::LoadU(d, k + i), a0);
-    b0 = hn::MulAdd(q0, hn::LoadU(d, k1 + i), b0);
-    c0 = hn::MulAdd(q0, hn::LoadU(d, k2 + i), c0);
-    e0 = hn::MulAdd(q0, hn::LoadU(d, k3 + i), e0);
-    a1 = hn::MulAdd(q1, hn::LoadU(d, k + i + N), a1);
-    b1 = hn::MulAdd(q1, hn::LoadU(d, k1 + i + N), b1);
-    c1 = hn::MulAdd(q1, hn::LoadU(d, k2 + i + N), c1);
-    e1 = hn::MulAdd(q1, hn::LoadU(d, k3 + i + N), e1);
+    a0 = hn::MulAdd(q0, LoadKv(d, k + i), a0);
+    b0 = hn::MulAdd(q0, LoadKv(d, k1 + i), b0);
+    c0 = hn::MulAdd(q0, LoadKv(d, k2 + i), c0);
+    e0 = hn::MulAdd(q0, LoadKv(d, k3 + i), e0);
+    a1 = hn::MulAdd(q1, LoadKv(d, k + i + N), a1);
+    b1 = hn::MulAdd(q1, LoadKv(d, k1 + i + N), b1);
+    c1 = hn::MulAdd(q1, LoadKv(d, k2 + i + N), c1);
+    e1 = hn::MulAdd(q1, LoadKv(d, k3 + i + N), e1);
   }
   if (i < hd) {
     const auto q0 = hn::LoadU(d, q + i);
-    a0 = hn::MulAdd(q0, hn::LoadU(d, k + i), a0);
-    b0 = hn::MulAdd(q0, hn::LoadU(d, k1 + i), b0);
-    c0 = hn::MulAdd(q0, hn::LoadU(d, k2 + i), c0);
-    e0 = hn::MulAdd(q0, hn::LoadU(d, k3 + i), e0);
+    a0 = hn::MulAdd(q0, LoadKv(d, k + i), a0);
+    b0 = hn::MulAdd(q0, LoadKv(d, k1 + i), b0);
+    c0 = hn::MulAdd(q0, LoadKv(d, k2 + i), c0);
+    e0 = hn::MulAdd(q0, LoadKv(d, k3 + i), e0);
   }
   Reduce4(d, hn::Add(a0, a1), hn::Add(b0, b1), hn::Add(c0, c1), hn::Add(e0, e1), s);
 }
@@ -181,21 +190,21 @@ HWY_INLINE void Softcap(D d, float* s, size_t n, float cap) {
 }
 
 // acc[0..NV) += p * v[0..NV*N) for each visible key, then stored to o.
-template <int NV, class D>
-HWY_INLINE void AccumulatePV(D d, const float* HWY_RESTRICT prow, const float* HWY_RESTRICT v, size_t ldv,
+template <int NV, class D, class TV>
+HWY_INLINE void AccumulatePV(D d, const float* HWY_RESTRICT prow, const TV* HWY_RESTRICT v, size_t ldv,
                              int64_t n, float* HWY_RESTRICT o) {
   const size_t N = hn::Lanes(d);
   hn::Vec<D> acc[NV];
   for (int t = 0; t < NV; ++t) acc[t] = hn::LoadU(d, o + t * N);
   for (int64_t j = 0; j < n; ++j) {
     const auto pj = hn::Set(d, prow[j]);
-    const float* vj = v + (size_t)j * ldv;
-    for (int t = 0; t < NV; ++t) acc[t] = hn::MulAdd(pj, hn::LoadU(d, vj + t * N), acc[t]);
+    const TV* vj = v + (size_t)j * ldv;
+    for (int t = 0; t < NV; ++t) acc[t] = hn::MulAdd(pj, LoadKv(d, vj + t * N), acc[t]);
   }
   for (int t = 0; t < NV; ++t) hn::StoreU(acc[t], d, o + t * N);
 }
 
-template <class D>
+template <class TK, class TV, class D>
 HWY_NOINLINE void RunUnit(D d, const Task& t, const Unit& u, float* scores, int64_t* lo, int64_t* hi) {
   const AttentionParams& p = *t.p;
   const size_t hd = (size_t)p.head_dim;
@@ -220,8 +229,8 @@ HWY_NOINLINE void RunUnit(D d, const Task& t, const Unit& u, float* scores, int6
   for (int64_t m = 0; m < M; ++m) std::fill(orow(m), orow(m) + hd, 0.0f);
   if (jmin >= jmax) return;
   const int64_t span = jmax - jmin;
-  const float* kg = t.k + u.g * (int64_t)hd;
-  const float* vg = t.v + u.g * (int64_t)hd;
+  const TK* kg = static_cast<const TK*>(t.k.data) + u.g * (int64_t)hd;
+  const TV* vg = static_cast<const TV*>(t.v.data) + u.g * (int64_t)hd;
 
   // Pass 1: scores, four keys at a time where all four are visible.
   for (int64_t j = jmin; j < jmax; j += 4) {
@@ -230,11 +239,11 @@ HWY_NOINLINE void RunUnit(D d, const Task& t, const Unit& u, float* scores, int6
       float* srow = scores + m * span;  // index j - jmin
       const float* qm = qrow(m);
       if (j >= lo[m] && je - j == 4 && je <= hi[m]) {
-        Dot4(d, qm, kg + j * t.ldk, (size_t)t.ldk, hd, srow + (j - jmin));
+        Dot4(d, qm, kg + j * t.k.ld, (size_t)t.k.ld, hd, srow + (j - jmin));
         for (int64_t c = j; c < je; ++c) srow[c - jmin] *= p.scale;
       } else {
         for (int64_t c = std::max(j, lo[m]); c < std::min(je, hi[m]); ++c) {
-          srow[c - jmin] = Dot1(d, qm, kg + c * t.ldk, hd) * p.scale;
+          srow[c - jmin] = Dot1(d, qm, kg + c * t.k.ld, hd) * p.scale;
         }
       }
     }
@@ -254,28 +263,38 @@ HWY_NOINLINE void RunUnit(D d, const Task& t, const Unit& u, float* scores, int6
       const int64_t a = std::max(jc, lo[m]), b = std::min(je, hi[m]);
       if (a >= b) continue;
       const float* prow = scores + m * span + (a - jmin);  // p of key a
-      const float* va = vg + a * t.ldv;
+      const TV* va = vg + a * t.v.ld;
       float* o = orow(m);
       size_t c = 0;
-      for (; c + 4 * N <= hd; c += 4 * N) AccumulatePV<4>(d, prow, va + c, (size_t)t.ldv, b - a, o + c);
-      for (; c < hd; c += N) AccumulatePV<1>(d, prow, va + c, (size_t)t.ldv, b - a, o + c);
+      for (; c + 4 * N <= hd; c += 4 * N) AccumulatePV<4>(d, prow, va + c, (size_t)t.v.ld, b - a, o + c);
+      for (; c < hd; c += N) AccumulatePV<1>(d, prow, va + c, (size_t)t.v.ld, b - a, o + c);
     }
   }
 }
 
 // Runs one unit with the widest vector whose lane count divides head_dim.
-void AttentionUnitImpl(const Task& t, const Unit& u, float* scores, int64_t* lo, int64_t* hi) {
+template <class TK, class TV>
+void UnitForTypes(const Task& t, const Unit& u, float* scores, int64_t* lo, int64_t* hi) {
   const size_t hd = (size_t)t.p->head_dim;
   const hn::ScalableTag<float> d;
-  if (hd % hn::Lanes(d) == 0) return RunUnit(d, t, u, scores, lo, hi);
+  if (hd % hn::Lanes(d) == 0) return RunUnit<TK, TV>(d, t, u, scores, lo, hi);
 #if HWY_TARGET != HWY_SCALAR
   const hn::CappedTag<float, 8> d8;
-  if (hd % hn::Lanes(d8) == 0) return RunUnit(d8, t, u, scores, lo, hi);
+  if (hd % hn::Lanes(d8) == 0) return RunUnit<TK, TV>(d8, t, u, scores, lo, hi);
   const hn::CappedTag<float, 4> d4;
-  if (hd % hn::Lanes(d4) == 0) return RunUnit(d4, t, u, scores, lo, hi);
+  if (hd % hn::Lanes(d4) == 0) return RunUnit<TK, TV>(d4, t, u, scores, lo, hi);
 #endif
   const hn::CappedTag<float, 1> d1;
-  RunUnit(d1, t, u, scores, lo, hi);
+  RunUnit<TK, TV>(d1, t, u, scores, lo, hi);
+}
+
+void AttentionUnitImpl(const Task& t, const Unit& u, float* scores, int64_t* lo, int64_t* hi) {
+  using F16 = hwy::float16_t;
+  const bool k16 = t.k.type == KvType::kF16, v16 = t.v.type == KvType::kF16;
+  if (!k16 && !v16) return UnitForTypes<float, float>(t, u, scores, lo, hi);
+  if (k16 && v16) return UnitForTypes<F16, F16>(t, u, scores, lo, hi);
+  if (k16) return UnitForTypes<F16, float>(t, u, scores, lo, hi);
+  UnitForTypes<float, F16>(t, u, scores, lo, hi);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -287,9 +306,10 @@ namespace chimera::kernels {
 
 HWY_EXPORT(AttentionUnitImpl);
 
-void attention(const AttentionParams& p, const float* q, int64_t n_q, int64_t ldq, int64_t q_pos0,
-               const float* k, int64_t ldk, const float* v, int64_t ldv, int64_t n_kv, float* out,
-               int64_t ldo, ThreadPool* pool) {
+const char* kv_type_name(KvType t) { return t == KvType::kF16 ? "f16" : "f32"; }
+
+void attention(const AttentionParams& p, const float* q, int64_t n_q, int64_t ldq, int64_t q_pos0, KvRows k,
+               KvRows v, int64_t n_kv, float* out, int64_t ldo, ThreadPool* pool) {
   if (n_q <= 0 || p.n_head <= 0 || p.n_head_kv <= 0 || p.head_dim <= 0 || p.n_head % p.n_head_kv != 0) return;
   const int64_t n_rep = p.n_head / p.n_head_kv;
   const int nt = pool ? pool->size() : 1;
@@ -304,7 +324,7 @@ void attention(const AttentionParams& p, const float* q, int64_t n_q, int64_t ld
   const int64_t qb = std::min(n_q, std::max<int64_t>(1, 16 / hb));
   const int64_t n_qb = (n_q + qb - 1) / qb, n_hb = (n_rep + hb - 1) / hb;
   const int64_t total = n_qb * p.n_head_kv * n_hb;
-  const attn_detail::Task task{&p, q, ldq, q_pos0, k, ldk, v, ldv, n_kv, out, ldo};
+  const attn_detail::Task task{&p, q, ldq, q_pos0, k, v, n_kv, out, ldo};
 
   std::atomic<int64_t> next{0};
   auto worker = [&](int, int) {

@@ -1,4 +1,5 @@
-// Scaled dot-product attention over a float32 KV cache, with grouped KV heads.
+// Scaled dot-product attention over a float32 or float16 KV cache, with
+// grouped KV heads.
 //
 // Layout: q has n_q rows of n_head*head_dim floats (row stride ldq); the cache
 // holds n_kv key rows and value rows of n_head_kv*head_dim floats (strides ldk,
@@ -7,6 +8,8 @@
 //   causal:      query at position p sees keys 0..p (and < n_kv)
 //   window > 0:  additionally only keys p-window+1..p
 //   non-causal:  all n_kv keys (diffusion LMs)
+// K and V rows may each be f32 or IEEE binary16 (KvRows; the f16 overload
+// widens each element exactly, so it equals the f32 kernel on the rounded rows).
 // out has n_q rows of n_head*head_dim (stride ldo). Softmax in float32 with max
 // subtraction; work is split over (query, head) pairs, each computed by one
 // thread in a fixed order, so results do not depend on the thread count.
@@ -28,8 +31,26 @@ struct AttentionParams {
   float softcap = 0.f;   // 0 = none; else scores = softcap * tanh(scores / softcap)
 };
 
-void attention(const AttentionParams& p, const float* q, int64_t n_q, int64_t ldq, int64_t q_pos0,
-               const float* k, int64_t ldk, const float* v, int64_t ldv, int64_t n_kv, float* out,
-               int64_t ldo, ThreadPool* pool);
+// Element type of stored K / V rows.
+enum class KvType : uint8_t { kF32, kF16 };
+inline size_t kv_type_size(KvType t) { return t == KvType::kF16 ? 2 : 4; }
+const char* kv_type_name(KvType t);  // "f32", "f16"
+
+// Rows of a KV store: row j at data + j * ld elements of `type`.
+struct KvRows {
+  const void* data = nullptr;
+  int64_t ld = 0;
+  KvType type = KvType::kF32;
+};
+
+void attention(const AttentionParams& p, const float* q, int64_t n_q, int64_t ldq, int64_t q_pos0, KvRows k,
+               KvRows v, int64_t n_kv, float* out, int64_t ldo, ThreadPool* pool);
+
+inline void attention(const AttentionParams& p, const float* q, int64_t n_q, int64_t ldq, int64_t q_pos0,
+                      const float* k, int64_t ldk, const float* v, int64_t ldv, int64_t n_kv, float* out,
+                      int64_t ldo, ThreadPool* pool) {
+  attention(p, q, n_q, ldq, q_pos0, KvRows{k, ldk, KvType::kF32}, KvRows{v, ldv, KvType::kF32}, n_kv, out, ldo,
+            pool);
+}
 
 }  // namespace chimera::kernels

@@ -1,5 +1,7 @@
-// Attention block implementation. K and V are projected straight into the
-// cache rows of their positions (no copy); RoPE is applied in place there.
+// Attention block implementation. With an f32 cache K and V are projected
+// straight into the cache rows of their positions (no copy) and RoPE is
+// applied in place there; other cache types get the rows through scratch
+// (projected, rotated, then stored converted).
 #include "layers/attention_block.h"
 
 #include <cmath>
@@ -18,6 +20,8 @@ Result<AttentionWeights> bind_attention(const WeightBinder& b, const std::string
 void AttentionScratch::reserve(const AttentionConfig& c, int64_t max_tokens) {
   q.resize((size_t)(max_tokens * c.n_head * c.head_dim));
   attn.resize((size_t)(max_tokens * c.n_head * c.head_dim_v));
+  k.resize((size_t)(max_tokens * c.n_head_kv * c.head_dim));
+  v.resize((size_t)(max_tokens * c.n_head_kv * c.head_dim_v));
 }
 
 kernels::AttentionParams attention_params(const AttentionConfig& c) {
@@ -51,12 +55,14 @@ void attention_forward(const AttentionConfig& c, const AttentionWeights& w, cons
   const int64_t nk = c.n_head_kv * c.head_dim;
   const int64_t nv = c.n_head_kv * c.head_dim_v;
   float* q = s.q.data();
-  float* k = cache.k_row(pos0);
-  float* v = cache.v_row(pos0);
+  const bool in_place = cache.types() == KvCacheTypes{};
+  float* k = in_place ? cache.k_row(pos0) : s.k.data();
+  float* v = in_place ? cache.v_row(pos0) : s.v.data();
   apply_same_input({{&w.wq, q, nq}, {&w.wk, k, nk}, {&w.wv, v, nv}}, h, T, c.n_embd, s.packed, pool);
   rope_rows(c, q, k, T, pos0);
-  kernels::attention(attention_params(c), q, T, nq, pos0, cache.k(), nk, cache.v(), nv, n_kv, s.attn.data(), c.n_head * c.head_dim_v,
-                     pool);
+  if (!in_place) cache.store(pos0, T, k, nk, v, nv);
+  kernels::attention(attention_params(c), q, T, nq, pos0, cache.k_rows(), cache.v_rows(), n_kv, s.attn.data(),
+                     c.n_head * c.head_dim_v, pool);
   w.wo.apply(s.attn.data(), T, c.n_head * c.head_dim_v, out, c.n_embd, pool);
 }
 

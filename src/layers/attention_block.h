@@ -36,6 +36,7 @@ Result<AttentionWeights> bind_attention(const WeightBinder& b, const std::string
 // Scratch for one call of up to max_tokens rows.
 struct AttentionScratch {
   AlignedBuffer<float> q, attn;
+  AlignedBuffer<float> k, v;  // K/V rows on their way into a non-f32 cache
   AlignedBuffer<uint8_t> packed;  // activation packing of the fused q/k/v job (grows on demand)
   void reserve(const AttentionConfig& c, int64_t max_tokens);
 };

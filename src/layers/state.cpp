@@ -3,17 +3,77 @@
 #include "layers/state.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "core/fp16.h"
+
 namespace chimera::layers {
 
-KvCache::KvCache(const KvSpec& spec, int64_t n_ctx)
-    : spec_(spec), n_ctx_(n_ctx), k_((size_t)(spec.n_embd_k * n_ctx)), v_((size_t)(spec.n_embd_v * n_ctx)) {}
+namespace {
+
+using kernels::KvType;
+
+// n rows of `width` floats (source stride ld) into storage rows of `type`.
+void store_rows(uint8_t* dst, KvType type, int64_t width, const float* src, int64_t ld, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) {
+    const float* s = src + t * ld;
+    if (type == KvType::kF32) {
+      std::memcpy(dst + (size_t)(t * width) * 4, s, (size_t)width * 4);
+    } else {
+      auto* d = reinterpret_cast<uint16_t*>(dst) + t * width;
+      for (int64_t i = 0; i < width; ++i) d[i] = f32_to_f16(s[i]);
+    }
+  }
+}
+
+void load_rows(const uint8_t* src, KvType type, int64_t count, float* out) {
+  if (type == KvType::kF32) {
+    std::memcpy(out, src, (size_t)count * 4);
+  } else {
+    const auto* h = reinterpret_cast<const uint16_t*>(src);
+    for (int64_t i = 0; i < count; ++i) out[i] = f16_to_f32(h[i]);
+  }
+}
+
+}  // namespace
+
+KvCache::KvCache(const KvSpec& spec, int64_t n_ctx, KvCacheTypes types)
+    : spec_(spec),
+      n_ctx_(n_ctx),
+      types_(types),
+      k_((size_t)(spec.n_embd_k * n_ctx) * kernels::kv_type_size(types.k)),
+      v_((size_t)(spec.n_embd_v * n_ctx) * kernels::kv_type_size(types.v)) {}
+
+float* KvCache::f32(AlignedBuffer<uint8_t>& b, KvType t) {
+  if (t != KvType::kF32) {
+    std::fprintf(stderr, "chimera: internal error: f32 row access to an f16 KV cache\n");
+    std::abort();
+  }
+  return reinterpret_cast<float*>(b.data());
+}
+
+void KvCache::store(int64_t pos, int64_t n, const float* k, int64_t ldk, const float* v, int64_t ldv) {
+  const size_t ek = kernels::kv_type_size(types_.k), ev = kernels::kv_type_size(types_.v);
+  store_rows(k_.data() + (size_t)(pos * spec_.n_embd_k) * ek, types_.k, spec_.n_embd_k, k, ldk, n);
+  store_rows(v_.data() + (size_t)(pos * spec_.n_embd_v) * ev, types_.v, spec_.n_embd_v, v, ldv, n);
+}
+
+void KvCache::load_k(int64_t pos, int64_t n, float* out) const {
+  const size_t e = kernels::kv_type_size(types_.k);
+  load_rows(k_.data() + (size_t)(pos * spec_.n_embd_k) * e, types_.k, n * spec_.n_embd_k, out);
+}
+
+void KvCache::load_v(int64_t pos, int64_t n, float* out) const {
+  const size_t e = kernels::kv_type_size(types_.v);
+  load_rows(v_.data() + (size_t)(pos * spec_.n_embd_v) * e, types_.v, n * spec_.n_embd_v, out);
+}
 
 void KvCache::copy_from(const KvCache& o, int64_t n_rows) {
-  std::memcpy(k_.data(), o.k_.data(), (size_t)(n_rows * spec_.n_embd_k) * sizeof(float));
-  std::memcpy(v_.data(), o.v_.data(), (size_t)(n_rows * spec_.n_embd_v) * sizeof(float));
+  std::memcpy(k_.data(), o.k_.data(), (size_t)(n_rows * spec_.n_embd_k) * kernels::kv_type_size(types_.k));
+  std::memcpy(v_.data(), o.v_.data(), (size_t)(n_rows * spec_.n_embd_v) * kernels::kv_type_size(types_.v));
 }
 
 RecurrentState::RecurrentState(const RecurrentSpec& spec)
@@ -47,11 +107,12 @@ void RingKvCache::copy_from(const RingKvCache& o, int64_t n_past) {
   std::memcpy(v_.data(), o.v_.data(), (size_t)(n * spec_.n_embd_v) * sizeof(float));
 }
 
-SequenceState::SequenceState(const std::vector<LayerStateSpec>& specs, int64_t n_ctx) : specs_(specs), n_ctx_(n_ctx) {
+SequenceState::SequenceState(const std::vector<LayerStateSpec>& specs, int64_t n_ctx, KvCacheTypes kv_types)
+    : specs_(specs), n_ctx_(n_ctx), kv_types_(kv_types) {
   layers_.reserve(specs.size());
   for (const auto& s : specs) {
     if (const auto* kv = std::get_if<KvSpec>(&s)) {
-      layers_.emplace_back(std::make_unique<KvCache>(*kv, n_ctx));
+      layers_.emplace_back(std::make_unique<KvCache>(*kv, n_ctx, kv_types));
     } else if (const auto* r = std::get_if<RecurrentSpec>(&s)) {
       layers_.emplace_back(std::make_unique<RecurrentState>(*r));  // zero-initialised
     } else if (const auto* rk = std::get_if<RingKvSpec>(&s)) {
@@ -112,6 +173,8 @@ Status SequenceState::copy_from(const SequenceState& other) {
       const KvSpec& b = this->kv(i)->spec();
       if (a.n_embd_k != b.n_embd_k || a.n_embd_v != b.n_embd_v)
         return invalid_argument("KV shapes differ at layer " + std::to_string(i));
+      if (!((*kv)->types() == this->kv(i)->types()))
+        return invalid_argument("KV cache types differ at layer " + std::to_string(i));
     } else if (const auto* rk = std::get_if<std::unique_ptr<RingKvCache>>(&other.layers_[i])) {
       const RingKvCache& a = **rk;
       const RingKvCache& b = *ring(i);
@@ -133,7 +196,7 @@ Status SequenceState::copy_from(const SequenceState& other) {
 }
 
 std::unique_ptr<SequenceState> SequenceState::snapshot() const {
-  auto s = std::make_unique<SequenceState>(specs_, n_ctx_);
+  auto s = std::make_unique<SequenceState>(specs_, n_ctx_, kv_types_);
   (void)s->copy_from(*this);  // same shape by construction
   return s;
 }

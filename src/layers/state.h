@@ -1,7 +1,9 @@
 // Per-sequence, per-layer inference state. A model declares what each layer
 // needs (LayerStateSpec); the runtime builds a SequenceState from those
 // declarations, so schedulers and samplers never branch on the model family.
-//   KvCache:        full float32 K/V rows, row j = token at position j.
+//   KvCache:        full K/V rows, row j = token at position j, stored as f32
+//                   or f16 (KvCacheTypes, separately for K and V; f16 rows are
+//                   written rounded to nearest even and read back exactly).
 //   RecurrentState: conv state ([K-1][C], the last K-1 raw conv inputs, oldest
 //                   row first) + SSM state (Mamba-1 [D][N], Mamba-2 [H][P][N]),
 //                   both float32 (layers/mamba*.h own their interpretation).
@@ -29,6 +31,7 @@
 
 #include "core/memory.h"
 #include "core/status.h"
+#include "kernels/attention.h"
 
 namespace chimera::layers {
 
@@ -55,22 +58,49 @@ struct NoStateSpec {};
 
 using LayerStateSpec = std::variant<NoStateSpec, KvSpec, RecurrentSpec, RingKvSpec>;
 
+// Storage types of the full KV caches of a sequence (llama.cpp's
+// --cache-type-k / --cache-type-v).
+struct KvCacheTypes {
+  kernels::KvType k = kernels::KvType::kF32;
+  kernels::KvType v = kernels::KvType::kF32;
+  bool operator==(const KvCacheTypes&) const = default;
+};
+
 class KvCache {
  public:
-  KvCache(const KvSpec& spec, int64_t n_ctx);
-  float* k_row(int64_t pos) { return k_.data() + pos * spec_.n_embd_k; }
-  float* v_row(int64_t pos) { return v_.data() + pos * spec_.n_embd_v; }
-  const float* k() const { return k_.data(); }
-  const float* v() const { return v_.data(); }
+  KvCache(const KvSpec& spec, int64_t n_ctx, KvCacheTypes types = {});
+  // Stores n rows at positions pos..pos+n-1 (row t of K at k + t * ldk floats),
+  // converted to the storage types.
+  void store(int64_t pos, int64_t n, const float* k, int64_t ldk, const float* v, int64_t ldv);
+  // Rows pos..pos+n-1 read back as f32 (n * n_embd_k / n_embd_v floats).
+  void load_k(int64_t pos, int64_t n, float* out) const;
+  void load_v(int64_t pos, int64_t n, float* out) const;
+  // All rows, for the attention kernels.
+  kernels::KvRows k_rows() const { return {k_.data(), spec_.n_embd_k, types_.k}; }
+  kernels::KvRows v_rows() const { return {v_.data(), spec_.n_embd_v, types_.v}; }
+  // Direct f32 row access, for the families that write and read f32 caches in
+  // place (only valid when both types are f32: aborts otherwise).
+  float* k_row(int64_t pos) { return f32(k_, types_.k) + pos * spec_.n_embd_k; }
+  float* v_row(int64_t pos) { return f32(v_, types_.v) + pos * spec_.n_embd_v; }
+  const float* k() const { return const_cast<KvCache*>(this)->k_row(0); }
+  const float* v() const { return const_cast<KvCache*>(this)->v_row(0); }
   int64_t n_ctx() const { return n_ctx_; }
   const KvSpec& spec() const { return spec_; }
-  size_t bytes() const { return (k_.size() + v_.size()) * sizeof(float); }
+  KvCacheTypes types() const { return types_; }
+  size_t bytes() const { return k_.size() + v_.size(); }
+  // Bytes one position takes (K and V rows).
+  size_t row_bytes() const {
+    return (size_t)spec_.n_embd_k * kernels::kv_type_size(types_.k) +
+           (size_t)spec_.n_embd_v * kernels::kv_type_size(types_.v);
+  }
   void copy_from(const KvCache& o, int64_t n_rows);
 
  private:
+  static float* f32(AlignedBuffer<uint8_t>& b, kernels::KvType t);
   KvSpec spec_;
   int64_t n_ctx_;
-  AlignedBuffer<float> k_, v_;
+  KvCacheTypes types_;
+  AlignedBuffer<uint8_t> k_, v_;
 };
 
 class RecurrentState {
@@ -118,7 +148,10 @@ using LayerState = std::variant<std::monostate, std::unique_ptr<KvCache>, std::u
 
 class SequenceState {
  public:
-  SequenceState(const std::vector<LayerStateSpec>& specs, int64_t n_ctx);
+  // kv_types applies to every full KvCache layer (ring and recurrent layers
+  // stay f32).
+  SequenceState(const std::vector<LayerStateSpec>& specs, int64_t n_ctx, KvCacheTypes kv_types = {});
+  KvCacheTypes kv_types() const { return kv_types_; }
   int64_t n_ctx() const { return n_ctx_; }
   // Tokens already processed (the next token goes to position n_past()).
   int64_t n_past() const { return n_past_; }
@@ -155,6 +188,7 @@ class SequenceState {
  private:
   std::vector<LayerStateSpec> specs_;
   int64_t n_ctx_;
+  KvCacheTypes kv_types_;
   int64_t n_past_ = 0;
   std::vector<LayerState> layers_;
 };

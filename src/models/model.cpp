@@ -45,6 +45,21 @@ Status Model::forward_batch(std::span<BatchItem> items, ThreadPool* pool) {
   return Status::ok();
 }
 
+bool Model::accepts_kv_types(layers::KvCacheTypes t) const {
+  if (t == layers::KvCacheTypes{} || reads_f16_kv()) return true;
+  for (const auto& s : state_specs())
+    if (std::holds_alternative<layers::KvSpec>(s)) return false;
+  return true;
+}
+
+Status Model::set_kv_types(layers::KvCacheTypes t) {
+  if (!accepts_kv_types(t))
+    return unsupported(info_.arch + ": KV cache type k=" + kernels::kv_type_name(t.k) + " v=" +
+                       kernels::kv_type_name(t.v) + " is not supported for this architecture (f32 only)");
+  kv_types_ = t;
+  return Status::ok();
+}
+
 void Model::forward_batch_impl(std::span<BatchItem> items, ThreadPool* pool) {
   for (BatchItem& it : items) forward_impl(*it.state, it.tokens, it.n, it.which, it.logits, pool);
 }

@@ -72,8 +72,15 @@ class Model {
   // What each layer keeps per sequence.
   virtual std::vector<layers::LayerStateSpec> state_specs() const = 0;
   std::unique_ptr<layers::SequenceState> new_state(int64_t n_ctx) const {
-    return std::make_unique<layers::SequenceState>(state_specs(), n_ctx);
+    return std::make_unique<layers::SequenceState>(state_specs(), n_ctx, kv_types_);
   }
+  // Storage types of the full KV caches of states made from now on (f32 by
+  // default). A non-f32 type is refused by families whose attention reads
+  // only f32 caches (accepts_kv_types); families without KV caches accept
+  // any (nothing changes).
+  Status set_kv_types(layers::KvCacheTypes t);
+  bool accepts_kv_types(layers::KvCacheTypes t) const;
+  layers::KvCacheTypes kv_types() const { return kv_types_; }
 
   // Runs tokens[0..n) at positions st.n_past().. and advances st. Writes
   // logits rows of n_vocab floats as `which` asks. Context overflow and bad
@@ -95,6 +102,9 @@ class Model {
                             float* logits, ThreadPool* pool) = 0;
   // Items already validated. Default: forward_impl per item.
   virtual void forward_batch_impl(std::span<BatchItem> items, ThreadPool* pool);
+  // True if the family's attention reads f16 KV caches (KvCache::k_rows).
+  virtual bool reads_f16_kv() const { return false; }
+  layers::KvCacheTypes kv_types_;
 
   ModelInfo info_;
   // Load-time repacked weight copies (WeightBinder(g, &packed_)); a base-class

@@ -136,9 +136,8 @@ void attention_segments(const layers::AttentionConfig& c, const layers::Attentio
     float* qs = q + sg.row * nq;
     float* ks = k + sg.row * nk;
     layers::rope_rows(c, qs, ks, sg.T, pos0);
-    std::memcpy(cache.k_row(pos0), ks, (size_t)(sg.T * nk) * sizeof(float));
-    std::memcpy(cache.v_row(pos0), v + sg.row * nv, (size_t)(sg.T * nv) * sizeof(float));
-    kernels::attention(ap, qs, sg.T, nq, pos0, cache.k(), nk, cache.v(), nv, pos0 + sg.T, attn + sg.row * no, no,
+    cache.store(pos0, sg.T, ks, nk, v + sg.row * nv, nv);
+    kernels::attention(ap, qs, sg.T, nq, pos0, cache.k_rows(), cache.v_rows(), pos0 + sg.T, attn + sg.row * no, no,
                        pool);
   }
   w.wo.apply(attn, rows, no, out, c.n_embd, pool);

@@ -1,9 +1,11 @@
 // SequenceSession <-> bytes (see session_io.h).
 #include "runtime/session_io.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 namespace chimera::runtime {
 namespace {
@@ -69,8 +71,12 @@ void write_all(const models::Model& m, const SequenceSession& s, Writer& w) {
       w.put<uint8_t>(kKv);
       w.put<int64_t>(kv->spec().n_embd_k);
       w.put<int64_t>(kv->spec().n_embd_v);
-      w.floats(kv->k(), n_past * kv->spec().n_embd_k);
-      w.floats(kv->v(), n_past * kv->spec().n_embd_v);
+      // Rows are saved as f32 whatever the cache type (f16 widens exactly).
+      std::vector<float> rows((size_t)(n_past * std::max(kv->spec().n_embd_k, kv->spec().n_embd_v)));
+      kv->load_k(0, n_past, rows.data());
+      w.floats(rows.data(), n_past * kv->spec().n_embd_k);
+      kv->load_v(0, n_past, rows.data());
+      w.floats(rows.data(), n_past * kv->spec().n_embd_v);
     } else if (const layers::RecurrentState* r = ms.recurrent(i)) {
       const layers::RecurrentSpec& sp = r->spec();
       w.put<uint8_t>(kRecurrent);
@@ -226,8 +232,10 @@ Status load_session(const models::Model& m, std::span<const uint8_t> blob, Seque
       CHIMERA_RETURN_IF_ERROR(r.get(&b, "kv dims"));
       CHIMERA_RETURN_IF_ERROR(expect_dim(a, kv->spec().n_embd_k, layer + " key width"));
       CHIMERA_RETURN_IF_ERROR(expect_dim(b, kv->spec().n_embd_v, layer + " value width"));
-      CHIMERA_RETURN_IF_ERROR(r.floats(kv->k_row(0), n_past * a, "keys"));
-      CHIMERA_RETURN_IF_ERROR(r.floats(kv->v_row(0), n_past * b, "values"));
+      std::vector<float> k((size_t)(n_past * a)), v((size_t)(n_past * b));
+      CHIMERA_RETURN_IF_ERROR(r.floats(k.data(), n_past * a, "keys"));
+      CHIMERA_RETURN_IF_ERROR(r.floats(v.data(), n_past * b, "values"));
+      kv->store(0, n_past, k.data(), a, v.data(), b);
     } else if (layers::RecurrentState* rs = st.recurrent(i)) {
       if (kind != kRecurrent) return invalid_argument("saved state does not fit this model: " + layer + " kind differs");
       CHIMERA_RETURN_IF_ERROR(r.get(&a, "recurrent dims"));

@@ -2,9 +2,12 @@
 // as `run` on the prompt the chat format renders, with and without --system;
 // `--isa` at every level the CPU runs selects it (the load line names it) and
 // greedy output is the same at each; `bench -o csv` with `--threads 1,2` gives
-// one well-formed row per thread count.
+// one well-formed row per thread count; --cache-type-k/-v reach the model
+// (f16 changes the logits, f32 does not) and are refused where unsupported.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <fstream>
 #include <regex>
 #include <sstream>
 
@@ -143,4 +146,43 @@ TEST(BenchCliFormats, CsvWithTwoThreadCountsHasOneRowEach) {
 }
 
 }  // namespace
+std::vector<float> read_floats(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::vector<float> v;
+  float x;
+  while (f.read(reinterpret_cast<char*>(&x), sizeof x)) v.push_back(x);
+  return v;
+}
+
+TEST(CliCoverage, KvCacheTypeFlags) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  const std::string m = shell_quote(stories(shared)), out = temp_path("kv-logits.f32");
+  auto logits = [&](const std::string& flags) {
+    const SplitResult r = run_chimera_split("logits -m " + m + " -t 1,403,407,261,378,101,297,344 -o " + out + " " + flags);
+    EXPECT_EQ(r.exit_code, 0) << flags << ": " << r.err;
+    return read_floats(out);
+  };
+  const auto base = logits(""), f32 = logits("--cache-type-k f32 --cache-type-v f32");
+  const auto k16 = logits("--cache-type-k f16"), both = logits("--cache-type-k f16 --cache-type-v f16");
+  ASSERT_FALSE(base.empty());
+  EXPECT_EQ(base, f32);   // the default is f32
+  EXPECT_NE(base, k16);   // the flag reaches the cache
+  EXPECT_NE(k16, both);   // and each flag its own half
+  ASSERT_EQ(base.size(), both.size());
+  float worst = 0;
+  for (size_t i = 0; i < base.size(); ++i) worst = std::max(worst, std::fabs(base[i] - both[i]));
+  EXPECT_LT(worst, 0.05f);  // rounding, not garbage (logit scale of stories260K ~ 20)
+  std::filesystem::remove(out);
+
+  EXPECT_EQ(run_greedy(stories(shared), "Once upon a time", 8, "--cache-type-k f16 --cache-type-v f16").empty(),
+            false);
+  const SplitResult bad = run_chimera_split("run -m " + m + " -p hi -n 1 --cache-type-k q8_0");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--cache-type-k"), std::string::npos) << bad.err;
+  const SplitResult f32_only = run_chimera_split("run -m " + shell_quote(shared + "/golden/models/tiny-bitnet-TQ2_0.gguf") +
+                                                 " -p hi -n 1 --cache-type-v f16");
+  EXPECT_NE(f32_only.exit_code, 0);
+  EXPECT_NE(f32_only.err.find("--cache-type-k/--cache-type-v f16: bitnet"), std::string::npos) << f32_only.err;
+}
+
 }  // namespace chimera::test

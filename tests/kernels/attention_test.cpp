@@ -1,5 +1,5 @@
 // Tests kernels::attention against the naive reference (ref/attention_ref.h) on
-// every ISA: GQA shapes, head sizes that do and do not fill a vector, decode on
+// every ISA (f16 K/V rows: bit-identical to the f32 kernel on the rounded rows): GQA shapes, head sizes that do and do not fill a vector, decode on
 // an existing cache (q_pos0 > 0), sliding window, non-causal, softcap, padded
 // row strides and misaligned pointers; and that 1 and 2 threads (and no pool)
 // give bit-identical results.
@@ -14,6 +14,7 @@
 #include <random>
 #include <vector>
 
+#include "core/fp16.h"
 #include "core/thread_pool.h"
 #include "kernels/attention.h"
 #include "kernels/dispatch.h"
@@ -182,6 +183,46 @@ TEST_F(AttentionTest, SingleKeyReturnsValue) {
       const int64_t g = h / (s.n_head / s.n_head_kv);
       for (int64_t c = 0; c < s.head_dim; ++c) {
         ASSERT_EQ(out[(size_t)(1 + h * s.head_dim + c)], d.v[(size_t)(1 + g * s.head_dim + c)]);
+      }
+    }
+  }
+}
+
+// f16 K and/or V rows (KvRows) give exactly what the f32 kernel gives on the
+// same rows rounded to f16, on every ISA, for 1 and 2 threads; so the f16
+// cache's only error is the rounding of what it stores.
+TEST_F(AttentionTest, F16RowsEqualF32KernelOnRoundedRows) {
+  const Shape shapes[] = {
+      {8, 2, 64, 1, 37, 38, true, 0, 0.f},    // decode, GQA
+      {4, 4, 80, 9, 0, 9, true, 0, 0.f},      // prefill, head not a vector multiple of 16
+      {6, 3, 20, 5, 11, 16, true, 6, 0.f},    // window, odd head size
+      {2, 1, 32, 7, 0, 13, false, 0, 30.f},   // non-causal + softcap
+  };
+  auto round_f16 = [](std::vector<float> x, std::vector<uint16_t>* h) {
+    h->resize(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      (*h)[i] = f32_to_f16(x[i]);
+      x[i] = f16_to_f32((*h)[i]);
+    }
+    return x;
+  };
+  for (Isa isa : available_isas()) {
+    ScopedIsa si(isa);
+    for (const Shape& s : shapes) {
+      Data d = make_data(s, rng_);
+      std::vector<uint16_t> kh, vh;
+      d.k = round_f16(d.k, &kh);
+      d.v = round_f16(d.v, &vh);
+      const auto want = run(s, d, &pool1_);
+      for (int mix = 1; mix < 4; ++mix) {
+        const KvRows k = mix & 1 ? KvRows{kh.data() + 1, d.ldk, KvType::kF16} : KvRows{d.k.data() + 1, d.ldk, KvType::kF32};
+        const KvRows v = mix & 2 ? KvRows{vh.data() + 1, d.ldv, KvType::kF16} : KvRows{d.v.data() + 1, d.ldv, KvType::kF32};
+        for (ThreadPool* pool : {&pool1_, &pool2_}) {
+          std::vector<float> got((size_t)(s.n_q * d.ldo + 1), kSentinel);
+          attention(params(s), d.q.data() + 1, s.n_q, d.ldq, s.q_pos0, k, v, s.n_kv, got.data() + 1, d.ldo, pool);
+          ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+              << isa_name(isa) << " head_dim " << s.head_dim << " mix " << mix << " threads " << pool->size();
+        }
       }
     }
   }

@@ -4,6 +4,10 @@
 // layer kinds and shapes, snapshot() is an independent copy.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
+#include "core/fp16.h"
+
 #include "layers/state.h"
 
 namespace chimera::layers {
@@ -76,4 +80,39 @@ TEST(SequenceState, ResetSnapshotAndCopy) {
 }
 
 }  // namespace
+// f16 KV storage: store rounds to nearest even and loads widen exactly; half
+// the bytes; snapshots keep the type; states of different types do not copy;
+// f32 row pointers into an f16 cache are refused (death test).
+TEST(KvCache, F16StoresRoundedRowsInHalfTheBytes) {
+  const KvSpec spec{4, 2};
+  KvCache f32(spec, 8), f16(spec, 8, {kernels::KvType::kF16, kernels::KvType::kF16});
+  EXPECT_EQ(f16.bytes() * 2, f32.bytes());
+  EXPECT_EQ(f16.row_bytes(), (4 + 2) * 2u);
+  const float k[2][4] = {{1.f, 1.0f + 1.0f / 4096, -65504.f, 3.14159f}, {1e-8f, 0.1f, -0.f, 70000.f}};
+  const float v[2][2] = {{0.5f, -2.f}, {1.0f / 3, 1e5f}};
+  f16.store(3, 2, &k[0][0], 4, &v[0][0], 2);
+  float kb[8], vb[4];
+  f16.load_k(3, 2, kb);
+  f16.load_v(3, 2, vb);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(kb[i], f16_to_f32(f32_to_f16((&k[0][0])[i]))) << i;
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(vb[i], f16_to_f32(f32_to_f16((&v[0][0])[i]))) << i;
+  EXPECT_EQ(kb[1], 1.f);           // 1 + 2^-12 rounds to even (1)
+  EXPECT_TRUE(std::isinf(kb[7]));  // beyond the f16 range
+  const kernels::KvRows rows = f16.k_rows();
+  EXPECT_EQ(rows.type, kernels::KvType::kF16);
+  EXPECT_EQ(rows.ld, 4);
+
+  SequenceState a({KvSpec{4, 2}}, 8, {kernels::KvType::kF16, kernels::KvType::kF32});
+  a.kv(0)->store(0, 2, &k[0][0], 4, &v[0][0], 2);
+  a.advance(2);
+  auto snap = a.snapshot();
+  EXPECT_EQ(snap->kv(0)->types().k, kernels::KvType::kF16);
+  EXPECT_EQ(snap->kv(0)->types().v, kernels::KvType::kF32);
+  snap->kv(0)->load_v(0, 2, vb);
+  EXPECT_EQ(vb[3], 1e5f);  // the f32 half stays exact
+  SequenceState b({KvSpec{4, 2}}, 8);
+  EXPECT_FALSE(b.copy_from(a).is_ok());
+  EXPECT_DEATH(a.kv(0)->k_row(0), "f32 row access to an f16 KV cache");
+}
+
 }  // namespace chimera::layers
