@@ -64,8 +64,9 @@ void ComputeOptions::add_to(CLI::App* app) {
                                  std::tuple{"--cache-type-v", &cache_type_v, "values"}}) {
     app->add_option(flag, *dst,
                     std::string("KV cache storage type of the ") + what +
-                        ": f32 or f16 (default: f32; f16 halves the cache, llama.cpp's default)")
-        ->check(CLI::IsMember({"f32", "f16"}));
+                        ": f32, f16 or q8_0 (default: f32; f16 halves the cache and is llama.cpp's default, "
+                        "q8_0 takes 34 bytes per 32 values)")
+        ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
   }
 }
 
@@ -76,12 +77,12 @@ struct KvChoice {
 } g_kv_choice;
 
 Status apply_kv_choice(models::Model& m) {
-  auto parse = [](const std::string& s) { return s == "f16" ? kernels::KvType::kF16 : kernels::KvType::kF32; };
-  const layers::KvCacheTypes t{parse(g_kv_choice.k), parse(g_kv_choice.v)};
-  if (!m.accepts_kv_types(t))
-    return unsupported("--cache-type-k/--cache-type-v f16: " + m.info().arch +
-                       " models keep an f32 KV cache (their attention reads only f32 rows)");
-  return m.set_kv_types(t);
+  auto parse = [](const std::string& s) {
+    return s == "f16" ? kernels::KvType::kF16 : s == "q8_0" ? kernels::KvType::kQ8_0 : kernels::KvType::kF32;
+  };
+  const Status s = m.set_kv_types({parse(g_kv_choice.k), parse(g_kv_choice.v)});
+  if (!s.is_ok()) return unsupported("--cache-type-k/--cache-type-v: " + s.message());
+  return s;
 }
 }  // namespace
 

@@ -28,8 +28,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <type_traits>
 #include <vector>
 
+#include "core/fp16.h"
 #include "kernels/ops.h"
 
 #ifndef CHIMERA_KERNELS_ATTENTION_ONCE_
@@ -50,6 +54,16 @@ struct Task {
 struct Unit {
   int64_t r0, r1, g, h0, h1;
 };
+// A Q8_0 block of the KV cache (quant::block_q8_0's layout).
+struct Q8Block {
+  uint16_t d;
+  int8_t qs[32];
+};
+static_assert(sizeof(Q8Block) == 34);
+inline float f16_bits_to_f32(uint16_t h) { return f16_to_f32(h); }
+// Elements per storage unit of a row pointer of type T.
+template <class T>
+constexpr int64_t kKvUnit = std::is_same_v<T, Q8Block> ? 32 : 1;
 inline void key_range(const AttentionParams& p, int64_t pos, int64_t n_kv, int64_t* lo, int64_t* hi) {
   int64_t h = p.causal ? std::min(n_kv, pos + 1) : n_kv;
   int64_t l = p.window > 0 ? std::max<int64_t>(0, pos - p.window + 1) : 0;
@@ -73,15 +87,26 @@ namespace hn = hwy::HWY_NAMESPACE;
 using attn_detail::Task;
 using attn_detail::Unit;
 
-// One vector of K / V elements widened to f32 (exact for f16).
+// Elements i.. of a K / V row as one f32 vector, widened exactly. Row
+// pointers are in storage units (KvUnit): elements, or 32-element Q8_0 blocks
+// (a vector never straddles a block: lane counts divide 32 and i is a
+// multiple of the lane count).
 template <class D>
-HWY_INLINE hn::Vec<D> LoadKv(D d, const float* HWY_RESTRICT p) {
-  return hn::LoadU(d, p);
+HWY_INLINE hn::Vec<D> LoadKv(D d, const float* HWY_RESTRICT p, size_t i) {
+  return hn::LoadU(d, p + i);
 }
 template <class D>
-HWY_INLINE hn::Vec<D> LoadKv(D d, const hwy::float16_t* HWY_RESTRICT p) {
+HWY_INLINE hn::Vec<D> LoadKv(D d, const hwy::float16_t* HWY_RESTRICT p, size_t i) {
   const hn::Rebind<hwy::float16_t, D> dh;
-  return hn::PromoteTo(d, hn::LoadU(dh, p));
+  return hn::PromoteTo(d, hn::LoadU(dh, p + i));
+}
+template <class D>
+HWY_INLINE hn::Vec<D> LoadKv(D d, const attn_detail::Q8Block* HWY_RESTRICT p, size_t i) {
+  const attn_detail::Q8Block& b = p[i / 32];
+  const hn::Rebind<int8_t, D> d8;
+  const hn::Rebind<int32_t, D> d32;
+  const hn::Vec<D> q = hn::ConvertTo(d, hn::PromoteTo(d32, hn::LoadU(d8, b.qs + i % 32)));
+  return hn::Mul(q, hn::Set(d, attn_detail::f16_bits_to_f32(b.d)));
 }
 
 // Horizontal sums of four vectors into out[0..4). One fixed tree for every
@@ -129,10 +154,10 @@ HWY_INLINE float Dot1(D d, const float* HWY_RESTRICT q, const TK* HWY_RESTRICT k
   auto a0 = hn::Zero(d), a1 = hn::Zero(d);
   size_t i = 0;
   for (; i + 2 * N <= hd; i += 2 * N) {
-    a0 = hn::MulAdd(hn::LoadU(d, q + i), LoadKv(d, k + i), a0);
-    a1 = hn::MulAdd(hn::LoadU(d, q + i + N), LoadKv(d, k + i + N), a1);
+    a0 = hn::MulAdd(hn::LoadU(d, q + i), LoadKv(d, k, i), a0);
+    a1 = hn::MulAdd(hn::LoadU(d, q + i + N), LoadKv(d, k, i + N), a1);
   }
-  if (i < hd) a0 = hn::MulAdd(hn::LoadU(d, q + i), LoadKv(d, k + i), a0);
+  if (i < hd) a0 = hn::MulAdd(hn::LoadU(d, q + i), LoadKv(d, k, i), a0);
   const auto s = hn::Add(a0, a1);
   float r[4];
   Reduce4(d, s, s, s, s, r);
@@ -152,21 +177,21 @@ HWY_INLINE void Dot4(D d, const float* HWY_RESTRICT q, const TK* HWY_RESTRICT k,
   size_t i = 0;
   for (; i + 2 * N <= hd; i += 2 * N) {
     const auto q0 = hn::LoadU(d, q + i), q1 = hn::LoadU(d, q + i + N);
-    a0 = hn::MulAdd(q0, LoadKv(d, k + i), a0);
-    b0 = hn::MulAdd(q0, LoadKv(d, k1 + i), b0);
-    c0 = hn::MulAdd(q0, LoadKv(d, k2 + i), c0);
-    e0 = hn::MulAdd(q0, LoadKv(d, k3 + i), e0);
-    a1 = hn::MulAdd(q1, LoadKv(d, k + i + N), a1);
-    b1 = hn::MulAdd(q1, LoadKv(d, k1 + i + N), b1);
-    c1 = hn::MulAdd(q1, LoadKv(d, k2 + i + N), c1);
-    e1 = hn::MulAdd(q1, LoadKv(d, k3 + i + N), e1);
+    a0 = hn::MulAdd(q0, LoadKv(d, k, i), a0);
+    b0 = hn::MulAdd(q0, LoadKv(d, k1, i), b0);
+    c0 = hn::MulAdd(q0, LoadKv(d, k2, i), c0);
+    e0 = hn::MulAdd(q0, LoadKv(d, k3, i), e0);
+    a1 = hn::MulAdd(q1, LoadKv(d, k, i + N), a1);
+    b1 = hn::MulAdd(q1, LoadKv(d, k1, i + N), b1);
+    c1 = hn::MulAdd(q1, LoadKv(d, k2, i + N), c1);
+    e1 = hn::MulAdd(q1, LoadKv(d, k3, i + N), e1);
   }
   if (i < hd) {
     const auto q0 = hn::LoadU(d, q + i);
-    a0 = hn::MulAdd(q0, LoadKv(d, k + i), a0);
-    b0 = hn::MulAdd(q0, LoadKv(d, k1 + i), b0);
-    c0 = hn::MulAdd(q0, LoadKv(d, k2 + i), c0);
-    e0 = hn::MulAdd(q0, LoadKv(d, k3 + i), e0);
+    a0 = hn::MulAdd(q0, LoadKv(d, k, i), a0);
+    b0 = hn::MulAdd(q0, LoadKv(d, k1, i), b0);
+    c0 = hn::MulAdd(q0, LoadKv(d, k2, i), c0);
+    e0 = hn::MulAdd(q0, LoadKv(d, k3, i), e0);
   }
   Reduce4(d, hn::Add(a0, a1), hn::Add(b0, b1), hn::Add(c0, c1), hn::Add(e0, e1), s);
 }
@@ -190,8 +215,9 @@ HWY_INLINE void Softcap(D d, float* s, size_t n, float cap) {
 }
 
 // acc[0..NV) += p * v[0..NV*N) for each visible key, then stored to o.
+// (v: row of key 0 in storage units, c0: first element, ldv: row stride in units.)
 template <int NV, class D, class TV>
-HWY_INLINE void AccumulatePV(D d, const float* HWY_RESTRICT prow, const TV* HWY_RESTRICT v, size_t ldv,
+HWY_INLINE void AccumulatePV(D d, const float* HWY_RESTRICT prow, const TV* HWY_RESTRICT v, size_t c0, size_t ldv,
                              int64_t n, float* HWY_RESTRICT o) {
   const size_t N = hn::Lanes(d);
   hn::Vec<D> acc[NV];
@@ -199,7 +225,7 @@ HWY_INLINE void AccumulatePV(D d, const float* HWY_RESTRICT prow, const TV* HWY_
   for (int64_t j = 0; j < n; ++j) {
     const auto pj = hn::Set(d, prow[j]);
     const TV* vj = v + (size_t)j * ldv;
-    for (int t = 0; t < NV; ++t) acc[t] = hn::MulAdd(pj, LoadKv(d, vj + t * N), acc[t]);
+    for (int t = 0; t < NV; ++t) acc[t] = hn::MulAdd(pj, LoadKv(d, vj, c0 + t * N), acc[t]);
   }
   for (int t = 0; t < NV; ++t) hn::StoreU(acc[t], d, o + t * N);
 }
@@ -229,8 +255,10 @@ HWY_NOINLINE void RunUnit(D d, const Task& t, const Unit& u, float* scores, int6
   for (int64_t m = 0; m < M; ++m) std::fill(orow(m), orow(m) + hd, 0.0f);
   if (jmin >= jmax) return;
   const int64_t span = jmax - jmin;
-  const TK* kg = static_cast<const TK*>(t.k.data) + u.g * (int64_t)hd;
-  const TV* vg = static_cast<const TV*>(t.v.data) + u.g * (int64_t)hd;
+  // Row pointers and strides in storage units (kKvUnit).
+  const int64_t ldk = t.k.ld / attn_detail::kKvUnit<TK>, ldv = t.v.ld / attn_detail::kKvUnit<TV>;
+  const TK* kg = static_cast<const TK*>(t.k.data) + u.g * (int64_t)hd / attn_detail::kKvUnit<TK>;
+  const TV* vg = static_cast<const TV*>(t.v.data) + u.g * (int64_t)hd / attn_detail::kKvUnit<TV>;
 
   // Pass 1: scores, four keys at a time where all four are visible.
   for (int64_t j = jmin; j < jmax; j += 4) {
@@ -239,11 +267,11 @@ HWY_NOINLINE void RunUnit(D d, const Task& t, const Unit& u, float* scores, int6
       float* srow = scores + m * span;  // index j - jmin
       const float* qm = qrow(m);
       if (j >= lo[m] && je - j == 4 && je <= hi[m]) {
-        Dot4(d, qm, kg + j * t.k.ld, (size_t)t.k.ld, hd, srow + (j - jmin));
+        Dot4(d, qm, kg + j * ldk, (size_t)ldk, hd, srow + (j - jmin));
         for (int64_t c = j; c < je; ++c) srow[c - jmin] *= p.scale;
       } else {
         for (int64_t c = std::max(j, lo[m]); c < std::min(je, hi[m]); ++c) {
-          srow[c - jmin] = Dot1(d, qm, kg + c * t.k.ld, hd) * p.scale;
+          srow[c - jmin] = Dot1(d, qm, kg + c * ldk, hd) * p.scale;
         }
       }
     }
@@ -263,11 +291,11 @@ HWY_NOINLINE void RunUnit(D d, const Task& t, const Unit& u, float* scores, int6
       const int64_t a = std::max(jc, lo[m]), b = std::min(je, hi[m]);
       if (a >= b) continue;
       const float* prow = scores + m * span + (a - jmin);  // p of key a
-      const TV* va = vg + a * t.v.ld;
+      const TV* va = vg + a * ldv;
       float* o = orow(m);
       size_t c = 0;
-      for (; c + 4 * N <= hd; c += 4 * N) AccumulatePV<4>(d, prow, va + c, (size_t)t.v.ld, b - a, o + c);
-      for (; c < hd; c += N) AccumulatePV<1>(d, prow, va + c, (size_t)t.v.ld, b - a, o + c);
+      for (; c + 4 * N <= hd; c += 4 * N) AccumulatePV<4>(d, prow, va, c, (size_t)ldv, b - a, o + c);
+      for (; c < hd; c += N) AccumulatePV<1>(d, prow, va, c, (size_t)ldv, b - a, o + c);
     }
   }
 }
@@ -288,13 +316,21 @@ void UnitForTypes(const Task& t, const Unit& u, float* scores, int64_t* lo, int6
   RunUnit<TK, TV>(d1, t, u, scores, lo, hi);
 }
 
+template <class TK>
+void UnitForK(const Task& t, const Unit& u, float* scores, int64_t* lo, int64_t* hi) {
+  switch (t.v.type) {
+    case KvType::kF32: return UnitForTypes<TK, float>(t, u, scores, lo, hi);
+    case KvType::kF16: return UnitForTypes<TK, hwy::float16_t>(t, u, scores, lo, hi);
+    case KvType::kQ8_0: return UnitForTypes<TK, attn_detail::Q8Block>(t, u, scores, lo, hi);
+  }
+}
+
 void AttentionUnitImpl(const Task& t, const Unit& u, float* scores, int64_t* lo, int64_t* hi) {
-  using F16 = hwy::float16_t;
-  const bool k16 = t.k.type == KvType::kF16, v16 = t.v.type == KvType::kF16;
-  if (!k16 && !v16) return UnitForTypes<float, float>(t, u, scores, lo, hi);
-  if (k16 && v16) return UnitForTypes<F16, F16>(t, u, scores, lo, hi);
-  if (k16) return UnitForTypes<F16, float>(t, u, scores, lo, hi);
-  UnitForTypes<float, F16>(t, u, scores, lo, hi);
+  switch (t.k.type) {
+    case KvType::kF32: return UnitForK<float>(t, u, scores, lo, hi);
+    case KvType::kF16: return UnitForK<hwy::float16_t>(t, u, scores, lo, hi);
+    case KvType::kQ8_0: return UnitForK<attn_detail::Q8Block>(t, u, scores, lo, hi);
+  }
 }
 
 }  // namespace HWY_NAMESPACE
@@ -306,11 +342,22 @@ namespace chimera::kernels {
 
 HWY_EXPORT(AttentionUnitImpl);
 
-const char* kv_type_name(KvType t) { return t == KvType::kF16 ? "f16" : "f32"; }
+const char* kv_type_name(KvType t) {
+  switch (t) {
+    case KvType::kF16: return "f16";
+    case KvType::kQ8_0: return "q8_0";
+    default: return "f32";
+  }
+}
 
 void attention(const AttentionParams& p, const float* q, int64_t n_q, int64_t ldq, int64_t q_pos0, KvRows k,
                KvRows v, int64_t n_kv, float* out, int64_t ldo, ThreadPool* pool) {
   if (n_q <= 0 || p.n_head <= 0 || p.n_head_kv <= 0 || p.head_dim <= 0 || p.n_head % p.n_head_kv != 0) return;
+  if ((k.type == KvType::kQ8_0 || v.type == KvType::kQ8_0) && p.head_dim % 32 != 0) {
+    std::fprintf(stderr, "chimera: internal error: Q8_0 KV rows need head_dim %% 32 == 0 (got %lld)\n",
+                 (long long)p.head_dim);
+    std::abort();
+  }
   const int64_t n_rep = p.n_head / p.n_head_kv;
   const int nt = pool ? pool->size() : 1;
   // Heads per unit: the whole group (K/V read once for all of them) unless

@@ -8,8 +8,10 @@
 //   causal:      query at position p sees keys 0..p (and < n_kv)
 //   window > 0:  additionally only keys p-window+1..p
 //   non-causal:  all n_kv keys (diffusion LMs)
-// K and V rows may each be f32 or IEEE binary16 (KvRows; the f16 overload
-// widens each element exactly, so it equals the f32 kernel on the rounded rows).
+// K and V rows may each be f32, IEEE binary16 or Q8_0 blocks (KvRows): every
+// element is widened exactly (Q8_0: f16 scale x int8, exact in f32), so the
+// result equals the f32 kernel on the decoded rows. Q8_0 needs head_dim % 32
+// == 0 (a head never splits a block).
 // out has n_q rows of n_head*head_dim (stride ldo). Softmax in float32 with max
 // subtraction; work is split over (query, head) pairs, each computed by one
 // thread in a fixed order, so results do not depend on the thread count.
@@ -32,11 +34,15 @@ struct AttentionParams {
 };
 
 // Element type of stored K / V rows.
-enum class KvType : uint8_t { kF32, kF16 };
-inline size_t kv_type_size(KvType t) { return t == KvType::kF16 ? 2 : 4; }
-const char* kv_type_name(KvType t);  // "f32", "f16"
+enum class KvType : uint8_t { kF32, kF16, kQ8_0 };
+// Bytes of a row of n elements (n % 32 == 0 for Q8_0: 34 bytes per 32).
+inline size_t kv_row_bytes(KvType t, int64_t n) {
+  return t == KvType::kQ8_0 ? (size_t)(n / 32) * 34 : (size_t)n * (t == KvType::kF16 ? 2 : 4);
+}
+const char* kv_type_name(KvType t);  // "f32", "f16", "q8_0"
 
-// Rows of a KV store: row j at data + j * ld elements of `type`.
+// Rows of a KV store: row j starts ld elements after row j-1 (Q8_0: ld % 32
+// == 0, row j at data + kv_row_bytes(type, j * ld)).
 struct KvRows {
   const void* data = nullptr;
   int64_t ld = 0;

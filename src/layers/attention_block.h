@@ -24,7 +24,7 @@ struct AttentionConfig {
   float scale = 0.f;      // 0 => 1/sqrt(head_dim)
   bool causal = true;
   int64_t window = 0;
-  KvSpec kv_spec() const { return {n_head_kv * head_dim, n_head_kv * head_dim_v}; }
+  KvSpec kv_spec() const { return {n_head_kv * head_dim, n_head_kv * head_dim_v, head_dim, head_dim_v}; }
 };
 
 struct AttentionWeights {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/fp16.h"
+#include "quant/legacy_blocks.h"
 
 namespace chimera::layers {
 
@@ -18,23 +19,29 @@ using kernels::KvType;
 
 // n rows of `width` floats (source stride ld) into storage rows of `type`.
 void store_rows(uint8_t* dst, KvType type, int64_t width, const float* src, int64_t ld, int64_t n) {
+  const size_t rb = kernels::kv_row_bytes(type, width);
   for (int64_t t = 0; t < n; ++t) {
     const float* s = src + t * ld;
+    uint8_t* row = dst + (size_t)t * rb;
     if (type == KvType::kF32) {
-      std::memcpy(dst + (size_t)(t * width) * 4, s, (size_t)width * 4);
-    } else {
-      auto* d = reinterpret_cast<uint16_t*>(dst) + t * width;
+      std::memcpy(row, s, rb);
+    } else if (type == KvType::kF16) {
+      auto* d = reinterpret_cast<uint16_t*>(row);
       for (int64_t i = 0; i < width; ++i) d[i] = f32_to_f16(s[i]);
+    } else {
+      quant::quantize_row_q8_0(s, reinterpret_cast<quant::block_q8_0*>(row), width);
     }
   }
 }
 
-void load_rows(const uint8_t* src, KvType type, int64_t count, float* out) {
+void load_rows(const uint8_t* src, KvType type, int64_t width, int64_t n, float* out) {
   if (type == KvType::kF32) {
-    std::memcpy(out, src, (size_t)count * 4);
-  } else {
+    std::memcpy(out, src, (size_t)(n * width) * 4);
+  } else if (type == KvType::kF16) {
     const auto* h = reinterpret_cast<const uint16_t*>(src);
-    for (int64_t i = 0; i < count; ++i) out[i] = f16_to_f32(h[i]);
+    for (int64_t i = 0; i < n * width; ++i) out[i] = f16_to_f32(h[i]);
+  } else {
+    quant::dequantize_row_q8_0(reinterpret_cast<const quant::block_q8_0*>(src), out, n * width);
   }
 }
 
@@ -44,8 +51,8 @@ KvCache::KvCache(const KvSpec& spec, int64_t n_ctx, KvCacheTypes types)
     : spec_(spec),
       n_ctx_(n_ctx),
       types_(types),
-      k_((size_t)(spec.n_embd_k * n_ctx) * kernels::kv_type_size(types.k)),
-      v_((size_t)(spec.n_embd_v * n_ctx) * kernels::kv_type_size(types.v)) {}
+      k_(kernels::kv_row_bytes(types.k, spec.n_embd_k) * (size_t)n_ctx),
+      v_(kernels::kv_row_bytes(types.v, spec.n_embd_v) * (size_t)n_ctx) {}
 
 float* KvCache::f32(AlignedBuffer<uint8_t>& b, KvType t) {
   if (t != KvType::kF32) {
@@ -56,24 +63,25 @@ float* KvCache::f32(AlignedBuffer<uint8_t>& b, KvType t) {
 }
 
 void KvCache::store(int64_t pos, int64_t n, const float* k, int64_t ldk, const float* v, int64_t ldv) {
-  const size_t ek = kernels::kv_type_size(types_.k), ev = kernels::kv_type_size(types_.v);
-  store_rows(k_.data() + (size_t)(pos * spec_.n_embd_k) * ek, types_.k, spec_.n_embd_k, k, ldk, n);
-  store_rows(v_.data() + (size_t)(pos * spec_.n_embd_v) * ev, types_.v, spec_.n_embd_v, v, ldv, n);
+  store_rows(k_.data() + kernels::kv_row_bytes(types_.k, spec_.n_embd_k) * (size_t)pos, types_.k, spec_.n_embd_k, k,
+             ldk, n);
+  store_rows(v_.data() + kernels::kv_row_bytes(types_.v, spec_.n_embd_v) * (size_t)pos, types_.v, spec_.n_embd_v, v,
+             ldv, n);
 }
 
 void KvCache::load_k(int64_t pos, int64_t n, float* out) const {
-  const size_t e = kernels::kv_type_size(types_.k);
-  load_rows(k_.data() + (size_t)(pos * spec_.n_embd_k) * e, types_.k, n * spec_.n_embd_k, out);
+  load_rows(k_.data() + kernels::kv_row_bytes(types_.k, spec_.n_embd_k) * (size_t)pos, types_.k, spec_.n_embd_k, n,
+            out);
 }
 
 void KvCache::load_v(int64_t pos, int64_t n, float* out) const {
-  const size_t e = kernels::kv_type_size(types_.v);
-  load_rows(v_.data() + (size_t)(pos * spec_.n_embd_v) * e, types_.v, n * spec_.n_embd_v, out);
+  load_rows(v_.data() + kernels::kv_row_bytes(types_.v, spec_.n_embd_v) * (size_t)pos, types_.v, spec_.n_embd_v, n,
+            out);
 }
 
 void KvCache::copy_from(const KvCache& o, int64_t n_rows) {
-  std::memcpy(k_.data(), o.k_.data(), (size_t)(n_rows * spec_.n_embd_k) * kernels::kv_type_size(types_.k));
-  std::memcpy(v_.data(), o.v_.data(), (size_t)(n_rows * spec_.n_embd_v) * kernels::kv_type_size(types_.v));
+  std::memcpy(k_.data(), o.k_.data(), kernels::kv_row_bytes(types_.k, spec_.n_embd_k) * (size_t)n_rows);
+  std::memcpy(v_.data(), o.v_.data(), kernels::kv_row_bytes(types_.v, spec_.n_embd_v) * (size_t)n_rows);
 }
 
 RecurrentState::RecurrentState(const RecurrentSpec& spec)

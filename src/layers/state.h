@@ -1,9 +1,10 @@
 // Per-sequence, per-layer inference state. A model declares what each layer
 // needs (LayerStateSpec); the runtime builds a SequenceState from those
 // declarations, so schedulers and samplers never branch on the model family.
-//   KvCache:        full K/V rows, row j = token at position j, stored as f32
-//                   or f16 (KvCacheTypes, separately for K and V; f16 rows are
-//                   written rounded to nearest even and read back exactly).
+//   KvCache:        full K/V rows, row j = token at position j, stored as f32,
+//                   f16 or Q8_0 (KvCacheTypes, separately for K and V; f16
+//                   rows rounded to nearest even, Q8_0 rows quantized as
+//                   llama.cpp's quantize_row_q8_0; read back exactly).
 //   RecurrentState: conv state ([K-1][C], the last K-1 raw conv inputs, oldest
 //                   row first) + SSM state (Mamba-1 [D][N], Mamba-2 [H][P][N]),
 //                   both float32 (layers/mamba*.h own their interpretation).
@@ -38,6 +39,7 @@ namespace chimera::layers {
 struct KvSpec {
   int64_t n_embd_k = 0;  // floats per key row (n_head_kv * head_dim_k)
   int64_t n_embd_v = 0;  // floats per value row
+  int64_t head_dim_k = 0, head_dim_v = 0;  // 0 = not declared (then the cache stays f32 / f16)
 };
 
 // Conv + SSM state of one recurrent (Mamba-style) layer.
@@ -90,8 +92,7 @@ class KvCache {
   size_t bytes() const { return k_.size() + v_.size(); }
   // Bytes one position takes (K and V rows).
   size_t row_bytes() const {
-    return (size_t)spec_.n_embd_k * kernels::kv_type_size(types_.k) +
-           (size_t)spec_.n_embd_v * kernels::kv_type_size(types_.v);
+    return kernels::kv_row_bytes(types_.k, spec_.n_embd_k) + kernels::kv_row_bytes(types_.v, spec_.n_embd_v);
   }
   void copy_from(const KvCache& o, int64_t n_rows);
 

@@ -45,7 +45,7 @@ struct GraniteLayer {
 
 class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObservable {
  public:
-  bool reads_f16_kv() const override { return true; }  // attention via layers/attention_block or attention_segments
+  bool reads_typed_kv() const override { return true; }  // attention via layers/attention_block or attention_segments
   std::vector<layers::LayerStateSpec> state_specs() const override {
     std::vector<layers::LayerStateSpec> v;
     for (const GraniteLayer& L : layers_) {

@@ -44,7 +44,7 @@ struct DlmLayer {
 
 class DiffusionLm final : public Model {
  public:
-  bool reads_f16_kv() const override { return true; }  // attention via layers/attention_block or attention_segments
+  bool reads_typed_kv() const override { return true; }  // attention via layers/attention_block or attention_segments
   std::vector<layers::LayerStateSpec> state_specs() const override {
     return std::vector<layers::LayerStateSpec>(layers_.size(), attn_cfg_.kv_spec());
   }

@@ -46,16 +46,23 @@ Status Model::forward_batch(std::span<BatchItem> items, ThreadPool* pool) {
 }
 
 bool Model::accepts_kv_types(layers::KvCacheTypes t) const {
-  if (t == layers::KvCacheTypes{} || reads_f16_kv()) return true;
-  for (const auto& s : state_specs())
-    if (std::holds_alternative<layers::KvSpec>(s)) return false;
+  if (t == layers::KvCacheTypes{}) return true;
+  const bool q8 = t.k == kernels::KvType::kQ8_0 || t.v == kernels::KvType::kQ8_0;
+  for (const auto& s : state_specs()) {
+    const auto* kv = std::get_if<layers::KvSpec>(&s);
+    if (!kv) continue;
+    if (!reads_typed_kv()) return false;
+    // Q8_0: a head must not split a 32-element block.
+    if (q8 && (kv->head_dim_k <= 0 || kv->head_dim_k % 32 || kv->head_dim_v <= 0 || kv->head_dim_v % 32)) return false;
+  }
   return true;
 }
 
 Status Model::set_kv_types(layers::KvCacheTypes t) {
   if (!accepts_kv_types(t))
     return unsupported(info_.arch + ": KV cache type k=" + kernels::kv_type_name(t.k) + " v=" +
-                       kernels::kv_type_name(t.v) + " is not supported for this architecture (f32 only)");
+                       kernels::kv_type_name(t.v) + " is not supported for this model (" +
+                       (reads_typed_kv() ? "Q8_0 needs head sizes that are multiples of 32" : "f32 only") + ")");
   kv_types_ = t;
   return Status::ok();
 }

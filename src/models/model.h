@@ -102,8 +102,9 @@ class Model {
                             float* logits, ThreadPool* pool) = 0;
   // Items already validated. Default: forward_impl per item.
   virtual void forward_batch_impl(std::span<BatchItem> items, ThreadPool* pool);
-  // True if the family's attention reads f16 KV caches (KvCache::k_rows).
-  virtual bool reads_f16_kv() const { return false; }
+  // True if the family reads its KV caches through KvCache::k_rows / store
+  // (any KvType; Q8_0 also needs head sizes that are multiples of 32).
+  virtual bool reads_typed_kv() const { return false; }
   layers::KvCacheTypes kv_types_;
 
   ModelInfo info_;

@@ -1,5 +1,5 @@
 // Tests kernels::attention against the naive reference (ref/attention_ref.h) on
-// every ISA (f16 K/V rows: bit-identical to the f32 kernel on the rounded rows): GQA shapes, head sizes that do and do not fill a vector, decode on
+// every ISA (f16 / Q8_0 K/V rows: bit-identical to the f32 kernel on the decoded rows): GQA shapes, head sizes that do and do not fill a vector, decode on
 // an existing cache (q_pos0 > 0), sliding window, non-causal, softcap, padded
 // row strides and misaligned pointers; and that 1 and 2 threads (and no pool)
 // give bit-identical results.
@@ -19,6 +19,7 @@
 #include "kernels/attention.h"
 #include "kernels/dispatch.h"
 #include "kernels/ref/attention_ref.h"
+#include "quant/legacy_blocks.h"
 
 namespace chimera::kernels {
 namespace {
@@ -188,40 +189,59 @@ TEST_F(AttentionTest, SingleKeyReturnsValue) {
   }
 }
 
-// f16 K and/or V rows (KvRows) give exactly what the f32 kernel gives on the
-// same rows rounded to f16, on every ISA, for 1 and 2 threads; so the f16
-// cache's only error is the rounding of what it stores.
-TEST_F(AttentionTest, F16RowsEqualF32KernelOnRoundedRows) {
+// f16 and Q8_0 K and/or V rows (KvRows) give exactly what the f32 kernel
+// gives on the same rows decoded, on every ISA, for 1 and 2 threads; so the
+// typed cache's only error is the rounding of what it stores.
+TEST_F(AttentionTest, TypedRowsEqualF32KernelOnDecodedRows) {
   const Shape shapes[] = {
       {8, 2, 64, 1, 37, 38, true, 0, 0.f},    // decode, GQA
-      {4, 4, 80, 9, 0, 9, true, 0, 0.f},      // prefill, head not a vector multiple of 16
-      {6, 3, 20, 5, 11, 16, true, 6, 0.f},    // window, odd head size
-      {2, 1, 32, 7, 0, 13, false, 0, 30.f},   // non-causal + softcap
+      {4, 4, 96, 9, 0, 9, true, 0, 0.f},      // prefill, 96 = 3 Q8_0 blocks per head
+      {6, 3, 32, 5, 11, 16, true, 6, 0.f},    // window, one block per head
+      {2, 1, 128, 7, 0, 13, false, 0, 30.f},  // non-causal + softcap
+      {4, 2, 20, 3, 5, 8, true, 0, 0.f},      // odd head size: f16 only
   };
-  auto round_f16 = [](std::vector<float> x, std::vector<uint16_t>* h) {
-    h->resize(x.size());
-    for (size_t i = 0; i < x.size(); ++i) {
-      (*h)[i] = f32_to_f16(x[i]);
-      x[i] = f16_to_f32((*h)[i]);
+  // Encodes rows [rows][width] (source stride ld) as `type`; rewrites the
+  // source with the decoded values; returns the packed rows (stride width).
+  auto encode = [](std::vector<float>& x, int64_t rows, int64_t ld, int64_t width, KvType type) {
+    std::vector<uint8_t> out(kv_row_bytes(type, width) * (size_t)rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = x.data() + 1 + r * ld;
+      uint8_t* dst = out.data() + kv_row_bytes(type, width) * (size_t)r;
+      if (type == KvType::kF16) {
+        for (int64_t i = 0; i < width; ++i) {
+          const uint16_t h = f32_to_f16(row[i]);
+          std::memcpy(dst + 2 * i, &h, 2);
+          row[i] = f16_to_f32(h);
+        }
+      } else {
+        quant::quantize_row_q8_0(row, reinterpret_cast<quant::block_q8_0*>(dst), width);
+        quant::dequantize_row_q8_0(reinterpret_cast<const quant::block_q8_0*>(dst), row, width);
+      }
     }
-    return x;
+    return out;
   };
   for (Isa isa : available_isas()) {
     ScopedIsa si(isa);
     for (const Shape& s : shapes) {
-      Data d = make_data(s, rng_);
-      std::vector<uint16_t> kh, vh;
-      d.k = round_f16(d.k, &kh);
-      d.v = round_f16(d.v, &vh);
-      const auto want = run(s, d, &pool1_);
-      for (int mix = 1; mix < 4; ++mix) {
-        const KvRows k = mix & 1 ? KvRows{kh.data() + 1, d.ldk, KvType::kF16} : KvRows{d.k.data() + 1, d.ldk, KvType::kF32};
-        const KvRows v = mix & 2 ? KvRows{vh.data() + 1, d.ldv, KvType::kF16} : KvRows{d.v.data() + 1, d.ldv, KvType::kF32};
-        for (ThreadPool* pool : {&pool1_, &pool2_}) {
-          std::vector<float> got((size_t)(s.n_q * d.ldo + 1), kSentinel);
-          attention(params(s), d.q.data() + 1, s.n_q, d.ldq, s.q_pos0, k, v, s.n_kv, got.data() + 1, d.ldo, pool);
-          ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
-              << isa_name(isa) << " head_dim " << s.head_dim << " mix " << mix << " threads " << pool->size();
+      for (KvType kt : {KvType::kF32, KvType::kF16, KvType::kQ8_0}) {
+        for (KvType vt : {KvType::kF32, KvType::kF16, KvType::kQ8_0}) {
+          if (kt == KvType::kF32 && vt == KvType::kF32) continue;
+          if ((kt == KvType::kQ8_0 || vt == KvType::kQ8_0) && s.head_dim % 32) continue;
+          Data d = make_data(s, rng_);
+          const int64_t w = s.n_head_kv * s.head_dim, rows = std::max<int64_t>(s.n_kv, 1);
+          std::vector<uint8_t> kb, vb;
+          if (kt != KvType::kF32) kb = encode(d.k, rows, d.ldk, w, kt);
+          if (vt != KvType::kF32) vb = encode(d.v, rows, d.ldv, w, vt);
+          const auto want = run(s, d, &pool1_);
+          const KvRows k = kt == KvType::kF32 ? KvRows{d.k.data() + 1, d.ldk, kt} : KvRows{kb.data(), w, kt};
+          const KvRows v = vt == KvType::kF32 ? KvRows{d.v.data() + 1, d.ldv, vt} : KvRows{vb.data(), w, vt};
+          for (ThreadPool* pool : {&pool1_, &pool2_}) {
+            std::vector<float> got((size_t)(s.n_q * d.ldo + 1), kSentinel);
+            attention(params(s), d.q.data() + 1, s.n_q, d.ldq, s.q_pos0, k, v, s.n_kv, got.data() + 1, d.ldo, pool);
+            ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+                << isa_name(isa) << " head_dim " << s.head_dim << " k " << kv_type_name(kt) << " v "
+                << kv_type_name(vt) << " threads " << pool->size();
+          }
         }
       }
     }

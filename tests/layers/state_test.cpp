@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "core/fp16.h"
+#include "quant/legacy_blocks.h"
 
 #include "layers/state.h"
 
@@ -113,6 +115,30 @@ TEST(KvCache, F16StoresRoundedRowsInHalfTheBytes) {
   SequenceState b({KvSpec{4, 2}}, 8);
   EXPECT_FALSE(b.copy_from(a).is_ok());
   EXPECT_DEATH(a.kv(0)->k_row(0), "f32 row access to an f16 KV cache");
+}
+
+// Q8_0 KV storage: rows quantized as quantize_row_q8_0, read back decoded;
+// 34 bytes per 32 values.
+TEST(KvCache, Q8_0StoresQuantizedRows) {
+  const KvSpec spec{64, 32, 32, 32};
+  KvCache q8(spec, 4, {kernels::KvType::kQ8_0, kernels::KvType::kQ8_0}), f32(spec, 4);
+  EXPECT_EQ(q8.row_bytes(), (2 + 1) * 34u);
+  EXPECT_EQ(q8.bytes(), 4 * q8.row_bytes());
+  std::vector<float> k(2 * 64), v(2 * 32);
+  for (size_t i = 0; i < k.size(); ++i) k[i] = std::sin(0.37f * (float)i) * 3.f;
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::cos(0.11f * (float)i);
+  q8.store(1, 2, k.data(), 64, v.data(), 32);
+  std::vector<quant::block_q8_0> blk(4);
+  std::vector<float> want(2 * 64), got(2 * 64);
+  quant::quantize_row_q8_0(k.data(), blk.data(), 128);
+  quant::dequantize_row_q8_0(blk.data(), want.data(), 128);
+  q8.load_k(1, 2, got.data());
+  EXPECT_EQ(got, want);
+  q8.load_v(1, 2, got.data());
+  float worst = 0;
+  for (size_t i = 0; i < v.size(); ++i) worst = std::max(worst, std::fabs(got[i] - v[i]));
+  EXPECT_GT(worst, 0.f);
+  EXPECT_LT(worst, 1.0f / 127);  // half a step of the largest block scale (|v| <= 1)
 }
 
 }  // namespace chimera::layers

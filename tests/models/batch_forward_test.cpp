@@ -153,17 +153,25 @@ TEST(ForwardBatch, GraniteHybridMatchesEachSequenceAlone) {
   for (int threads : {1, 2}) check_batched_equals_alone(*m, mixed_steps(), threads);
 }
 
-// The fused step writes the f16 cache through attention_segments, the lone
+// The fused step writes typed caches through attention_segments, the lone
 // forward through attention_forward: same rounded rows, same results.
-TEST(ForwardBatch, F16KvCacheMatchesEachSequenceAlone) {
+TEST(ForwardBatch, TypedKvCacheMatchesEachSequenceAlone) {
   CHIMERA_REQUIRE_SHARED(shared);
-  for (const char* name : {"tiny-llama", "tiny-granitehybrid"}) {
+  using kernels::KvType;
+  int q8_runs = 0;
+  for (const char* name : {"tiny-llama", "tiny-granitehybrid", "quant-llama-Q8_0"}) {
     auto m = load(shared, name);
     ASSERT_TRUE(m);
-    ASSERT_TRUE(m->set_kv_types({kernels::KvType::kF16, kernels::KvType::kF16}).is_ok());
-    ASSERT_EQ(m->new_state(8)->kv_types().k, kernels::KvType::kF16);
-    for (int threads : {1, 2}) check_batched_equals_alone(*m, mixed_steps(), threads);
+    for (layers::KvCacheTypes t : {layers::KvCacheTypes{KvType::kF16, KvType::kF16},
+                                   layers::KvCacheTypes{KvType::kQ8_0, KvType::kF16}}) {
+      if (!m->accepts_kv_types(t)) continue;  // Q8_0 needs heads of a multiple of 32
+      ASSERT_TRUE(m->set_kv_types(t).is_ok());
+      ASSERT_EQ(m->new_state(8)->kv_types().k, t.k);
+      q8_runs += t.k == KvType::kQ8_0;
+      for (int threads : {1, 2}) check_batched_equals_alone(*m, mixed_steps(), threads);
+    }
   }
+  EXPECT_GE(q8_runs, 1) << "no model took a Q8_0 cache";
 }
 
 TEST(ForwardBatch, DefaultPathMatchesForFamiliesWithoutFusion) {

@@ -203,47 +203,54 @@ TEST_P(GoldenTest, GreedyDecodingMatches) {
   EXPECT_LE(flips, 1) << "more than one near-tie flip";
 }
 
-// The f16 KV cache (--cache-type-k/v f16) on every case whose family reads
-// it. The references use an f32 cache, so the budget is against chimera's
-// f32-cache rows: measured worst 1.06e-3 of the logit scale on f32-weight
-// cases (stories260K-bos), 3.6e-2 on the quantized quant-llama cases (their
-// keys are large, so the f16 rounding of K moves the scores most); bounds 2e-3
-// and 5e-2. Batch and step modes store the same rounded rows, so they still
-// agree as closely as with f32. The change is printed ("[ kv f16 ]").
-TEST_P(GoldenTest, F16KvCacheStaysWithinItsBudget) {
+// The typed KV caches (--cache-type-k/v f16, q8_0) on every case whose family
+// reads them. The references use an f32 cache, so the budget is against
+// chimera's f32-cache rows, measured in units of the case's logit scale:
+//   f16:  worst 1.06e-3 on f32/f16-weight cases (stories260K-bos), 3.6e-2 on
+//         the quantized quant-llama cases (their keys are large, so rounding
+//         K moves the scores most); bounds 2e-3 and 5e-2;
+//   q8_0: worst MEASURED_Q8 (bounds below).
+// Batch and step modes store the same rounded rows, so they still agree as
+// closely as with f32. The change is printed ("[ kv TYPE ]").
+TEST_P(GoldenTest, TypedKvCacheStaysWithinItsBudget) {
   CHIMERA_REQUIRE_SHARED(shared);
   Fixture& f = fixture(GetParam());
   ASSERT_TRUE(f.error.empty()) << f.error;
   const GoldenCase& gc = f.gc;
   models::Model& m = *f.model;
-  const layers::KvCacheTypes f16{kernels::KvType::kF16, kernels::KvType::kF16};
   bool has_kv = false;
   for (const auto& sp : m.state_specs()) has_kv |= std::holds_alternative<layers::KvSpec>(sp);
-  if (!has_kv || !m.accepts_kv_types(f16)) {
-    std::printf("[ kv f16 ] %s: no f16 KV cache (%s)\n", gc.name.c_str(), has_kv ? "f32-only family" : "no KV layers");
-    return;
-  }
   ThreadPool pool(2);
   const std::vector<float> f32_rows = run_rows(m, gc, 0, &pool);
-  ASSERT_TRUE(m.set_kv_types(f16).is_ok());
   struct Restore {
     models::Model& m;
     ~Restore() { (void)m.set_kv_types({}); }
   } restore{m};
-  const std::vector<float> batch = run_rows(m, gc, 0, &pool), step = run_rows(m, gc, 1, &pool);
-  float worst = 0, modes = 0;
-  for (size_t k = 0; k < batch.size(); ++k) {
-    worst = std::max({worst, std::fabs(batch[k] - f32_rows[k]), std::fabs(step[k] - f32_rows[k])});
-    modes = std::max(modes, std::fabs(batch[k] - step[k]));
+  const bool quantized = gc.tolerance >= 0.01f;
+  for (kernels::KvType type : {kernels::KvType::kF16, kernels::KvType::kQ8_0}) {
+    const char* tn = kernels::kv_type_name(type);
+    if (!has_kv || !m.accepts_kv_types({type, type})) {
+      std::printf("[ kv %s ] %s: not used (%s)\n", tn, gc.name.c_str(),
+                  !has_kv ? "no KV layers" : "not accepted by this model");
+      continue;
+    }
+    ASSERT_TRUE(m.set_kv_types({type, type}).is_ok());
+    const std::vector<float> batch = run_rows(m, gc, 0, &pool), step = run_rows(m, gc, 1, &pool);
+    float worst = 0, modes = 0;
+    for (size_t k = 0; k < batch.size(); ++k) {
+      worst = std::max({worst, std::fabs(batch[k] - f32_rows[k]), std::fabs(step[k] - f32_rows[k])});
+      modes = std::max(modes, std::fabs(batch[k] - step[k]));
+    }
+    const float budget =
+        (type == kernels::KvType::kF16 ? (quantized ? 5e-2f : 2e-3f) : (quantized ? 2e-1f : 5e-2f)) * gc.scale();
+    EXPECT_GT(worst, 0.f) << tn << ": the typed cache changed nothing: is it used?";
+    EXPECT_LE(worst, budget) << gc.name << ": " << tn << " KV cache moved the logits by " << worst;
+    // As in LogitsMatchInAllModesAndThreadCounts: SSD models with long prompts run two algorithms.
+    const bool ssd = (gc.arch == "mamba2" || gc.arch == "granitehybrid") && gc.prompt.size() >= 128;
+    EXPECT_LE(modes, (ssd ? 1.5e-3f : 1e-4f) * gc.scale()) << gc.name << ": batch and step disagree with " << tn;
+    std::printf("[ kv %s ] %s: max |%s - f32 cache| = %.3g (%.2e of scale; budget %.0e)\n", tn, gc.name.c_str(), tn,
+                worst, worst / gc.scale(), budget / gc.scale());
   }
-  const float budget = (gc.tolerance >= 0.01f ? 5e-2f : 2e-3f) * gc.scale();
-  EXPECT_GT(worst, 0.f) << "the f16 cache changed nothing: is it used?";
-  EXPECT_LE(worst, budget) << gc.name << ": f16 KV cache moved the logits by " << worst;
-  // As in LogitsMatchInAllModesAndThreadCounts: SSD models with long prompts run two algorithms.
-  const bool ssd = (gc.arch == "mamba2" || gc.arch == "granitehybrid") && gc.prompt.size() >= 128;
-  EXPECT_LE(modes, (ssd ? 1.5e-3f : 1e-4f) * gc.scale()) << gc.name << ": batch and step disagree with the f16 cache";
-  std::printf("[ kv f16 ] %s: max |f16 - f32 cache| = %.3g (%.2e of scale; budget %.0e)\n", gc.name.c_str(), worst,
-              worst / gc.scale(), budget / gc.scale());
 }
 
 // Every instruction set the CPU runs (the tests above use the best one):
