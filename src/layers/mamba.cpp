@@ -96,36 +96,55 @@ void Mamba1Scratch::reserve(const Mamba1Config& c, int64_t T) {
   y.resize((size_t)(T * c.d_inner));
 }
 
-void mamba1_forward(const Mamba1Config& c, const Mamba1Weights& w, const float* h, int64_t T, RecurrentState& st,
-                    Mamba1Scratch& s, float* out, ThreadPool* pool, float* memory) {
+void mamba1_forward_segments(const Mamba1Config& c, const Mamba1Weights& w, const float* h, int64_t rows,
+                             std::span<const MixerSegment> segs, Mamba1Scratch& s, float* out, ThreadPool* pool,
+                             float* memory) {
   const int64_t D = c.d_inner, N = c.d_state, R = c.dt_rank, K = c.d_conv, ldb = R + 2 * N;
   float* xz = s.xz.data();
   float* xc = s.xc.data();
   float* xdb = s.xdb.data();
-  w.in.apply(h, T, c.n_embd, xz, 2 * D, pool);
-  float* conv_state = st.conv();
+  float* dt = s.dt.data();
+  float* y = s.y.data();
+  // Projection of every row: [x | z].
+  w.in.apply(h, rows, c.n_embd, xz, 2 * D, pool);
+  // Per sequence: causal conv on its own conv state (one pool job for all).
   parallel_range(pool, D, 16, [&](int64_t c0, int64_t c1) {
-    kernels::conv1d_causal(xz, 2 * D, T, w.conv.w.ptr(), w.conv.b.ptr(), D, K, conv_state, xc, D, true, c0, c1);
+    for (const MixerSegment& sg : segs)
+      kernels::conv1d_causal(xz + sg.row * 2 * D, 2 * D, sg.T, w.conv.w.ptr(), w.conv.b.ptr(), D, K,
+                             sg.state->conv(), xc + sg.row * D, D, true, c0, c1);
   });
-  w.x_proj.apply(xc, T, D, xdb, ldb, pool);
+  // Projections of every row: [dt_low | B | C], then dt.
+  w.x_proj.apply(xc, rows, D, xdb, ldb, pool);
   if (c.dt_b_c_rms) {
-    for (int64_t t = 0; t < T; ++t) {
+    for (int64_t t = 0; t < rows; ++t) {
       float* r = xdb + t * ldb;
       kernels::rms_norm(r, nullptr, r, R, c.eps);
       kernels::rms_norm(r + R, nullptr, r + R, N, c.eps);
       kernels::rms_norm(r + R + N, nullptr, r + R + N, N, c.eps);
     }
   }
-  w.dt_proj.apply(xdb, T, ldb, s.dt.data(), D, pool);
-  kernels::Scan1Args a;
-  a.T = T, a.D = D, a.N = N;
-  a.x = xc, a.ldx = D, a.dt = s.dt.data(), a.lddt = D, a.dt_bias = w.dt_bias.ptr(), a.A = w.A.ptr();
-  a.B = xdb + R, a.C = xdb + R + N, a.ldbc = ldb, a.d_skip = w.D.ptr();
-  a.state = st.ssm(), a.y = s.y.data(), a.ldy = D;
-  parallel_range(pool, D, 8, [&](int64_t d0, int64_t d1) { kernels::ssm_scan1(a, d0, d1); });
-  if (memory) std::memcpy(memory, s.y.data(), sizeof(float) * (size_t)(T * D));
-  for (int64_t t = 0; t < T; ++t) kernels::silu_mul(xz + t * 2 * D + D, s.y.data() + t * D, s.y.data() + t * D, D);
-  w.out.apply(s.y.data(), T, D, out, c.n_embd, pool);
+  w.dt_proj.apply(xdb, rows, ldb, dt, D, pool);
+  // Per sequence: selective scan on its own SSM state.
+  parallel_range(pool, D, 8, [&](int64_t d0, int64_t d1) {
+    for (const MixerSegment& sg : segs) {
+      kernels::Scan1Args a;
+      a.T = sg.T, a.D = D, a.N = N;
+      a.x = xc + sg.row * D, a.ldx = D, a.dt = dt + sg.row * D, a.lddt = D, a.dt_bias = w.dt_bias.ptr();
+      a.A = w.A.ptr(), a.B = xdb + sg.row * ldb + R, a.C = xdb + sg.row * ldb + R + N, a.ldbc = ldb;
+      a.d_skip = w.D.ptr(), a.state = sg.state->ssm(), a.y = y + sg.row * D, a.ldy = D;
+      kernels::ssm_scan1(a, d0, d1);
+    }
+  });
+  if (memory) std::memcpy(memory, y, sizeof(float) * (size_t)(rows * D));
+  // Gate and output projection of every row.
+  for (int64_t t = 0; t < rows; ++t) kernels::silu_mul(xz + t * 2 * D + D, y + t * D, y + t * D, D);
+  w.out.apply(y, rows, D, out, c.n_embd, pool);
+}
+
+void mamba1_forward(const Mamba1Config& c, const Mamba1Weights& w, const float* h, int64_t T, RecurrentState& st,
+                    Mamba1Scratch& s, float* out, ThreadPool* pool, float* memory) {
+  const MixerSegment seg{0, T, &st};
+  mamba1_forward_segments(c, w, h, T, {&seg, 1}, s, out, pool, memory);
 }
 
 }  // namespace chimera::layers

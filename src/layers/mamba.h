@@ -17,6 +17,7 @@
 
 #include <functional>
 #include <initializer_list>
+#include <span>
 #include <string>
 
 #include "core/memory.h"
@@ -71,10 +72,30 @@ struct Mamba1Scratch {
   void reserve(const Mamba1Config& c, int64_t max_tokens);
 };
 
+// One sequence's share of a fused multi-sequence mixer step: rows
+// [row, row + T) of the step's activations, mixed on that sequence's state.
+struct MixerSegment {
+  int64_t row = 0;
+  int64_t T = 0;
+  RecurrentState* state = nullptr;
+};
+
+// out[rows][n_embd] = Mamba1(h[rows][n_embd]) for several sequences at once:
+// the projections (ssm_in, ssm_x, ssm_dt, ssm_out) run once over all rows,
+// the conv and the scan per segment on its own state (advanced). Segments
+// cover disjoint rows; rows <= the scratch's max_tokens. Each segment's
+// result is bit-identical to mamba1_forward on its rows alone (matmul rows and
+// scan channels are computed independently of their neighbours). out may
+// alias h. `memory` as in mamba1_forward, [rows][d_inner].
+void mamba1_forward_segments(const Mamba1Config& c, const Mamba1Weights& w, const float* h, int64_t rows,
+                             std::span<const MixerSegment> segs, Mamba1Scratch& s, float* out, ThreadPool* pool,
+                             float* memory = nullptr);
+
 // out[T][n_embd] = Mamba1(h[T][n_embd]), advancing the layer's state. out may alias h.
 // When `memory` is given, the pre-gate scan output y (scan + D ⊙ x, before
 // y ⊙ silu(z)) of each row is also copied there ([T][d_inner]) — SambaY's
-// memory-producing layer; the output is the same either way.
+// memory-producing layer; the output is the same either way. One segment of
+// mamba1_forward_segments.
 void mamba1_forward(const Mamba1Config& c, const Mamba1Weights& w, const float* h, int64_t T, RecurrentState& st,
                     Mamba1Scratch& s, float* out, ThreadPool* pool, float* memory = nullptr);
 

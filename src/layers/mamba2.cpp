@@ -38,36 +38,48 @@ void Mamba2Scratch::reserve(const Mamba2Config& c, int64_t T) {
   y.resize((size_t)(T * c.d_inner));
 }
 
-void mamba2_forward(const Mamba2Config& c, const Mamba2Weights& w, const float* h, int64_t T, RecurrentState& st,
-                    Mamba2Scratch& s, float* out, ThreadPool* pool) {
+void mamba2_forward_segments(const Mamba2Config& c, const Mamba2Weights& w, const float* h, int64_t rows,
+                             std::span<const MixerSegment> segs, Mamba2Scratch& s, float* out, ThreadPool* pool) {
   const int64_t DI = c.d_inner, N = c.d_state, G = c.n_group, H = c.n_head, P = c.head_dim();
   const int64_t CD = c.conv_dim(), LD = c.d_in_proj();
   float* zx = s.zxbcdt.data();
   float* xbc = s.xbc.data();
   float* y = s.y.data();
-  w.in.apply(h, T, c.n_embd, zx, LD, pool);
-  float* conv_state = st.conv();
+  // Projection of every row: [z | xBC | dt].
+  w.in.apply(h, rows, c.n_embd, zx, LD, pool);
+  // Per sequence: causal conv on its own conv state (one pool job for all).
   parallel_range(pool, CD, 16, [&](int64_t c0, int64_t c1) {
-    kernels::conv1d_causal(zx + DI, LD, T, w.conv.w.ptr(), w.conv.b.ptr(), CD, c.d_conv, conv_state, xbc, CD, true,
-                           c0, c1);
+    for (const MixerSegment& sg : segs)
+      kernels::conv1d_causal(zx + sg.row * LD + DI, LD, sg.T, w.conv.w.ptr(), w.conv.b.ptr(), CD, c.d_conv,
+                             sg.state->conv(), xbc + sg.row * CD, CD, true, c0, c1);
   });
-  kernels::Scan2Args a;
-  a.T = T, a.H = H, a.P = P, a.N = N, a.G = G;
-  a.x = xbc, a.ldx = CD, a.dt = zx + DI + CD, a.lddt = LD, a.dt_bias = w.dt_bias.ptr(), a.A = w.A.ptr();
-  a.B = xbc + DI, a.C = xbc + DI + G * N, a.ldbc = CD, a.d_skip = w.D.ptr();
-  a.state = st.ssm(), a.y = y, a.ldy = DI;
-  const bool ssd = T >= c.ssd_min_tokens;
+  // Per sequence: scan on its own SSM state, SSD or sequential by its own T.
   parallel_range(pool, H, 1, [&](int64_t h0, int64_t h1) {
-    if (ssd)
-      kernels::ssd_chunked(a, c.ssd_chunk, h0, h1);
-    else
-      kernels::ssm_scan2(a, h0, h1);
+    for (const MixerSegment& sg : segs) {
+      const float* xs = xbc + sg.row * CD;
+      kernels::Scan2Args a;
+      a.T = sg.T, a.H = H, a.P = P, a.N = N, a.G = G;
+      a.x = xs, a.ldx = CD, a.dt = zx + sg.row * LD + DI + CD, a.lddt = LD, a.dt_bias = w.dt_bias.ptr();
+      a.A = w.A.ptr(), a.B = xs + DI, a.C = xs + DI + G * N, a.ldbc = CD, a.d_skip = w.D.ptr();
+      a.state = sg.state->ssm(), a.y = y + sg.row * DI, a.ldy = DI;
+      if (sg.T >= c.ssd_min_tokens)
+        kernels::ssd_chunked(a, c.ssd_chunk, h0, h1);
+      else
+        kernels::ssm_scan2(a, h0, h1);
+    }
   });
-  parallel_range(pool, T, 4, [&](int64_t t0, int64_t t1) {
+  // Gate, grouped norm and output projection of every row.
+  parallel_range(pool, rows, 4, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t)
       kernels::gated_group_rms_norm(y + t * DI, zx + t * LD, w.norm.ptr(), DI, DI / G, c.eps);
   });
-  w.out.apply(y, T, DI, out, c.n_embd, pool);
+  w.out.apply(y, rows, DI, out, c.n_embd, pool);
+}
+
+void mamba2_forward(const Mamba2Config& c, const Mamba2Weights& w, const float* h, int64_t T, RecurrentState& st,
+                    Mamba2Scratch& s, float* out, ThreadPool* pool) {
+  const MixerSegment seg{0, T, &st};
+  mamba2_forward_segments(c, w, h, T, {&seg, 1}, s, out, pool);
 }
 
 }  // namespace chimera::layers

@@ -59,7 +59,16 @@ struct Mamba2Scratch {
   void reserve(const Mamba2Config& c, int64_t max_tokens);
 };
 
-// out[T][n_embd] = Mamba2(h[T][n_embd]), advancing the layer's state. out may alias h.
+// out[rows][n_embd] = Mamba2(h[rows][n_embd]) for several sequences at once
+// (MixerSegment, layers/mamba.h): ssm_in and ssm_out run once over all rows;
+// the conv and the scan per segment on its own state (advanced), each picking
+// SSD or the sequential recurrence by its own T. Bit-identical per segment to
+// mamba2_forward on its rows alone. out may alias h.
+void mamba2_forward_segments(const Mamba2Config& c, const Mamba2Weights& w, const float* h, int64_t rows,
+                             std::span<const MixerSegment> segs, Mamba2Scratch& s, float* out, ThreadPool* pool);
+
+// out[T][n_embd] = Mamba2(h[T][n_embd]), advancing the layer's state. out may
+// alias h. One segment of mamba2_forward_segments.
 void mamba2_forward(const Mamba2Config& c, const Mamba2Weights& w, const float* h, int64_t T, RecurrentState& st,
                     Mamba2Scratch& s, float* out, ThreadPool* pool);
 

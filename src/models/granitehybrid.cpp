@@ -218,9 +218,9 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
     }
   }
 
-  // Several sequences at once: norms, attention projections and the FFN/MoE on
-  // all rows; attention (RoPE, KV writes) and the Mamba-2 mixer per segment on
-  // that sequence's own state and positions.
+  // Several sequences at once: norms, attention and Mamba-2 projections and the
+  // FFN/MoE on all rows; attention (RoPE, KV writes) and the Mamba-2 conv and
+  // scan per segment on that sequence's own state and positions.
   void ubatch_segments(std::span<const Segment> segs, int64_t rows, ThreadPool* pool) override {
     ws_.reserve(rows);
     float* x = ws_.x.data();
@@ -228,16 +228,15 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
     const int64_t d = n_embd_;
     embed_segments(embd_.tok, segs, x);
     if (embedding_scale_ != 0.f) kernels::scale(x, embedding_scale_, rows * d);
+    std::vector<layers::MixerSegment> mix(segs.size());
     for (size_t l = 0; l < layers_.size(); ++l) {
       const GraniteLayer& L = layers_[l];
       for (int64_t t = 0; t < rows; ++t) kernels::rms_norm(x + t * d, L.attn_norm.ptr(), h + t * d, d, eps_);
       if (L.plan.mixer == Mixer::kAttention) {
         attention_segments(L.attn_cfg, L.attn, h, segs, rows, l, seg_attn_scratch_, h, pool);
       } else {
-        for (const Segment& sg : segs) {
-          float* hs = h + sg.row * d;
-          layers::mamba2_forward(m2_, L.ssm, hs, sg.T, *sg.state().recurrent(l), ssm_scratch_, hs, pool);
-        }
+        for (size_t i = 0; i < segs.size(); ++i) mix[i] = {segs[i].row, segs[i].T, segs[i].state().recurrent(l)};
+        layers::mamba2_forward_segments(m2_, L.ssm, h, rows, mix, ssm_scratch_, h, pool);
       }
       residual_add(x, h, rows * d);
       ffn_block(L, l, x, h, rows, pool);

@@ -104,6 +104,29 @@ class MambaModel final : public MicroBatchedModel {
     write_logits(embd_, x, T, n_embd_, eps_, which, logits, row0, last_chunk, ws_, pool);
   }
 
+  // Several sequences at once: norms and the mixers' projections on all rows,
+  // conv and scan per segment on that sequence's own state.
+  void ubatch_segments(std::span<const Segment> segs, int64_t rows, ThreadPool* pool) override {
+    ws_.reserve(rows);
+    float* x = ws_.x.data();
+    float* h = ws_.h.data();
+    embed_segments(embd_.tok, segs, x);
+    std::vector<layers::MixerSegment> mix(segs.size());
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      const MambaLayer& L = layers_[l];
+      for (int64_t t = 0; t < rows; ++t)
+        kernels::rms_norm(x + t * n_embd_, L.norm.ptr(), h + t * n_embd_, n_embd_, eps_);
+      for (size_t i = 0; i < segs.size(); ++i) mix[i] = {segs[i].row, segs[i].T, segs[i].state().recurrent(l)};
+      if (kind_ == MixerKind::kMamba1)
+        layers::mamba1_forward_segments(m1_, L.m1, h, rows, mix, s1_, h, pool);
+      else
+        layers::mamba2_forward_segments(m2_, L.m2, h, rows, mix, s2_, h, pool);
+      kernels::add(x, h, rows * n_embd_);
+    }
+    advance_segments(segs);
+    write_logits_segments(embd_, x, segs, n_embd_, eps_, ws_, logits_scratch_, pool);
+  }
+
   MixerKind kind_;
   int64_t n_embd_ = 0;
   float eps_ = 1e-5f;
@@ -114,6 +137,7 @@ class MambaModel final : public MicroBatchedModel {
   Workspace ws_;
   layers::Mamba1Scratch s1_;
   layers::Mamba2Scratch s2_;
+  AlignedBuffer<float> logits_scratch_;
 };
 
 Result<std::unique_ptr<Model>> load(const format::GgufFile& gguf, MixerKind kind, const char* arch) {

@@ -5,8 +5,15 @@
 #include "kernels/repack_cache.h"
 
 #include <algorithm>
+#include <atomic>
 
 namespace chimera::models {
+
+namespace {
+std::atomic<int64_t> g_unfused_steps{0};
+}  // namespace
+
+int64_t unfused_batch_steps() { return g_unfused_steps.load(std::memory_order_relaxed); }
 
 Status Model::forward(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
                       ThreadPool* pool) {
@@ -68,6 +75,7 @@ Status Model::set_kv_types(layers::KvCacheTypes t) {
 }
 
 void Model::forward_batch_impl(std::span<BatchItem> items, ThreadPool* pool) {
+  if (items.size() > 1) g_unfused_steps.fetch_add(1, std::memory_order_relaxed);
   for (BatchItem& it : items) forward_impl(*it.state, it.tokens, it.n, it.which, it.logits, pool);
 }
 
@@ -104,6 +112,7 @@ void MicroBatchedModel::forward_batch_impl(std::span<BatchItem> items, ThreadPoo
 }
 
 void MicroBatchedModel::ubatch_segments(std::span<const Segment> segs, int64_t, ThreadPool* pool) {
+  if (segs.size() > 1) g_unfused_steps.fetch_add(1, std::memory_order_relaxed);
   for (const Segment& s : segs)
     ubatch(s.state(), s.tokens(), s.T, s.item->which, s.item->logits, s.offset, s.last(), pool);
 }

@@ -166,6 +166,12 @@ class MicroBatchedModel : public Model {
                       int64_t row0, bool last, ThreadPool* pool) = 0;
 };
 
+// Fused steps that ran one sequence at a time (process-wide count): calls of
+// the default Model::forward_batch_impl with several items, and micro-batches
+// of several segments run by the default ubatch_segments. Families that fuse
+// never add to it; tests read it to check that they do.
+int64_t unfused_batch_steps();
+
 // Registry loaders: runs a freshly constructed family model's init(gguf, extra...)
 // and hands it back as a Model once that succeeds.
 template <class M, class... InitArgs>

@@ -104,24 +104,24 @@ class PhiMoeModel final : public Model, public layers::MoeObservable {
     info_.weight_bytes = g.tensor_bytes();  // all weights, as the field documents (decode reads k/E of the experts)
     info_.derived = hp.notes();
     ws_.n_embd = n_embd_;
-    attn_scratch_.reserve(attn_cfg_, kMaxUbatch);
+    seg_attn_scratch_.reserve(attn_cfg_, kMaxUbatch);
     moe_scratch_.reserve(moe_cfg_, kMaxUbatch);
     return Status::ok();
   }
 
  protected:
+  // A lone sequence is a one-item batch: the same micro-batches and code path.
   void forward_impl(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
                     ThreadPool* pool) override {
-    // LongRoPE: the factor set follows the sequence length this call reaches.
-    layers::AttentionConfig cfg = attn_cfg_;
-    if (rope_long_.present()) {
-      const bool is_long = st.n_past() + n > n_ctx_orig_;
-      cfg.rope.freq_factors = is_long ? rope_long_.ptr() : rope_short_.ptr();
-      cfg.rope.attn_factor = is_long ? mscale_long_ : mscale_short_;
-    }
-    for (int64_t done = 0; done < n; done += kMaxUbatch) {
-      const int64_t T = std::min(kMaxUbatch, n - done);
-      ubatch(cfg, st, tokens + done, T, which, logits, done, done + T == n, pool);
+    BatchItem item{&st, tokens, n, which, logits};
+    forward_batch_impl({&item, 1}, pool);
+  }
+
+  void forward_batch_impl(std::span<BatchItem> items, ThreadPool* pool) override {
+    for (const auto& mb : pack_segments(items, kMaxUbatch)) {
+      int64_t rows = 0;
+      for (const Segment& s : mb) rows += s.T;
+      ubatch_segments(mb, rows, pool);
     }
   }
 
@@ -154,29 +154,45 @@ class PhiMoeModel final : public Model, public layers::MoeObservable {
       kernels::layer_norm(x + t * n_embd_, w.ptr(), bias.ptr(), y + t * n_embd_, n_embd_, eps_);
   }
 
-  void ubatch(const layers::AttentionConfig& cfg, layers::SequenceState& st, const int32_t* tokens, int64_t T,
-              Logits which, float* logits, int64_t row0, bool last_chunk, ThreadPool* pool) {
-    ws_.reserve(T);
+  // The attention config of a forward call that reaches sequence length
+  // `len`: LongRoPE takes the long factors past the original context.
+  layers::AttentionConfig call_config(int64_t len) const {
+    layers::AttentionConfig cfg = attn_cfg_;
+    if (rope_long_.present()) {
+      const bool is_long = len > n_ctx_orig_;
+      cfg.rope.freq_factors = is_long ? rope_long_.ptr() : rope_short_.ptr();
+      cfg.rope.attn_factor = is_long ? mscale_long_ : mscale_short_;
+    }
+    return cfg;
+  }
+
+  // One micro-batch of segments (one per sequence): norms, attention
+  // projections and the MoE on all rows; RoPE, KV writes and attention per
+  // segment with the factors of its sequence's forward call. The last layer's
+  // MoE runs only on rows that need logits (not while expert statistics are
+  // collected: they count every routed token).
+  void ubatch_segments(std::span<const Segment> segs, int64_t rows, ThreadPool* pool) {
+    ws_.reserve(rows);
     float* x = ws_.x.data();
     float* h = ws_.h.data();
-    embed_tokens(embd_.tok, tokens, T, x);
-    const int64_t pos0 = st.n_past();
-    int64_t rows = T;  // the last layer's MoE runs only on rows that need logits
+    embed_segments(embd_.tok, segs, x);
+    seg_cfg_.clear();
+    for (const Segment& sg : segs)  // the call began at n_past - offset and reaches n_past - offset + n
+      seg_cfg_.push_back(call_config(sg.state().n_past() - sg.offset + sg.item->n));
+    std::vector<OutputRow> out = output_rows(segs, embd_.output.rows);
+    int64_t n = rows;
     for (size_t l = 0; l < layers_.size(); ++l) {
       const PhiMoeLayer& L = layers_[l];
-      layer_norm_rows(x, L.attn_norm, L.attn_norm_b, h, T);
-      layers::attention_forward(cfg, L.attn, h, T, pos0, *st.kv(l), attn_scratch_, h, pool);
-      kernels::add(x, h, T * n_embd_);
-      // Expert statistics see every routed token, so pruning is off while an observer is attached.
-      if (l + 1 == layers_.size() && !observer_ &&
-          (rows = keep_output_rows(x, T, n_embd_, which, logits, last_chunk)) == 0)
-        break;
-      layer_norm_rows(x, L.ffn_norm, L.ffn_norm_b, h, rows);
-      layers::moe_forward(moe_cfg_, L.moe, h, rows, moe_scratch_, h, pool, (int64_t)l, observer_);
+      layer_norm_rows(x, L.attn_norm, L.attn_norm_b, h, rows);
+      attention_segments(attn_cfg_, L.attn, h, segs, rows, l, seg_attn_scratch_, h, pool, seg_cfg_);
       kernels::add(x, h, rows * n_embd_);
+      if (l + 1 == layers_.size() && !observer_ && (n = keep_output_rows(x, out, n_embd_)) == 0) break;
+      layer_norm_rows(x, L.ffn_norm, L.ffn_norm_b, h, n);
+      layers::moe_forward(moe_cfg_, L.moe, h, n, moe_scratch_, h, pool, (int64_t)l, observer_);
+      kernels::add(x, h, n * n_embd_);
     }
-    st.advance(T);
-    write_logits(embd_, x, rows, n_embd_, eps_, which, logits, row0, last_chunk, ws_, pool, FinalNorm::kLayer);
+    advance_segments(segs);
+    write_logits_rows(embd_, x, out, n_embd_, eps_, ws_, logits_scratch_, pool, FinalNorm::kLayer);
   }
 
   int64_t n_embd_ = 0;
@@ -189,7 +205,9 @@ class PhiMoeModel final : public Model, public layers::MoeObservable {
   float mscale_short_ = 1.f, mscale_long_ = 1.f;
   std::vector<PhiMoeLayer> layers_;
   Workspace ws_;
-  layers::AttentionScratch attn_scratch_;
+  SegmentAttentionScratch seg_attn_scratch_;
+  std::vector<layers::AttentionConfig> seg_cfg_;
+  AlignedBuffer<float> logits_scratch_;
   layers::MoeScratch moe_scratch_;
   layers::MoeObserver* observer_ = nullptr;
 };

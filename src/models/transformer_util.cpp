@@ -66,26 +66,41 @@ void embed_segments(const kernels::WeightView& tok, std::span<const Segment> seg
   for (const Segment& s : segs) embed_tokens(tok, s.tokens(), s.T, x + s.row * tok.cols);
 }
 
-void write_logits_segments(const Embeddings& e, const float* x, std::span<const Segment> segs, int64_t n_embd,
-                           float eps, Workspace& ws, AlignedBuffer<float>& scratch, ThreadPool* pool,
-                           FinalNorm norm, float out_scale) {
-  // Wanted rows: (source row in x, destination row).
-  struct Pick {
-    int64_t src;
-    float* dst;
-  };
-  const int64_t nv = e.output.rows;
-  std::vector<Pick> picks;
+std::vector<OutputRow> output_rows(std::span<const Segment> segs, int64_t n_vocab) {
+  std::vector<OutputRow> out;
   for (const Segment& s : segs) {
     const BatchItem& it = *s.item;
     if (it.which == Logits::kNone || !it.logits) continue;
     if (it.which == Logits::kAll) {
-      for (int64_t t = 0; t < s.T; ++t) picks.push_back({s.row + t, it.logits + (s.offset + t) * nv});
+      for (int64_t t = 0; t < s.T; ++t) out.push_back({s.row + t, it.logits + (s.offset + t) * n_vocab});
     } else if (s.last()) {
-      picks.push_back({s.row + s.T - 1, it.logits});
+      out.push_back({s.row + s.T - 1, it.logits});
     }
   }
+  return out;
+}
+
+int64_t keep_output_rows(float* x, std::vector<OutputRow>& out, int64_t n_embd) {
+  // Sources ascend and src >= i, so moving in order never overwrites a row still to move.
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i].src != (int64_t)i)
+      std::memmove(x + (int64_t)i * n_embd, x + out[i].src * n_embd, sizeof(float) * (size_t)n_embd);
+    out[i].src = (int64_t)i;
+  }
+  return (int64_t)out.size();
+}
+
+void write_logits_segments(const Embeddings& e, const float* x, std::span<const Segment> segs, int64_t n_embd,
+                           float eps, Workspace& ws, AlignedBuffer<float>& scratch, ThreadPool* pool,
+                           FinalNorm norm, float out_scale) {
+  write_logits_rows(e, x, output_rows(segs, e.output.rows), n_embd, eps, ws, scratch, pool, norm, out_scale);
+}
+
+void write_logits_rows(const Embeddings& e, const float* x, std::span<const OutputRow> picks, int64_t n_embd,
+                       float eps, Workspace& ws, AlignedBuffer<float>& scratch, ThreadPool* pool, FinalNorm norm,
+                       float out_scale) {
   if (picks.empty()) return;
+  const int64_t nv = e.output.rows;
   const int64_t n_rows = (int64_t)picks.size();
   float* h = ws.h.data();  // the caller reserved >= the micro-batch's rows >= n_rows
   for (int64_t r = 0; r < n_rows; ++r) {
@@ -119,7 +134,7 @@ void SegmentAttentionScratch::reserve(const layers::AttentionConfig& c, int64_t 
 
 void attention_segments(const layers::AttentionConfig& c, const layers::AttentionWeights& w, const float* h,
                         std::span<const Segment> segs, int64_t rows, size_t layer, SegmentAttentionScratch& s,
-                        float* out, ThreadPool* pool) {
+                        float* out, ThreadPool* pool, std::span<const layers::AttentionConfig> seg_cfg) {
   const int64_t nq = c.n_head * c.head_dim;
   const int64_t nk = c.n_head_kv * c.head_dim;
   const int64_t nv = c.n_head_kv * c.head_dim_v;
@@ -129,13 +144,15 @@ void attention_segments(const layers::AttentionConfig& c, const layers::Attentio
   float* v = s.v.data();
   float* attn = s.base.attn.data();
   layers::apply_same_input({{&w.wq, q, nq}, {&w.wk, k, nk}, {&w.wv, v, nv}}, h, rows, c.n_embd, s.base.packed, pool);
-  const kernels::AttentionParams ap = layers::attention_params(c);
-  for (const Segment& sg : segs) {
+  for (size_t i = 0; i < segs.size(); ++i) {
+    const Segment& sg = segs[i];
+    const layers::AttentionConfig& cs = seg_cfg.empty() ? c : seg_cfg[i];
+    const kernels::AttentionParams ap = layers::attention_params(cs);
     layers::KvCache& cache = *sg.state().kv(layer);
     const int64_t pos0 = sg.state().n_past();
     float* qs = q + sg.row * nq;
     float* ks = k + sg.row * nk;
-    layers::rope_rows(c, qs, ks, sg.T, pos0);
+    layers::rope_rows(cs, qs, ks, sg.T, pos0);
     cache.store(pos0, sg.T, ks, nk, v + sg.row * nv, nv);
     kernels::attention(ap, qs, sg.T, nq, pos0, cache.k_rows(), cache.v_rows(), pos0 + sg.T, attn + sg.row * no, no,
                        pool);

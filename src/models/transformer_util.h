@@ -71,11 +71,32 @@ void write_logits_segments(const Embeddings& e, const float* x, std::span<const 
                            float eps, Workspace& ws, AlignedBuffer<float>& scratch, ThreadPool* pool,
                            FinalNorm norm = FinalNorm::kRms, float out_scale = 0.f);
 
+// The rows of a fused micro-batch whose logits are wanted, in row order: row
+// src of x gives logits row dst (what write_logits_segments computes).
+struct OutputRow {
+  int64_t src;
+  float* dst;
+};
+std::vector<OutputRow> output_rows(std::span<const Segment> segs, int64_t n_vocab);
+
+// keep_output_rows for a fused micro-batch: moves the rows `out` names to the
+// front of x (out[i].src becomes i) and returns how many there are, so the
+// rest of the last layer runs on those rows alone (0: skip it).
+int64_t keep_output_rows(float* x, std::vector<OutputRow>& out, int64_t n_embd);
+
+// write_logits_segments on the rows `out` names.
+void write_logits_rows(const Embeddings& e, const float* x, std::span<const OutputRow> out, int64_t n_embd, float eps,
+                       Workspace& ws, AlignedBuffer<float>& scratch, ThreadPool* pool,
+                       FinalNorm norm = FinalNorm::kRms, float out_scale = 0.f);
+
 // layers::attention_forward for every segment of a fused micro-batch, with the
 // q/k/v/o projections run once over all rows: K/V rows go to each segment's
 // cache (layer `layer`) at its positions, RoPE and the attention kernel run per
 // segment. Bit-identical to attention_forward per segment (matmul rows are
-// independent). h[rows][n_embd] -> out (may alias h).
+// independent). h[rows][n_embd] -> out (may alias h). seg_cfg, when not
+// empty, holds one config per segment for its RoPE and attention kernel
+// (PhiMoE's LongRoPE factors follow each sequence's length); the projections'
+// shapes come from c.
 struct SegmentAttentionScratch {
   layers::AttentionScratch base;  // q, attn
   AlignedBuffer<float> k, v;
@@ -83,7 +104,7 @@ struct SegmentAttentionScratch {
 };
 void attention_segments(const layers::AttentionConfig& c, const layers::AttentionWeights& w, const float* h,
                         std::span<const Segment> segs, int64_t rows, size_t layer, SegmentAttentionScratch& s,
-                        float* out, ThreadPool* pool);
+                        float* out, ThreadPool* pool, std::span<const layers::AttentionConfig> seg_cfg = {});
 
 // Advances every segment's state by its row count (end of a micro-batch).
 void advance_segments(std::span<const Segment> segs);

@@ -1,7 +1,8 @@
 // Model::forward_batch (fused multi-sequence forward) against forward() on
-// each sequence alone, for the families that fuse (llama incl. ternary
-// weights, granitehybrid, bitnet, bitnet-llama2c, phi4flash) on their golden
-// tiny models, 1 and 2 threads. Steps mix prefill chunks of
+// each sequence alone, for every family that fuses (llama incl. ternary
+// weights, granitehybrid, mamba, mamba2, phimoe, bitnet, bitnet-llama2c,
+// phi4flash) on their golden tiny models, 1 and 2 threads; a family that
+// fuses must never take the per-sequence fallback. Steps mix prefill chunks of
 // different lengths (one crossing the 256-row micro-batch limit, one long
 // enough for the Mamba-2 chunked SSD path) with decode steps; logits and every
 // layer's state (KV rows, conv / SSM state) must be bit-identical. Also: the
@@ -17,6 +18,7 @@
 
 #include "format/bitnet_llama2c/bitnet_llama2c.h"
 #include "format/hf/hf_convert.h"
+#include "gguf_rewrite.h"
 #include "models/model.h"
 #include "test_util.h"
 
@@ -130,27 +132,31 @@ std::vector<std::vector<StepSpec>> mixed_steps() {
   };
 }
 
+// Every multi-sequence step of a family that fuses runs as one fused step:
+// the default per-sequence fallback (counted by unfused_batch_steps) never runs.
+void expect_fused_matches_alone(const std::string& shared, const std::string& model) {
+  auto m = load(shared, model);
+  ASSERT_TRUE(m);
+  const int64_t unfused = models::unfused_batch_steps();
+  for (int threads : {1, 2}) check_batched_equals_alone(*m, mixed_steps(), threads);
+  EXPECT_EQ(models::unfused_batch_steps(), unfused) << model << " ran a multi-sequence step one sequence at a time";
+}
+
 TEST(ForwardBatch, LlamaMatchesEachSequenceAlone) {
   CHIMERA_REQUIRE_SHARED(shared);
-  auto m = load(shared, "tiny-llama");
-  ASSERT_TRUE(m);
-  for (int threads : {1, 2}) check_batched_equals_alone(*m, mixed_steps(), threads);
+  expect_fused_matches_alone(shared, "tiny-llama");
 }
 
 TEST(ForwardBatch, QuantizedLlamaMatchesEachSequenceAlone) {
   // K-quant weights: activations are quantized per row (Q8_K), so rows must
   // stay independent of their neighbours in the fused GEMMs.
   CHIMERA_REQUIRE_SHARED(shared);
-  auto m = load(shared, "quant-llama-Q4_K_M");
-  ASSERT_TRUE(m);
-  for (int threads : {1, 2}) check_batched_equals_alone(*m, mixed_steps(), threads);
+  expect_fused_matches_alone(shared, "quant-llama-Q4_K_M");
 }
 
 TEST(ForwardBatch, GraniteHybridMatchesEachSequenceAlone) {
   CHIMERA_REQUIRE_SHARED(shared);
-  auto m = load(shared, "tiny-granitehybrid");
-  ASSERT_TRUE(m);
-  for (int threads : {1, 2}) check_batched_equals_alone(*m, mixed_steps(), threads);
+  expect_fused_matches_alone(shared, "tiny-granitehybrid");
 }
 
 // The fused step writes typed caches through attention_segments, the lone
@@ -174,11 +180,70 @@ TEST(ForwardBatch, TypedKvCacheMatchesEachSequenceAlone) {
   EXPECT_GE(q8_runs, 1) << "no model took a Q8_0 cache";
 }
 
-TEST(ForwardBatch, DefaultPathMatchesForFamiliesWithoutFusion) {
+TEST(ForwardBatch, MambaMatchesEachSequenceAlone) {
   CHIMERA_REQUIRE_SHARED(shared);
-  auto m = load(shared, "tiny-mamba2");
-  ASSERT_TRUE(m);
-  check_batched_equals_alone(*m, mixed_steps(), 2);
+  expect_fused_matches_alone(shared, "tiny-mamba");
+}
+
+TEST(ForwardBatch, Mamba2MatchesEachSequenceAlone) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  expect_fused_matches_alone(shared, "tiny-mamba2");
+}
+
+TEST(ForwardBatch, PhiMoeMatchesEachSequenceAlone) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  expect_fused_matches_alone(shared, "tiny-phimoe-hf");
+}
+
+TEST(ForwardBatch, PhiMoeLongRopeFollowsEachSequencesCall) {
+  // LongRoPE picks the factor set by the length a forward call reaches, per
+  // sequence: original context 260 makes sequence 1's 300-token prompt (cut
+  // into 256 + 44 rows; the first piece alone stays below 260) and its decodes
+  // long while the others stay short in the same fused steps.
+  CHIMERA_REQUIRE_SHARED(shared);
+  const std::vector<float> ones(8, 1.f), twos(8, 2.f);  // n_rot 16 -> 8 factors
+  const std::string path =
+      rewrite(shared + "/golden/models/tiny-phimoe-hf.gguf", "batch-phimoe-longrope.gguf", keep_all,
+              {{"phimoe.rope.scaling.original_context_length", format::GgufValue::from_u32(260)}},
+              {{"rope_factors_short.weight", ones}, {"rope_factors_long.weight", twos}});
+  auto m = models::load_model(path);
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  const int64_t unfused = models::unfused_batch_steps();
+  for (int threads : {1, 2}) check_batched_equals_alone(**m, mixed_steps(), threads);
+  EXPECT_EQ(models::unfused_batch_steps(), unfused);
+}
+
+// A family without a fused step (MicroBatchedModel's default ubatch_segments):
+// results still match, and the fallback is counted.
+class PerSequenceModel final : public models::MicroBatchedModel {
+ public:
+  PerSequenceModel() { info_.n_vocab = 4; }
+  std::vector<layers::LayerStateSpec> state_specs() const override { return {}; }
+  int64_t calls = 0;
+
+ private:
+  void ubatch(layers::SequenceState& st, const int32_t*, int64_t T, models::Logits, float*, int64_t, bool,
+              ThreadPool*) override {
+    ++calls;
+    st.advance(T);
+  }
+};
+
+TEST(ForwardBatch, DefaultPathRunsEachSequenceAndIsCounted) {
+  PerSequenceModel m;
+  auto a = m.new_state(16), b = m.new_state(16);
+  const int32_t t[3] = {1, 2, 3};
+  const int64_t unfused = models::unfused_batch_steps();
+  std::vector<models::BatchItem> one = {{a.get(), t, 3, models::Logits::kNone, nullptr}};
+  ASSERT_TRUE(m.forward_batch(one, nullptr).is_ok());
+  EXPECT_EQ(models::unfused_batch_steps(), unfused);  // one sequence: nothing to fuse
+  std::vector<models::BatchItem> two = {{a.get(), t, 2, models::Logits::kNone, nullptr},
+                                        {b.get(), t, 1, models::Logits::kNone, nullptr}};
+  ASSERT_TRUE(m.forward_batch(two, nullptr).is_ok());
+  EXPECT_EQ(models::unfused_batch_steps(), unfused + 1);
+  EXPECT_EQ(m.calls, 3);
+  EXPECT_EQ(a->n_past(), 5);
+  EXPECT_EQ(b->n_past(), 1);
 }
 
 TEST(ForwardBatch, TernaryLlamaMatchesEachSequenceAlone) {

@@ -12,6 +12,7 @@
 
 #include "format/gguf/gguf.h"
 #include "golden_case.h"
+#include "gguf_rewrite.h"
 #include "layers/moe.h"
 #include "models/model.h"
 
@@ -113,28 +114,7 @@ TEST(PhiMoe, SparseMixerReproducesTheReferenceOnItsRouterLogits) {
 
 // ---- rewritten files
 
-std::string rewrite(const std::string& src, const std::string& name,
-                    const std::function<bool(format::GgufTensorInfo&)>& edit,
-                    const std::vector<std::pair<std::string, format::GgufValue>>& kv = {},
-                    const std::vector<std::pair<std::string, std::vector<float>>>& extra = {}) {
-  auto g = format::GgufFile::open(src);
-  EXPECT_TRUE(g.is_ok());
-  format::GgufWriter w;
-  for (const auto& [k, v] : (*g)->metadata()) w.set(k, v);
-  for (const auto& [k, v] : kv) w.set(k, v);
-  for (auto t : (*g)->tensors()) {
-    if (!edit(t)) continue;
-    EXPECT_TRUE(w.add_tensor(t.name, t.type, t.ne, t.data, t.n_bytes).is_ok());
-  }
-  for (const auto& [n, v] : extra)
-    EXPECT_TRUE(w.add_tensor(n, format::GgmlType::F32, {(int64_t)v.size()}, v.data(), v.size() * 4).is_ok());
-  const std::string out = temp_path(name);
-  EXPECT_TRUE(w.write(out).is_ok());
-  return out;
-}
-
 std::string tiny(const std::string& shared) { return shared + "/golden/models/tiny-phimoe-hf.gguf"; }
-bool keep_all(format::GgufTensorInfo&) { return true; }
 
 std::vector<float> prompt_logits(const std::string& path, int64_t n) {
   auto m = models::load_model(path);
@@ -172,6 +152,29 @@ TEST(PhiMoe, LongRopeSwitchesFactorSetsPastTheOriginalContext) {
   // Past it: long factors for every position of the call.
   EXPECT_LE(max_diff(prompt_logits(lr, 12), prompt_logits(lin, 12)), 1e-5f);
   EXPECT_GT(max_diff(prompt_logits(lr, 12), prompt_logits(tiny(shared), 12)), 1e-3f);
+  // The choice is per forward call, not per 256-row micro-batch: a 300-token
+  // call past an original context of 260 takes the long factors for its first
+  // 256 rows too (their K rows feed the last token's logits).
+  {
+    const std::string lr260 =
+        rewrite(tiny(shared), "phimoe-longrope260.gguf", keep_all,
+                {{"phimoe.rope.scaling.original_context_length", format::GgufValue::from_u32(260)}},
+                {{"rope_factors_short.weight", ones}, {"rope_factors_long.weight", twos}});
+    auto last_logits = [](const std::string& path, int64_t n) {
+      auto m = models::load_model(path);
+      EXPECT_TRUE(m.is_ok()) << m.status().message();
+      if (!m.is_ok()) return std::vector<float>{};
+      std::vector<int32_t> ids;
+      for (int64_t i = 0; i < n; ++i) ids.push_back((int32_t)(1 + 37 * i % 3000));
+      auto st = (*m)->new_state(n);
+      std::vector<float> out((size_t)(*m)->info().n_vocab);
+      EXPECT_TRUE((*m)->forward(*st, ids.data(), n, models::Logits::kLast, out.data(), nullptr).is_ok());
+      return out;
+    };
+    const std::vector<float> long300 = last_logits(lr260, 300);
+    EXPECT_LE(max_diff(long300, last_logits(lin, 300)), 1e-4f);
+    EXPECT_GT(max_diff(long300, last_logits(tiny(shared), 300)), 1e-3f);
+  }
   // The attention factor scales cos/sin (changes the logits); 1 is the identity.
   const std::string af1 = rewrite(tiny(shared), "phimoe-af1.gguf", keep_all,
                                   {{"phimoe.rope.scaling.attn_factor", format::GgufValue::from_f32(1.f)}},
