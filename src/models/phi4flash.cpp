@@ -12,7 +12,8 @@
 // it runs only on the rows whose logits are wanted (ARCHITECTURES.md §1.7).
 // Continuous batching: one layer loop over the segments of a fused
 // micro-batch (a lone call is one segment); every projection, GMU and MLP
-// runs once over all rows, Mamba-1 and the attention cores per sequence.
+// runs once over all rows (the Mamba-1 projections too), the Mamba-1 conv + scan
+// and the attention cores per sequence.
 // CHIMERA_PHI4FLASH_NO_YOCO=1 (read at load; for measuring the saving with
 // `chimera bench`) runs it on every row instead and discards the extra rows.
 // State: conv+SSM per Mamba layer, a RingKvCache of W rows per sliding-window
@@ -142,10 +143,10 @@ class Phi4FlashModel final : public MicroBatchedModel {
 
  private:
 
-  // Block l over the rows of every segment: norms, projections, GMU and the
-  // MLP once over all rows; Mamba-1 (on each sequence's own conv+SSM state)
-  // and the attention core (its KV / ring) per segment, pos0[i] the position
-  // of segs[i]'s first row.
+  // Block l over the rows of every segment: norms, projections (the Mamba-1
+  // ones too), GMU and the MLP once over all rows; the Mamba-1 conv + scan (on
+  // each sequence's own state) and the attention core (its KV / ring) per
+  // segment, pos0[i] the position of segs[i]'s first row.
   void block(size_t l, std::span<const Segment> segs, std::span<const int64_t> pos0, float* x, float* h,
              int64_t rows, ThreadPool* pool) {
     const P4Layer& L = layers_[l];
@@ -153,14 +154,15 @@ class Phi4FlashModel final : public MicroBatchedModel {
     for (int64_t t = 0; t < rows; ++t) kernels::layer_norm(x + t * d, L.ln1_w.ptr(), L.ln1_b.ptr(), h + t * d, d, eps_);
     switch (L.kind) {
       case Kind::kMamba:
-        // Per segment: mamba1_forward runs its projections on the segment's
-        // rows alone (layers/mamba.cpp is not split into stages yet).
-        for (const Segment& sg : segs) {
-          float* hs = h + sg.row * d;
-          float* mem = (int64_t)l == mem_layer_ ? mem_.data() + sg.row * m1_.d_inner : nullptr;
-          layers::mamba1_forward(m1_, L.mamba, hs, sg.T, *sg.state().recurrent(l), m1_scratch_, hs, pool, mem);
-        }
+      {
+        // Projections once over all rows, conv + scan per segment on its own state.
+        std::vector<layers::MixerSegment> mix;
+        mix.reserve(segs.size());
+        for (const Segment& sg : segs) mix.push_back({sg.row, sg.T, sg.state().recurrent(l)});
+        float* mem = (int64_t)l == mem_layer_ ? mem_.data() : nullptr;  // [rows][d_inner]
+        layers::mamba1_forward_segments(m1_, L.mamba, h, rows, mix, m1_scratch_, h, pool, mem);
         break;
+      }
       case Kind::kSelfAttn:
       case Kind::kCrossAttn: {
         const layers::DiffAttentionConfig& c = L.attn_cfg;
