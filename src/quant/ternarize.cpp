@@ -22,11 +22,22 @@ Status ternarize_tensor(format::GgmlType type, const float* w, int64_t n_rows, i
   if (out_bytes < need) return invalid_argument("ternarize: output buffer too small");
   double sum = 0;
   const int64_t n = n_rows * n_cols;
+  // Already ternary (every non-zero |w| the same a, e.g. a BitNet GGUF or a
+  // converted BitNet checkpoint): s = a keeps every weight. The absmean of
+  // such a tensor is a times the non-zero fraction, so ternarizing it again
+  // would shrink every weight by that fraction.
+  float a = 0.f;
+  bool ternary = true;
   for (int64_t i = 0; i < n; ++i) {
     if (!std::isfinite(w[i])) return invalid_argument("ternarize: non-finite weight at index " + std::to_string(i));
-    sum += std::fabs((double)w[i]);
+    const float m = std::fabs(w[i]);
+    sum += (double)m;
+    if (m != 0.f) {
+      if (a == 0.f) a = m;
+      ternary = ternary && m == a;
+    }
   }
-  const float s = std::fmax((float)(n > 0 ? sum / (double)n : 0.0), 1e-5f);
+  const float s = ternary && a > 0.f ? a : std::fmax((float)(n > 0 ? sum / (double)n : 0.0), 1e-5f);
   if (scale_out) *scale_out = s;
   float tmp[kQK_K];
   uint8_t* o = static_cast<uint8_t*>(out);

@@ -7,7 +7,9 @@
 // 1e-5); code = clamp(round(w / s), -1, 1) (round half to even, like torch);
 // the ternary tensor code * s is then stored with the TQ reference quantizer
 // (per block d = f16(max |code * s|) = f16(s), or 0 for an all-zero block), so
-// every stored weight is exactly code * f16(s).
+// every stored weight is exactly code * f16(s). Input that is already
+// ternary (every non-zero |w| equal to one a) keeps s = a, so ternarizing is
+// idempotent: a BitNet weight stored as code * a is not rescaled.
 // Layout: rows of n_cols values (n_cols a multiple of 256) -> rows of
 // n_cols/256 blocks, row-major, ggml order. Precision: the mean is accumulated
 // in f64; the only rounding of a ternarized weight is f16(s) (relative 2^-11).

@@ -53,46 +53,8 @@ std::string hf_name(const std::string& g) {
   return "model.layers." + g.substr(a + 1, b - a - 1) + "." + layer.at(g.substr(b + 1));
 }
 
-// GPT-2's byte -> printable character map (byte-level BPE alphabet).
-std::string byte_char(int b) {
-  int cp = b;
-  const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
-  if (!printable) {
-    int n = 0;
-    for (int x = 0; x < b; ++x)
-      if (!((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255))) ++n;
-    cp = 256 + n;
-  }
-  std::string s;
-  if (cp < 0x80) {
-    s += (char)cp;
-  } else {
-    s += (char)(0xC0 | (cp >> 6));
-    s += (char)(0x80 | (cp & 0x3F));
-  }
-  return s;
-}
-
-const char* kLlama3Split =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-
 json tokenizer_json() {
-  json vocab = json::object();
-  for (int b = 0; b < 256; ++b) vocab[byte_char(b)] = b;
-  const std::vector<std::string> merged = {"he", "ll", "hell", "hello", byte_char(' ') + "w", "or"};
-  for (size_t i = 0; i < merged.size(); ++i) vocab[merged[i]] = 256 + (int)i;
-  const json merges = {"h e", "l l", "he ll", "hell o", byte_char(' ') + " w", "o r"};
-  json added = json::array();
-  added.push_back({{"id", 3198}, {"content", "<|begin_of_text|>"}, {"special", true}});
-  added.push_back({{"id", 3199}, {"content", "<|end_of_text|>"}, {"special", true}});
-  json pre = {{"type", "Sequence"},
-              {"pretokenizers",
-               {{{"type", "Split"}, {"pattern", {{"Regex", kLlama3Split}}}, {"behavior", "Isolated"}, {"invert", false}},
-                {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}}}};
-  return {{"version", "1.0"},
-          {"added_tokens", added},
-          {"pre_tokenizer", pre},
-          {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}, {"ignore_merges", true}}}};
+  return hftest::byte_level_bpe_json(hftest::kLlama3Split, {{3198, "<|begin_of_text|>"}, {3199, "<|end_of_text|>"}});
 }
 
 // The Llama 3.2-style config.json of the golden tiny-llama.

@@ -88,6 +88,54 @@ inline std::vector<uint8_t> unpermute(const GgufTensorInfo& t, int64_t n_heads) 
   return out;
 }
 
+// GPT-2's byte -> printable character map (byte-level BPE alphabet).
+inline std::string byte_char(int b) {
+  auto printable = [](int x) { return (x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255); };
+  int cp = b;
+  if (!printable(b)) {
+    int n = 0;
+    for (int x = 0; x < b; ++x)
+      if (!printable(x)) ++n;
+    cp = 256 + n;
+  }
+  std::string s;
+  if (cp < 0x80) {
+    s += (char)cp;
+  } else {
+    s += (char)(0xC0 | (cp >> 6));
+    s += (char)(0x80 | (cp & 0x3F));
+  }
+  return s;
+}
+
+inline const char* const kLlama3Split =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+inline const char* const kQwen2Split =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// A small byte-level BPE tokenizer.json: the 256 byte pieces, six merges
+// ("hello", " w", "or"), `specials` as special added tokens (id, content), and
+// a Split pre-tokenizer with `split_regex` followed by ByteLevel.
+inline nlohmann::json byte_level_bpe_json(const char* split_regex,
+                                          const std::vector<std::pair<int, std::string>>& specials) {
+  using nlohmann::json;
+  json vocab = json::object();
+  for (int b = 0; b < 256; ++b) vocab[byte_char(b)] = b;
+  const std::vector<std::string> merged = {"he", "ll", "hell", "hello", byte_char(' ') + "w", "or"};
+  for (size_t i = 0; i < merged.size(); ++i) vocab[merged[i]] = 256 + (int)i;
+  const json merges = {"h e", "l l", "he ll", "hell o", byte_char(' ') + " w", "o r"};
+  json added = json::array();
+  for (const auto& [id, content] : specials) added.push_back({{"id", id}, {"content", content}, {"special", true}});
+  json pre = {{"type", "Sequence"},
+              {"pretokenizers",
+               {{{"type", "Split"}, {"pattern", {{"Regex", split_regex}}}, {"behavior", "Isolated"}, {"invert", false}},
+                {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}}}};
+  return {{"version", "1.0"},
+          {"added_tokens", added},
+          {"pre_tokenizer", pre},
+          {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}, {"ignore_merges", true}}}};
+}
+
 // tokenizer.json (BPE) holding a "gpt2" GGUF vocabulary: CONTROL tokens become
 // special added tokens, the others the BPE vocabulary; the merges are copied.
 inline nlohmann::json bpe_tokenizer_json(const GgufFile& g, const nlohmann::json& pre_tokenizer) {
@@ -210,21 +258,23 @@ inline void expect_logits_exact_and_near(const std::string& out, const std::stri
   EXPECT_LE(worst, 1e-3f * scale);
 }
 
-inline void expect_cli_q8_0_equals_quantized(const std::string& dir, const std::string& out, const std::string& ref,
-                                             const std::string& tensor) {
-  const std::string refq = out + ".ref-q8.gguf";
+// The same for any quantization type (`type` as the CLI takes it, `want` the
+// GGML type `tensor` must get).
+inline void expect_cli_quantized_equals(const std::string& dir, const std::string& out, const std::string& ref,
+                                        const std::string& tensor, const std::string& type, GgmlType want) {
+  const std::string refq = out + ".ref-quant.gguf";
   std::filesystem::remove(out);
-  const std::string cmd = test::chimera_binary() + " convert -q " + dir + " -o " + out + " --type q8_0";
+  const std::string cmd = test::chimera_binary() + " convert -q " + dir + " -o " + out + " --type " + type;
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   EXPECT_FALSE(std::filesystem::exists(out + ".unquantized.partial"));
-  const std::string qcmd = test::chimera_binary() + " quantize " + ref + " " + refq + " Q8_0 > /dev/null 2>&1";
+  const std::string qcmd = test::chimera_binary() + " quantize " + ref + " " + refq + " " + type + " > /dev/null 2>&1";
   ASSERT_EQ(std::system(qcmd.c_str()), 0) << qcmd;
   auto g = GgufFile::open(out);
   auto r = GgufFile::open(refq);
   ASSERT_TRUE(g.is_ok() && r.is_ok());
   const GgufTensorInfo* t = (*g)->find_tensor(tensor);
   ASSERT_NE(t, nullptr) << tensor;
-  EXPECT_EQ(t->type, GgmlType::Q8_0) << tensor;
+  EXPECT_EQ(t->type, want) << tensor;
   expect_tensors_equal(**g, **r);
   const std::vector<float> q = logits_of(out), want = logits_of(refq);
   ASSERT_EQ(q.size(), want.size());
@@ -232,6 +282,11 @@ inline void expect_cli_q8_0_equals_quantized(const std::string& dir, const std::
   EXPECT_EQ(std::memcmp(q.data(), want.data(), q.size() * 4), 0);
   std::filesystem::remove(out);
   std::filesystem::remove(refq);
+}
+
+inline void expect_cli_q8_0_equals_quantized(const std::string& dir, const std::string& out, const std::string& ref,
+                                             const std::string& tensor) {
+  expect_cli_quantized_equals(dir, out, ref, tensor, "q8_0", GgmlType::Q8_0);
 }
 
 }  // namespace chimera::format::hf::hftest

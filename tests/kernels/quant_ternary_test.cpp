@@ -259,5 +259,31 @@ TEST(Ternarize, AbsmeanCodesTimesScale) {
   EXPECT_FALSE(q::ternarize_tensor(GgmlType::TQ2_0, w.data(), 1, 256, small.data(), small.size()).is_ok());
 }
 
+// Already ternary input (code * a, as a converted BitNet checkpoint holds it)
+// keeps its scale a: every weight comes back as code * f16(a). Plain absmean
+// would use a * (non-zero fraction) and shrink every weight.
+TEST(Ternarize, AlreadyTernaryInputKeepsItsScale) {
+  const int64_t rows = 2, cols = 512;
+  const float a = 0.0498046875f;  // exact in f16
+  std::mt19937 rng(9);
+  std::vector<float> w((size_t)(rows * cols));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = a * (float)((int)(rng() % 3) - 1);
+  for (GgmlType t : {GgmlType::TQ2_0, GgmlType::TQ1_0}) {
+    std::vector<uint8_t> out((size_t)(rows * cols / 256) * block_bytes(t));
+    float s = 0.f;
+    ASSERT_TRUE(q::ternarize_tensor(t, w.data(), rows, cols, out.data(), out.size(), &s).is_ok());
+    EXPECT_EQ(s, a);
+    std::vector<float> back(w.size());
+    weight_type_traits(t)->row_to_f32(out.data(), back.data(), (int64_t)w.size());
+    for (size_t i = 0; i < w.size(); ++i) ASSERT_EQ(back[i], w[i]) << i;
+  }
+  // One magnitude off: not ternary, the absmean applies.
+  w[3] = 2 * a;
+  std::vector<uint8_t> out((size_t)(rows * cols / 256) * block_bytes(GgmlType::TQ2_0));
+  float s = 0.f;
+  ASSERT_TRUE(q::ternarize_tensor(GgmlType::TQ2_0, w.data(), rows, cols, out.data(), out.size(), &s).is_ok());
+  EXPECT_LT(s, a);
+}
+
 }  // namespace
 }  // namespace chimera::kernels

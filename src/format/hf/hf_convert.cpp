@@ -7,6 +7,7 @@
 // f32, transformed and narrowed once. A failed conversion leaves no file.
 #include "format/hf/hf_convert.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -46,11 +47,14 @@ Result<GgmlType> resolve_type(const std::string& name, const st::Checkpoint& ck)
   if (name == "f16") return GgmlType::F16;
   if (name == "bf16") return GgmlType::BF16;
   if (!name.empty()) return invalid_argument("--type must be f32, f16 or bf16 (got '" + name + "')");
-  // The float type of the largest tensor: Mamba checkpoints keep small
-  // tensors (A_log, D, conv weights) in F32 next to F16 / BF16 matrices.
+  // The float type of the largest float tensor: Mamba checkpoints keep small
+  // tensors (A_log, D, conv weights) in F32 next to F16 / BF16 matrices;
+  // packed BitNet weights are U8.
   const st::TensorInfo* big = nullptr;
-  for (const st::TensorInfo* t : ck.tensors())
-    if (!big || t->n_bytes() > big->n_bytes()) big = t;
+  for (const st::TensorInfo* t : ck.tensors()) {
+    const bool flt = t->dtype == st::Dtype::F32 || t->dtype == st::Dtype::F16 || t->dtype == st::Dtype::BF16;
+    if (flt && (!big || t->n_bytes() > big->n_bytes())) big = t;
+  }
   if (big && big->dtype == st::Dtype::BF16) return GgmlType::BF16;
   if (big && big->dtype == st::Dtype::F16) return GgmlType::F16;
   return GgmlType::F32;
@@ -192,6 +196,94 @@ Status add_tensor(GgufWriter& w, const st::TensorInfo& t, const std::string& gna
   });
 }
 
+// Rounds v to the precision of a checkpoint dtype (llama.cpp's
+// `result.type(dtype)` after ternarizing a master weight).
+float round_to(st::Dtype d, float v) {
+  if (d == st::Dtype::BF16) return bf16_to_f32(f32_to_bf16(v));
+  if (d == st::Dtype::F16) return f16_to_f32(f32_to_f16(v));
+  return v;
+}
+
+// A BitNet BitLinear weight (Transform::kBitnetTernary, see hf_convert.h),
+// produced while the file is written, ~4 MiB of rows at a time. Float
+// masters take two passes (the absmean, then the ternary values); packed U8
+// weights are unpacked with their one-element scale.
+Status add_bitnet(GgufWriter& w, const st::TensorInfo& t, const st::TensorInfo* scale, const std::string& scale_name,
+                  const std::string& gname, GgmlType out_type, const LayerPlan& plan, const ConvertOptions& opts) {
+  if (t.shape.size() != 2) return invalid_argument("tensor '" + t.name + "' " + t.shape_string() + " is not a matrix");
+  const bool packed = t.dtype == st::Dtype::U8;
+  if (packed && !scale)
+    return not_found("packed BitNet weight '" + t.name + "' needs the tensor '" + scale_name + "'");
+  if (!packed && scale)
+    return invalid_argument("tensor '" + t.name + "' is " + st::dtype_name(t.dtype) + ", not packed U8, but has '" +
+                            scale_name + "'");
+  float sc = 1.f;
+  if (packed) {
+    if (scale->n_elements() != 1)
+      return invalid_argument("tensor '" + scale->name + "' " + scale->shape_string() + " must hold one value");
+    auto f = st::to_f32(*scale);
+    if (!f) return f.status();
+    sc = f.value()[0];
+    if (!(std::isfinite(sc) && sc > 0.f)) return invalid_argument("tensor '" + scale->name + "' is not a positive scale");
+  }
+  const int64_t in_rows = t.shape[0], cols = t.shape[1];
+  const int64_t rows = packed ? 4 * in_rows : in_rows;
+  const GgmlType type = out_type;
+  const size_t out_elem = type == GgmlType::F32 ? 4 : 2;
+  const std::vector<int64_t> ne = {cols, rows};
+  const size_t in_row = t.n_bytes() / (size_t)std::max<int64_t>(in_rows, 1);
+  const int64_t chunk = std::max<int64_t>(1, ((int64_t)4 << 20) / (std::max<int64_t>(cols, 1) * 4));
+  const bool multiply = plan.bitnet_scale_multiplies;
+  const size_t n_out = (size_t)rows * (size_t)cols * out_elem;
+  return w.add_tensor_lazy(gname, type, ne, n_out, [t, gname, ne, type, packed, sc, multiply, in_rows, cols, in_row,
+                                                     out_elem, chunk, &opts](uint8_t* dst) -> Status {
+    if (opts.progress) opts.progress(gname, ne, type);
+    std::vector<float> row((size_t)cols);
+    if (packed) {
+      for (int64_t r = 0; r < 4 * in_rows; ++r) {
+        const uint8_t* src = t.data + (size_t)(r % in_rows) * in_row;
+        const int shift = 2 * (int)(r / in_rows);
+        for (int64_t c = 0; c < cols; ++c) {
+          const float code = (float)((src[c] >> shift) & 3) - 1.f;
+          row[(size_t)c] = multiply ? code * sc : code / sc;
+        }
+        narrow(row.data(), (size_t)cols, type, dst + (size_t)r * (size_t)cols * out_elem);
+      }
+      drop_pages(t.data, t.n_bytes());
+      return Status::ok();
+    }
+    auto rows_at = [&](int64_t r0, int64_t n) {
+      st::TensorInfo part = t;
+      part.shape = {n, cols};
+      part.data = t.data + (size_t)r0 * in_row;
+      part.begin = 0;
+      part.end = (uint64_t)((size_t)n * in_row);
+      return st::to_f32(part);
+    };
+    double sum = 0;
+    for (int64_t r0 = 0; r0 < in_rows; r0 += chunk) {
+      auto f = rows_at(r0, std::min(chunk, in_rows - r0));
+      if (!f) return f.status();
+      for (float x : f.value()) sum += std::fabs((double)x);
+    }
+    // As llama.cpp (in f32): scale = max(mean|W|, 1e-5), iscale = 1 / scale,
+    // W' = clamp(round(W * iscale), -1, 1) / iscale; round() is torch's
+    // round-half-to-even, as nearbyint in the default rounding mode.
+    const float s = std::max((float)(sum / (double)std::max<int64_t>(in_rows * cols, 1)), 1e-5f);
+    const float iscale = 1.f / s;
+    for (int64_t r0 = 0; r0 < in_rows; r0 += chunk) {
+      const int64_t n = std::min(chunk, in_rows - r0);
+      auto f = rows_at(r0, n);
+      if (!f) return f.status();
+      std::vector<float>& v = f.value();
+      for (float& x : v) x = round_to(t.dtype, std::clamp(std::nearbyint(x * iscale), -1.f, 1.f) / iscale);
+      narrow(v.data(), v.size(), type, dst + (size_t)r0 * (size_t)cols * out_elem);
+    }
+    drop_pages(t.data, t.n_bytes());
+    return Status::ok();
+  });
+}
+
 // Stacks the experts' [R, C] tensors into one [E, R, C] tensor, produced
 // while the file is written, one expert (and ~4 MiB of rows) at a time.
 Status add_stacked(GgufWriter& w, const std::vector<const st::TensorInfo*>& parts, const std::string& gname,
@@ -283,6 +375,12 @@ Status convert_impl(const std::string& hf_dir, const std::string& out, const Con
   } else {
     CHIMERA_RETURN_IF_ERROR(write_tokenizer(hf_dir, config, w));
   }
+  if (fam->after_tokenizer) {
+    Status as = fam->after_tokenizer(config, w);
+    if (!as) return as.with_context("'" + cpath + "'");
+  }
+  for (const std::string& n : plan.required)
+    if (!ck.find(n)) return not_found("checkpoint has no tensor '" + n + "' (required by this config.json)");
 
   // Expand the rule table into the exact names this layer plan expects.
   std::map<std::string, Claim> expected;
@@ -347,7 +445,13 @@ Status convert_impl(const std::string& hf_dir, const std::string& out, const Con
         if (o && o->dtype == t->dtype && o->shape == t->shape && std::memcmp(o->data, t->data, t->n_bytes()) == 0)
           continue;
       }
-      Status s = add_tensor(w, *t, subst(r.gguf, layer), r, out_type, plan, opts);
+      Status s = Status::ok();
+      if (r.transform == Transform::kBitnetTernary) {
+        const std::string sn = r.scale ? subst(r.scale, layer) : std::string();
+        s = add_bitnet(w, *t, r.scale ? ck.find(sn) : nullptr, sn, subst(r.gguf, layer), out_type, plan, opts);
+      } else {
+        s = add_tensor(w, *t, subst(r.gguf, layer), r, out_type, plan, opts);
+      }
       if (!s) return s.with_context("tensor '" + hn + "'");
     }
   }

@@ -45,6 +45,13 @@ enum class Transform {
   // input_linear = [gate | up]): two rules claim the same HF tensor.
   kSplitFirstHalf,
   kSplitSecondHalf,
+  // A BitNet b1.58 BitLinear weight. Float master weights are ternarized with
+  // one absmean scale per tensor as llama.cpp's BitnetModel.weight_quant does
+  // (s = max(mean|W|, 1e-5), W' = clamp(round(W / s), -1, 1) * s, rounded to
+  // the checkpoint's float type); packed U8 weights [rows/4, cols] (row
+  // r + k * rows/4 in bits 2k..2k+1, code = w + 1) are unpacked with the
+  // rule's `scale` tensor (LayerPlan::bitnet_scale_multiplies).
+  kBitnetTernary,
 };
 
 // Shape changes that keep the bytes (llama.cpp's reshapes for Mamba-2).
@@ -74,6 +81,9 @@ struct TensorRule {
   // HF name of a tensor this one is dropped for when byte-equal to it
   // (llama.cpp's Mamba omits an lm_head identical to the embedding).
   const char* drop_if_equal_to = nullptr;
+  // kBitnetTernary: HF name pattern of the packed weight's scale tensor
+  // ("...weight_scale"; a rule of its own claims it).
+  const char* scale = nullptr;
 };
 
 // What a family's hyper-parameter step tells the driver.
@@ -87,6 +97,12 @@ struct LayerPlan {
   int64_t vocab_size = 0;
   // Tensors computed from config.json (llama.cpp's rope_freqs.weight for Llama 3 RoPE scaling).
   std::vector<std::pair<std::string, std::vector<float>>> extra_f32;
+  // HF names of optional rules that this config requires (an lm_head when
+  // the config says the embeddings are not tied).
+  std::vector<std::string> required;
+  // Packed BitNet weights: W = codes * scale (transformers' AutoBitLinear)
+  // instead of codes / scale (BitLinear, llama.cpp's reading).
+  bool bitnet_scale_multiplies = false;
 };
 
 struct FamilySpec {
@@ -96,6 +112,9 @@ struct FamilySpec {
   // family's business) and fills the layer plan.
   Status (*hparams)(const nlohmann::json& config, GgufWriter& w, LayerPlan* plan);
   std::vector<TensorRule> rules;
+  // Optional: keys written after the tokenizer (llama.cpp's LLaDA forces
+  // tokenizer.ggml.add_bos_token = true whatever tokenizer_config.json says).
+  Status (*after_tokenizer)(const nlohmann::json& config, GgufWriter& w) = nullptr;
 };
 
 // The registered families (hf_families.cpp).

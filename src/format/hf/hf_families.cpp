@@ -11,8 +11,9 @@
 namespace chimera::format::hf {
 
 const std::vector<FamilySpec>& families() {
-  static const std::vector<FamilySpec> kFamilies = {phi4flash_spec(), llama_spec(),         mamba2_spec(),
-                                                    mamba_spec(),     granitehybrid_spec(), phimoe_spec()};
+  static const std::vector<FamilySpec> kFamilies = {phi4flash_spec(), llama_spec(),  mamba2_spec(),
+                                                    mamba_spec(),     granitehybrid_spec(), phimoe_spec(),
+                                                    llada_spec(),     dream_spec(),  bitnet_spec()};
   return kFamilies;
 }
 

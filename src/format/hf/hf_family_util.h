@@ -34,5 +34,8 @@ FamilySpec mamba2_spec();         // hf_family_mamba.cpp
 FamilySpec mamba_spec();          // hf_family_mamba.cpp
 FamilySpec granitehybrid_spec();  // hf_family_granite.cpp
 FamilySpec phimoe_spec();         // hf_family_phimoe.cpp
+FamilySpec llada_spec();          // hf_family_llada.cpp
+FamilySpec dream_spec();          // hf_family_dream.cpp
+FamilySpec bitnet_spec();         // hf_family_bitnet.cpp
 
 }  // namespace chimera::format::hf

@@ -8,7 +8,7 @@
 // NORMAL for BPE pieces, CONTROL for special added tokens, USER_DEFINED for the
 // other added tokens. merges are copied in rank order ("a b"; the newer
 // [a, b] array form is joined). The pre-tokenizer name is recognised from the
-// Split regex (o200k / GPT-4o: "gpt-4o"; Llama 3: "llama-bpe") or a ByteLevel
+// Split regex (o200k / GPT-4o: "gpt-4o"; Llama 3: "llama-bpe"; Qwen2: "qwen2") or a ByteLevel
 // step with its GPT-2 regex (GPT-NeoX: "olmo", GPT-2: "gpt-2"); an unknown
 // pre-tokenizer is an error rather than a silently different tokenisation.
 // Invariants: ids must be in [0, vocab_size) and unique; every string is
@@ -67,9 +67,12 @@ Result<std::string> pre_name(const json& tok) {
     return std::string("gpt-4o");
   if (all.find("(?i:'s|'t|'re|'ve|'m|'ll|'d)") != std::string::npos && all.find("\\p{N}{1,3}") != std::string::npos)
     return std::string("llama-bpe");
+  // Qwen2 (Dream): the Llama 3 split with single digits.
+  if (all.find("(?i:'s|'t|'re|'ve|'m|'ll|'d)") != std::string::npos && all.find("|\\p{N}|") != std::string::npos)
+    return std::string("qwen2");
   return unsupported(
-      "tokenizer.json: unknown pre-tokenizer (recognised: the o200k / GPT-4o and Llama 3 splits, ByteLevel with the "
-      "GPT-2 regex)");
+      "tokenizer.json: unknown pre-tokenizer (recognised: the o200k / GPT-4o, Llama 3 and Qwen2 splits, ByteLevel "
+      "with the GPT-2 regex)");
 }
 
 Result<int64_t> token_id(const json& config, const char* key) {
@@ -198,7 +201,8 @@ Status write_tokenizer(const std::string& hf_dir, const json& config, GgufWriter
   const json genj = gen.is_ok() && gen->is_object() ? gen.value() : json::object();
   struct IdKey { const char* hf; const char* gguf; };
   for (IdKey k : {IdKey{"bos_token_id", "tokenizer.ggml.bos_token_id"}, IdKey{"eos_token_id", "tokenizer.ggml.eos_token_id"},
-                  IdKey{"pad_token_id", "tokenizer.ggml.padding_token_id"}}) {
+                  IdKey{"pad_token_id", "tokenizer.ggml.padding_token_id"},
+                  IdKey{"mask_token_id", "tokenizer.ggml.mask_token_id"}}) {
     CHIMERA_ASSIGN_OR_RETURN(int64_t id, token_id(config, k.hf));
     if (id < 0) {
       CHIMERA_ASSIGN_OR_RETURN(id, token_id(genj, k.hf));
