@@ -209,7 +209,9 @@ TEST_P(GoldenTest, GreedyDecodingMatches) {
 //   f16:  worst 1.06e-3 on f32/f16-weight cases (stories260K-bos), 3.6e-2 on
 //         the quantized quant-llama cases (their keys are large, so rounding
 //         K moves the scores most); bounds 2e-3 and 5e-2;
-//   q8_0: worst MEASURED_Q8 (bounds below).
+//   q8_0: worst 3.9e-2 on quant-llama (Q6_K), the only cases whose heads are
+//         multiples of 32; bound 8e-2 (5e-2 for unquantized weights, no
+//         golden case measures it).
 // Batch and step modes store the same rounded rows, so they still agree as
 // closely as with f32. The change is printed ("[ kv TYPE ]").
 TEST_P(GoldenTest, TypedKvCacheStaysWithinItsBudget) {
@@ -242,7 +244,7 @@ TEST_P(GoldenTest, TypedKvCacheStaysWithinItsBudget) {
       modes = std::max(modes, std::fabs(batch[k] - step[k]));
     }
     const float budget =
-        (type == kernels::KvType::kF16 ? (quantized ? 5e-2f : 2e-3f) : (quantized ? 2e-1f : 5e-2f)) * gc.scale();
+        (type == kernels::KvType::kF16 ? (quantized ? 5e-2f : 2e-3f) : (quantized ? 8e-2f : 5e-2f)) * gc.scale();
     EXPECT_GT(worst, 0.f) << tn << ": the typed cache changed nothing: is it used?";
     EXPECT_LE(worst, budget) << gc.name << ": " << tn << " KV cache moved the logits by " << worst;
     // As in LogitsMatchInAllModesAndThreadCounts: SSD models with long prompts run two algorithms.
