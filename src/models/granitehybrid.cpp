@@ -117,7 +117,6 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
     layers::WeightBinder b(g, &packed_);
     CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
     info_.n_vocab = embd_.output.rows;
-    int64_t max_head = 0;
     HeadDims heads;
     for (int64_t i = 0; i < n_layer; ++i) {
       const std::string p = "blk." + std::to_string(i);
@@ -147,8 +146,6 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
         }
         c.scale = hp.real_or("attention.scale", 0.f);
         CHIMERA_ASSIGN_OR_RETURN(L.attn, layers::bind_attention(b, p, c));
-        max_head = std::max(max_head, c.n_head);
-        if (max_head == c.n_head) attn_max_cfg_ = c;
       } else {
         CHIMERA_ASSIGN_OR_RETURN(L.ssm, layers::bind_mamba2(b, g, p, m2_, true));
       }
@@ -161,7 +158,6 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
     info_.weight_bytes = g.tensor_bytes();
     info_.derived = hp.notes();
     ws_.n_embd = n_embd_;
-    if (max_head > 0) attn_scratch_.reserve(attn_max_cfg_, kMaxUbatch);
     for (const GraniteLayer& L : layers_)
       if (L.plan.mixer == Mixer::kAttention) seg_attn_scratch_.reserve(L.attn_cfg, kMaxUbatch);
     if (any_ssm) ssm_scratch_.reserve(m2_, kMaxUbatch);
@@ -187,40 +183,14 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
 
   void ubatch(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits, int64_t row0,
               bool last_chunk, ThreadPool* pool) override {
-    ws_.reserve(T);
-    float* x = ws_.x.data();
-    float* h = ws_.h.data();
-    const int64_t d = n_embd_, pos0 = st.n_past();
-    embed_tokens(embd_.tok, tokens, T, x);
-    if (embedding_scale_ != 0.f) kernels::scale(x, embedding_scale_, T * d);
-    int64_t rows = T;
-    for (size_t l = 0; l < layers_.size(); ++l) {
-      const GraniteLayer& L = layers_[l];
-      for (int64_t t = 0; t < T; ++t) kernels::rms_norm(x + t * d, L.attn_norm.ptr(), h + t * d, d, eps_);
-      if (L.plan.mixer == Mixer::kAttention)
-        layers::attention_forward(L.attn_cfg, L.attn, h, T, pos0, *st.kv(l), attn_scratch_, h, pool);
-      else
-        layers::mamba2_forward(m2_, L.ssm, h, T, *st.recurrent(l), ssm_scratch_, h, pool);
-      residual_add(x, h, T * d);
-      // The last layer's FFN runs only on rows that need logits (not while
-      // expert statistics are collected: they count every routed token).
-      if (l + 1 == layers_.size() && !observer_ && (rows = keep_output_rows(x, T, d, which, logits, last_chunk)) == 0)
-        break;
-      ffn_block(L, l, x, h, rows, pool);
-    }
-    st.advance(T);
-    write_logits(embd_, x, rows, d, eps_, which, logits, row0, last_chunk, ws_, pool);
-    if (logit_scale_ != 0.f && logits && which != Logits::kNone) {
-      const int64_t nv = embd_.output.rows;
-      const float inv = 1.0f / logit_scale_;
-      if (which == Logits::kAll) kernels::scale(logits + row0 * nv, inv, T * nv);
-      if (which == Logits::kLast && last_chunk) kernels::scale(logits, inv, nv);
-    }
+    ubatch_as_segment(st, tokens, T, which, logits, row0, last_chunk, pool);
   }
 
-  // Several sequences at once: norms, attention and Mamba-2 projections and the
+  // One or several sequences: norms, attention and Mamba-2 projections and the
   // FFN/MoE on all rows; attention (RoPE, KV writes) and the Mamba-2 conv and
-  // scan per segment on that sequence's own state and positions.
+  // scan per segment on that sequence's own state and positions. The last
+  // layer's FFN runs only on rows that need logits (not while expert
+  // statistics are collected: they count every routed token).
   void ubatch_segments(std::span<const Segment> segs, int64_t rows, ThreadPool* pool) override {
     ws_.reserve(rows);
     float* x = ws_.x.data();
@@ -229,6 +199,8 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
     embed_segments(embd_.tok, segs, x);
     if (embedding_scale_ != 0.f) kernels::scale(x, embedding_scale_, rows * d);
     std::vector<layers::MixerSegment> mix(segs.size());
+    std::vector<OutputRow> out = output_rows(segs, embd_.output.rows);
+    int64_t n = rows;
     for (size_t l = 0; l < layers_.size(); ++l) {
       const GraniteLayer& L = layers_[l];
       for (int64_t t = 0; t < rows; ++t) kernels::rms_norm(x + t * d, L.attn_norm.ptr(), h + t * d, d, eps_);
@@ -239,11 +211,12 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
         layers::mamba2_forward_segments(m2_, L.ssm, h, rows, mix, ssm_scratch_, h, pool);
       }
       residual_add(x, h, rows * d);
-      ffn_block(L, l, x, h, rows, pool);
+      if (l + 1 == layers_.size() && !observer_ && (n = keep_output_rows(x, out, d)) == 0) break;
+      ffn_block(L, l, x, h, n, pool);
     }
     advance_segments(segs);
-    write_logits_segments(embd_, x, segs, d, eps_, ws_, logits_scratch_, pool, FinalNorm::kRms,
-                          logit_scale_ != 0.f ? 1.0f / logit_scale_ : 0.f);
+    write_logits_rows(embd_, x, out, d, eps_, ws_, logits_scratch_, pool, FinalNorm::kRms,
+                      logit_scale_ != 0.f ? 1.0f / logit_scale_ : 0.f);
   }
 
   // x += residual_scale · y (llama.cpp scales the branch, then adds).
@@ -257,11 +230,9 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
   float embedding_scale_ = 0.f, residual_scale_ = 0.f, logit_scale_ = 0.f;
   layers::Mamba2Config m2_;
   layers::MoeConfig moe_cfg_;
-  layers::AttentionConfig attn_max_cfg_;
   Embeddings embd_;
   std::vector<GraniteLayer> layers_;
   Workspace ws_;
-  layers::AttentionScratch attn_scratch_;
   layers::Mamba2Scratch ssm_scratch_;
   layers::MoeScratch moe_scratch_;
   layers::MlpScratch mlp_scratch_;

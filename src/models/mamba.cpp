@@ -86,25 +86,10 @@ class MambaModel final : public MicroBatchedModel {
 
   void ubatch(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits, int64_t row0,
               bool last_chunk, ThreadPool* pool) override {
-    ws_.reserve(T);
-    float* x = ws_.x.data();
-    float* h = ws_.h.data();
-    embed_tokens(embd_.tok, tokens, T, x);
-    for (size_t l = 0; l < layers_.size(); ++l) {
-      const MambaLayer& L = layers_[l];
-      for (int64_t t = 0; t < T; ++t) kernels::rms_norm(x + t * n_embd_, L.norm.ptr(), h + t * n_embd_, n_embd_, eps_);
-      layers::RecurrentState& rs = *st.recurrent(l);
-      if (kind_ == MixerKind::kMamba1)
-        layers::mamba1_forward(m1_, L.m1, h, T, rs, s1_, h, pool);
-      else
-        layers::mamba2_forward(m2_, L.m2, h, T, rs, s2_, h, pool);
-      kernels::add(x, h, T * n_embd_);
-    }
-    st.advance(T);
-    write_logits(embd_, x, T, n_embd_, eps_, which, logits, row0, last_chunk, ws_, pool);
+    ubatch_as_segment(st, tokens, T, which, logits, row0, last_chunk, pool);
   }
 
-  // Several sequences at once: norms and the mixers' projections on all rows,
+  // One or several sequences: norms and the mixers' projections on all rows,
   // conv and scan per segment on that sequence's own state.
   void ubatch_segments(std::span<const Segment> segs, int64_t rows, ThreadPool* pool) override {
     ws_.reserve(rows);

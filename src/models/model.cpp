@@ -117,6 +117,15 @@ void MicroBatchedModel::ubatch_segments(std::span<const Segment> segs, int64_t, 
     ubatch(s.state(), s.tokens(), s.T, s.item->which, s.item->logits, s.offset, s.last(), pool);
 }
 
+void MicroBatchedModel::ubatch_as_segment(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which,
+                                          float* logits, int64_t row0, bool last, ThreadPool* pool) {
+  // The call's item as far as a segment reads it: tokens and logits from row
+  // 0, and a length that ends at this piece exactly when it is the last one.
+  BatchItem item{&st, tokens - row0, row0 + T + (last ? 0 : 1), which, logits};
+  const Segment seg{&item, row0, T, 0};
+  ubatch_segments({&seg, 1}, T, pool);
+}
+
 Result<std::unique_ptr<Model>> load_model(const std::string& path) {
   CHIMERA_ASSIGN_OR_RETURN(auto gguf, format::GgufFile::open(path));
   const std::string arch = gguf->architecture();

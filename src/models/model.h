@@ -164,6 +164,10 @@ class MicroBatchedModel : public Model {
   }
   virtual void ubatch(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits,
                       int64_t row0, bool last, ThreadPool* pool) = 0;
+  // ubatch() for a family whose ubatch_segments() covers a lone sequence too:
+  // runs the piece as a one-segment micro-batch (one layer loop for both).
+  void ubatch_as_segment(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits,
+                         int64_t row0, bool last, ThreadPool* pool);
 };
 
 // Fused steps that ran one sequence at a time (process-wide count): calls of
