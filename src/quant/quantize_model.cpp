@@ -2,8 +2,10 @@
 // GGUF-to-GGUF quantization driver (see quantize_model.h for the contract).
 // The driver maps the input, decodes each tensor to f32 (exact for F32/F16/BF16;
 // a lossy requantization for already-quantized inputs, reported through warn),
-// encodes it in parallel over row ranges and hands the bytes to GgufWriter,
-// which lays the output out with the input's alignment. Tensors that are not
+// encodes it in parallel over row ranges while GgufWriter writes the output
+// (lazy tensors, with the input's alignment), one tensor at a time, dropping
+// each tensor's input pages once written: memory stays at about one tensor in
+// f32 plus its encoding, whatever the model size. Tensors that are not
 // quantized are copied byte for byte.
 #include "quant/quantize_model.h"
 
@@ -13,7 +15,10 @@
 #include <filesystem>
 #include <memory>
 
+#include <sys/mman.h>
+
 #include "core/fp16.h"
+#include "core/memory.h"
 #include "core/thread_pool.h"
 #include "format/gguf/gguf.h"
 #include "quant/iq4xs_blocks.h"
@@ -358,35 +363,41 @@ Result<QuantizeStats> quantize_model(const std::string& in_path, const std::stri
     const bool quantize = is_quantizable(shapes[idx]);
     GgmlType to = quantize ? choose_tensor_type(mix, ctx, shapes[idx], &fallback) : t.type;
     // Tensors llama.cpp does not quantize (norms, biases, routers) keep their type and bytes.
-    std::vector<uint8_t> bytes;
-    if (to == t.type) {
-      bytes.assign(t.data, t.data + t.n_bytes);
-    } else {
+    const int64_t nx = t.dim(0);
+    const int64_t rows = (int64_t)(t.n_elements / (uint64_t)nx);
+    const size_t out_bytes = to == t.type ? t.n_bytes : format::ggml_row_size(to, nx) * (size_t)rows;
+    if (to != t.type) {
       if (!is_float(t.type) && !warned && opts.warn) {
         opts.warn("input tensor '" + t.name + "' is " + format::ggml_type_name(t.type) +
                   ": requantizing from already-quantized weights loses accuracy; quantize from F32/F16/BF16");
         warned = true;
       }
-      const int64_t nx = t.dim(0);
-      const int64_t rows = (int64_t)(t.n_elements / (uint64_t)nx);
-      f32.resize(t.n_elements);
-      const size_t in_row = format::ggml_row_size(t.type, nx);
-      for (int64_t r = 0; r < rows; ++r) {
-        Status s = decode_row(t.type, t.data + (size_t)r * in_row, nx, f32.data() + (size_t)r * nx);
-        if (!s) return s.with_context("tensor '" + t.name + "'");
-      }
-      bytes.resize(format::ggml_row_size(to, nx) * (size_t)rows);
-      Status s = is_ternary(to) ? ternarize_matrices(to, f32.data(), t.ne, bytes.data(), bytes.size())
-                                : encode_rows(to, f32.data(), rows, nx, bytes.data(), opts.pool);
-      if (!s) return s.with_context("tensor '" + t.name + "'");
       ++stats.n_quantized;
     }
     if (fallback) ++stats.n_fallback;
     stats.bytes_in += t.n_bytes;
-    stats.bytes_out += bytes.size();
-    const uint64_t out_bytes = bytes.size();
-    CHIMERA_RETURN_IF_ERROR(w.add_tensor_copy(t.name, to, t.ne, std::move(bytes)));
-    if (opts.on_tensor) opts.on_tensor(idx, count, t.name, t.type, to, t.n_bytes, out_bytes, fallback);
+    stats.bytes_out += out_bytes;
+    // Produced while the file is written, one tensor at a time; the input
+    // pages of each are dropped once it is written (the input is a read-only
+    // file mapping), so quantizing holds one tensor, not the whole model.
+    auto fill = [&t, &f32, &opts, to, nx, rows, idx, count, fallback](uint8_t* dst) -> Status {
+      if (to == t.type) {
+        std::memcpy(dst, t.data, t.n_bytes);
+      } else {
+        f32.resize(t.n_elements);
+        const size_t in_row = format::ggml_row_size(t.type, nx);
+        for (int64_t r = 0; r < rows; ++r)
+          CHIMERA_RETURN_IF_ERROR(decode_row(t.type, t.data + (size_t)r * in_row, nx, f32.data() + (size_t)r * nx));
+        const size_t n_out = format::ggml_row_size(to, nx) * (size_t)rows;
+        CHIMERA_RETURN_IF_ERROR(is_ternary(to) ? ternarize_matrices(to, f32.data(), t.ne, dst, n_out)
+                                               : encode_rows(to, f32.data(), rows, nx, dst, opts.pool));
+      }
+      advise_pages(t.data, t.n_bytes, /*outward=*/true, MADV_DONTNEED);
+      const uint64_t n_out = to == t.type ? t.n_bytes : format::ggml_row_size(to, nx) * (uint64_t)rows;
+      if (opts.on_tensor) opts.on_tensor(idx, count, t.name, t.type, to, t.n_bytes, n_out, fallback);
+      return Status::ok();
+    };
+    CHIMERA_RETURN_IF_ERROR(w.add_tensor_lazy(t.name, to, t.ne, out_bytes, std::move(fill)));
   }
   stats.n_tensors = count;
 

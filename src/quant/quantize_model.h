@@ -108,7 +108,9 @@ struct QuantizeStats {
 };
 
 // Reads a GGUF, writes it with every tensor converted by the mix rules. The
-// output is written to out_path + ".partial" and renamed on success.
+// output is written to out_path + ".partial" and renamed on success. Tensors
+// are produced while the file is written (on_tensor fires then), one at a
+// time, so memory is bounded by the largest tensor, not the model.
 Result<QuantizeStats> quantize_model(const std::string& in_path, const std::string& out_path, const QuantMix& mix,
                                      const QuantizeOptions& opts);
 

@@ -171,6 +171,12 @@ class GgufWriter {
   // Adds a tensor; `data` must hold ggml_row_size(type, ne[0]) * rows bytes.
   Status add_tensor(const std::string& name, GgmlType type, std::vector<int64_t> ne,
                     const void* data, size_t n_bytes);
+  // Same, for `data` inside a read-only file mapping (a converter's source
+  // checkpoint): written in chunks whose pages are dropped from memory right
+  // after (they fault back in from the file if read again), so copying a large
+  // checkpoint does not keep it resident. Never for anonymous memory.
+  Status add_tensor_mapped(const std::string& name, GgmlType type, std::vector<int64_t> ne, const void* data,
+                           size_t n_bytes);
   // Same, but the writer keeps its own copy of the bytes.
   Status add_tensor_copy(const std::string& name, GgmlType type, std::vector<int64_t> ne,
                          std::vector<uint8_t> bytes);
@@ -194,6 +200,7 @@ class GgufWriter {
     size_t n_bytes;
     std::shared_ptr<std::vector<uint8_t>> owned;
     Filler fill;
+    bool drop_after_write = false;  // add_tensor_mapped
   };
   template <typename Sink> Status emit(Sink& sink) const;
   uint32_t version_;

@@ -5,12 +5,16 @@
 // count with overflow checks. The writer does not validate metadata (tests use
 // it to build hostile files); it only refuses a padding alignment that is not a
 // power of two.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
 
+#include <sys/mman.h>
+
+#include "core/memory.h"
 #include "format/gguf/gguf.h"
 
 namespace chimera::format {
@@ -33,8 +37,12 @@ struct VecSink {
   bool ok = true;
   uint64_t pos = 0;
   void put(const void* p, size_t n) {
-    const uint8_t* b = static_cast<const uint8_t*>(p);
-    v->insert(v->end(), b, b + n);
+    // resize + memcpy: GCC 12 flags vector::insert of a small literal here
+    // with a false -Wstringop-overflow.
+    if (n == 0) return;
+    const size_t at = v->size();
+    v->resize(at + n);
+    std::memcpy(v->data() + at, p, n);
     pos += n;
   }
 };
@@ -116,6 +124,13 @@ Status GgufWriter::add_tensor_copy(const std::string& name, GgmlType type, std::
   return Status::ok();
 }
 
+Status GgufWriter::add_tensor_mapped(const std::string& name, GgmlType type, std::vector<int64_t> ne,
+                                     const void* data, size_t n_bytes) {
+  CHIMERA_RETURN_IF_ERROR(add_tensor(name, type, std::move(ne), data, n_bytes));
+  tensors_.back().drop_after_write = true;
+  return Status::ok();
+}
+
 Status GgufWriter::add_tensor_lazy(const std::string& name, GgmlType type, std::vector<int64_t> ne, size_t n_bytes,
                                    Filler fill) {
   CHIMERA_RETURN_IF_ERROR(add_tensor(name, type, std::move(ne), nullptr, n_bytes));
@@ -161,6 +176,14 @@ Status GgufWriter::emit(Sink& s) const {
       Status st = t.fill(buf.data());
       if (!st) return st.with_context("tensor '" + t.name + "'");
       s.put(buf.data(), t.n_bytes);
+    } else if (t.drop_after_write) {
+      constexpr size_t kChunk = size_t(16) << 20;
+      const uint8_t* p = static_cast<const uint8_t*>(t.data);
+      for (size_t o = 0; o < t.n_bytes; o += kChunk) {
+        const size_t n = std::min(kChunk, t.n_bytes - o);
+        s.put(p + o, n);
+        advise_pages(p + o, n, /*outward=*/true, MADV_DONTNEED);
+      }
     } else {
       s.put(t.data, t.n_bytes);
     }

@@ -14,9 +14,9 @@
 #include <map>
 
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include "core/fp16.h"
+#include "core/memory.h"
 #include "format/safetensors/safetensors.h"
 
 namespace chimera::format::hf {
@@ -71,11 +71,7 @@ int64_t permute_head_rows(const TensorRule& r, const LayerPlan& plan, int64_t ro
 // Drops the pages of a read-only file mapping that hold [p, p + n) once a
 // converted tensor is produced, so they do not stay resident until the end
 // (pages fault back in if read again, e.g. by the other half of a split).
-void drop_pages(const uint8_t* p, size_t n) {
-  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-  const uintptr_t a = (uintptr_t)p & ~(page - 1), b = ((uintptr_t)p + n) & ~(page - 1);
-  if (b > a) madvise((void*)a, b - a, MADV_DONTNEED);
-}
+void drop_pages(const uint8_t* p, size_t n) { advise_pages(p, n, /*outward=*/true, MADV_DONTNEED); }
 
 void narrow(const float* v, size_t n, GgmlType type, uint8_t* dst) {
   if (type == GgmlType::F32) {
@@ -147,7 +143,7 @@ Status add_tensor(GgufWriter& w, const st::TensorInfo& t, const std::string& gna
                     (type == GgmlType::BF16 && t.dtype == st::Dtype::BF16);
   if (same && r.transform == Transform::kNone) {
     report();
-    return w.add_tensor(gname, type, ne, t.data, t.n_bytes());
+    return w.add_tensor_mapped(gname, type, ne, t.data, t.n_bytes());
   }
   const size_t in_row = t.n_bytes() / (size_t)std::max<int64_t>(in_rows, 1);
   const size_t out_elem = type == GgmlType::F32 ? 4 : 2;
