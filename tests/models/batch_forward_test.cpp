@@ -263,6 +263,15 @@ TEST(ForwardBatch, BitnetMatchesEachSequenceAlone) {
   for (int threads : {1, 2}) check_batched_equals_alone(*m, mixed_steps(), threads);
 }
 
+// Loads a model converted into the temporary file `path` (removed once
+// loaded) and runs the mixed steps fused vs alone at 1 and 2 threads.
+void expect_converted_fuses_exactly(const std::string& path) {
+  auto r = models::load_model(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  for (int threads : {1, 2}) check_batched_equals_alone(*r.value(), mixed_steps(), threads);
+}
+
 TEST(ForwardBatch, BitnetLlama2cMatchesEachSequenceAlone) {
   // absmax-int8 BitLinear: each row's activations are quantized on their own.
   CHIMERA_REQUIRE_SHARED(shared);
@@ -272,11 +281,7 @@ TEST(ForwardBatch, BitnetLlama2cMatchesEachSequenceAlone) {
   opts.name = "bitnet-1M";
   const Status st = format::bitnet_llama2c::convert(dir + "/bitnet-1M.bin", dir + "/tok512.bin", path, opts);
   ASSERT_TRUE(st.is_ok()) << st.message();
-  auto r = models::load_model(path);
-  std::filesystem::remove(path);
-  ASSERT_TRUE(r.is_ok()) << r.status().message();
-  auto m = std::move(r).value();
-  for (int threads : {1, 2}) check_batched_equals_alone(*m, mixed_steps(), threads);
+  expect_converted_fuses_exactly(path);
 }
 
 TEST(ForwardBatch, Phi4FlashMatchesEachSequenceAlone) {
@@ -288,11 +293,7 @@ TEST(ForwardBatch, Phi4FlashMatchesEachSequenceAlone) {
   o.out_type = "f32";
   const Status st = format::hf::convert(shared + "/golden/hf/phi4flash-tiny-a", path, o);
   ASSERT_TRUE(st.is_ok()) << st.message();
-  auto r = models::load_model(path);
-  std::filesystem::remove(path);
-  ASSERT_TRUE(r.is_ok()) << r.status().message();
-  auto m = std::move(r).value();
-  for (int threads : {1, 2}) check_batched_equals_alone(*m, mixed_steps(), threads);
+  expect_converted_fuses_exactly(path);
 }
 
 TEST(ForwardBatch, InvalidItemsFailWithoutTouchingAnyState) {
