@@ -87,8 +87,8 @@ class MoeObserver {
                           const float* weights) = 0;
 };
 
-// Mixin for models with MoE blocks: the CLI finds it with dynamic_cast on a
-// models::Model and sets (or clears, with nullptr) the observer.
+// Mixin for models with MoE blocks: models::Model::moe() hands it out, and the
+// CLI sets (or clears, with nullptr) the observer through it.
 class MoeObservable {
  public:
   virtual ~MoeObservable() = default;

@@ -57,6 +57,7 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
     return v;
   }
 
+  layers::MoeObservable* moe() override { return this; }
   void set_moe_observer(layers::MoeObserver* obs) override { observer_ = obs; }
   std::vector<uint64_t> expert_bytes_per_layer() const override {
     std::vector<uint64_t> v;

@@ -42,13 +42,14 @@ struct DlmLayer {
   layers::GatedMlp mlp;
 };
 
-class DiffusionLm final : public Model {
+class DiffusionLm final : public Model, public DiffusionModel {
  public:
   bool reads_typed_kv() const override { return true; }  // attention via layers/attention_block or attention_segments
   std::vector<layers::LayerStateSpec> state_specs() const override {
     return std::vector<layers::LayerStateSpec>(layers_.size(), attn_cfg_.kv_spec());
   }
-  const DiffusionSpec& spec() const { return spec_; }
+  const DiffusionSpec& spec() const override { return spec_; }
+  DiffusionModel* diffusion() override { return this; }
 
   Status init(const format::GgufFile& g, const DiffusionFamily& fam) {
     HParams hp(g, fam.arch);
@@ -99,7 +100,7 @@ class DiffusionLm final : public Model {
 
   // See runtime/diffusion_model.h. Arguments already validated.
   void run_slice(layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T, int64_t n_kv,
-                 int64_t out_row0, int64_t n_out, float* logits, ThreadPool* pool) {
+                 int64_t out_row0, int64_t n_out, float* logits, ThreadPool* pool) override {
     float* x = run_layers(st, tokens, pos0, T, n_kv, pool);
     if (n_out > 0 && logits)
       write_logits(embd_, x + out_row0 * n_embd_, n_out, n_embd_, eps_, Logits::kAll, logits, 0, true, ws_, pool);
@@ -107,7 +108,7 @@ class DiffusionLm final : public Model {
 
   // Logits for the listed rows only (strictly increasing), packed.
   void run_slice_rows(layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T, int64_t n_kv,
-                      std::span<const int64_t> rows, float* logits, ThreadPool* pool) {
+                      std::span<const int64_t> rows, float* logits, ThreadPool* pool) override {
     float* x = run_layers(st, tokens, pos0, T, n_kv, pool);
     if (rows.empty() || !logits) return;
     // Move the wanted rows to the front: rows[i] >= i, so row i's destination
@@ -180,16 +181,16 @@ Result<std::unique_ptr<Model>> load_llada(const format::GgufFile& gguf) { return
 Result<std::unique_ptr<Model>> load_dream(const format::GgufFile& gguf) { return load_family(gguf, kDream); }
 
 Result<DiffusionSpec> diffusion_spec(const Model& m) {
-  const auto* d = dynamic_cast<const DiffusionLm*>(&m);
+  const DiffusionModel* d = m.diffusion();
   if (!d) return invalid_argument("model '" + m.info().arch + "' is not a masked diffusion LM");
   return d->spec();
 }
 
 namespace {
 // The checks shared by both entry points; the model as the family class.
-Result<DiffusionLm*> check_slice(Model& m, layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T,
+Result<DiffusionModel*> check_slice(Model& m, layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T,
                                  int64_t n_kv) {
-  auto* d = dynamic_cast<DiffusionLm*>(&m);
+  DiffusionModel* d = m.diffusion();
   if (!d) return invalid_argument("model '" + m.info().arch + "' is not a masked diffusion LM");
   if (T <= 0 || pos0 < 0) return invalid_argument("diffusion_forward: empty slice or negative position");
   if (n_kv < pos0 + T || n_kv > st.n_ctx())
@@ -206,7 +207,7 @@ Result<DiffusionLm*> check_slice(Model& m, layers::SequenceState& st, const int3
 
 Status diffusion_forward(Model& m, layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T,
                          int64_t n_kv, int64_t out_row0, int64_t n_out, float* logits, ThreadPool* pool) {
-  CHIMERA_ASSIGN_OR_RETURN(DiffusionLm* d, check_slice(m, st, tokens, pos0, T, n_kv));
+  CHIMERA_ASSIGN_OR_RETURN(DiffusionModel* d, check_slice(m, st, tokens, pos0, T, n_kv));
   if (out_row0 < 0 || n_out < 0 || out_row0 + n_out > T)
     return invalid_argument("diffusion_forward: logits rows outside the slice");
   d->run_slice(st, tokens, pos0, T, n_kv, out_row0, n_out, logits, pool);
@@ -215,7 +216,7 @@ Status diffusion_forward(Model& m, layers::SequenceState& st, const int32_t* tok
 
 Status diffusion_forward_rows(Model& m, layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T,
                               int64_t n_kv, std::span<const int64_t> out_rows, float* logits, ThreadPool* pool) {
-  CHIMERA_ASSIGN_OR_RETURN(DiffusionLm* d, check_slice(m, st, tokens, pos0, T, n_kv));
+  CHIMERA_ASSIGN_OR_RETURN(DiffusionModel* d, check_slice(m, st, tokens, pos0, T, n_kv));
   for (size_t i = 0; i < out_rows.size(); ++i)
     if (out_rows[i] < 0 || out_rows[i] >= T || (i > 0 && out_rows[i] <= out_rows[i - 1]))
       return invalid_argument("diffusion_forward_rows: logits rows must be increasing and inside the slice");

@@ -18,7 +18,13 @@
 #include "layers/state.h"
 #include "tokenizer/tokenizer.h"
 
+namespace chimera::layers {
+class MoeObservable;  // layers/moe.h
+}
+
 namespace chimera::models {
+
+class DiffusionModel;  // runtime/diffusion_model.h
 
 struct ModelInfo {
   std::string arch;
@@ -95,6 +101,13 @@ class Model {
   // Every item is validated first (as forward(), plus distinct states); on an
   // error nothing runs and no state changes.
   Status forward_batch(std::span<BatchItem> items, ThreadPool* pool);
+
+  // Capabilities beyond forward(), null where the family has none: its MoE
+  // routing observer hook (expert statistics, placement) and its masked
+  // diffusion entry points. Callers ask the model instead of casting it.
+  virtual layers::MoeObservable* moe() { return nullptr; }
+  virtual DiffusionModel* diffusion() { return nullptr; }
+  const DiffusionModel* diffusion() const { return const_cast<Model*>(this)->diffusion(); }
 
  protected:
   // Family implementation: tokens already validated, n >= 1, fits in context.

@@ -42,6 +42,7 @@ class PhiMoeModel final : public Model, public layers::MoeObservable {
     return std::vector<layers::LayerStateSpec>(layers_.size(), attn_cfg_.kv_spec());
   }
 
+  layers::MoeObservable* moe() override { return this; }
   void set_moe_observer(layers::MoeObserver* obs) override { observer_ = obs; }
   std::vector<uint64_t> expert_bytes_per_layer() const override {
     std::vector<uint64_t> v;

@@ -35,6 +35,19 @@ struct DiffusionSpec {
   bool shift_logits = false;  // diffusion.shift_logits (LLaDA false, Dream true)
 };
 
+// What a diffusion family implements (Model::diffusion() returns it); the
+// functions below check their arguments and call it.
+class DiffusionModel {
+ public:
+  virtual ~DiffusionModel() = default;
+  virtual const DiffusionSpec& spec() const = 0;
+  // Arguments already checked (diffusion_forward / diffusion_forward_rows).
+  virtual void run_slice(layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T, int64_t n_kv,
+                         int64_t out_row0, int64_t n_out, float* logits, ThreadPool* pool) = 0;
+  virtual void run_slice_rows(layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T,
+                              int64_t n_kv, std::span<const int64_t> out_rows, float* logits, ThreadPool* pool) = 0;
+};
+
 // The model's diffusion parameters; an error when it is not a diffusion LM.
 Result<DiffusionSpec> diffusion_spec(const Model& m);
 

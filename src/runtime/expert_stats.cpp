@@ -279,7 +279,7 @@ std::string heat_map(const ExpertStatsCollector& s) {
 }
 
 Result<std::unique_ptr<ExpertStatsSession>> ExpertStatsSession::attach(models::Model& m, bool keep_trace) {
-  auto* obs = dynamic_cast<layers::MoeObservable*>(&m);
+  layers::MoeObservable* obs = m.moe();
   if (!obs) return invalid_argument("model architecture '" + m.info().arch + "' has no mixture-of-experts layers");
   std::unique_ptr<ExpertStatsSession> s(new ExpertStatsSession(obs, keep_trace));
   obs->set_moe_observer(&s->stats_);
