@@ -2,7 +2,7 @@
 // GGUF storage layout and the inverse (one row's super-block back in storage
 // form: the layout's definition, checked by round-trip tests). Both are byte
 // permutations plus lossless bit re-arrangements (Q4_K / Q5_K's 6-bit
-// scales, Q6_K's 6-bit levels).
+// scales, Q6_K's 6-bit levels); Q2_K and Q3_K are byte permutations only.
 #include "kernels/matmul_kquant_x16.h"
 
 #include <cstring>
@@ -191,6 +191,65 @@ void q6_unpack(const uint8_t* group, int rr, int64_t sb, uint8_t* out) {
 
 constexpr KqX16Layout kQ6Layout{sizeof(q::block_q6_K), q6_unpack};
 
+// ---------------------------------------------------------------- Q2_K, Q3_K
+// Group blocks made of the storage fields as they are: f16 fields as arrays
+// of 16 (row r at 2r), byte fields in 64-byte chunks of the same 4 bytes of
+// every row (to_chunks). Geometry in the header.
+struct ChunkedType {
+  size_t block_bytes;
+  int n_f16;
+  size_t f16_src[2], f16_dst[2];
+  int n_fields;
+  size_t src[3], dst[3];  // byte field offsets: storage block, group block
+  int chunks[3];          // 4-byte chunks of each field
+};
+constexpr ChunkedType kQ2Chunked{sizeof(q::block_q2_K),
+                                 2,
+                                 {offsetof(q::block_q2_K, d), offsetof(q::block_q2_K, dmin)},
+                                 {0, 32},
+                                 2,
+                                 {offsetof(q::block_q2_K, scales), offsetof(q::block_q2_K, qs), 0},
+                                 {64, 320, 0},
+                                 {4, 16, 0}};
+constexpr ChunkedType kQ3Chunked{
+    sizeof(q::block_q3_K),
+    1,
+    {offsetof(q::block_q3_K, d), 0},
+    {0, 0},
+    3,
+    {offsetof(q::block_q3_K, scales), offsetof(q::block_q3_K, hmask), offsetof(q::block_q3_K, qs)},
+    {32, 224, 736},
+    {3, 8, 16}};
+
+template <const ChunkedType& T>
+size_t chunked_row_bytes(int64_t k) {
+  return (size_t)(k / q::kQK_K) * T.block_bytes;
+}
+
+template <const ChunkedType& T>
+void chunked_repack(const uint8_t* src, size_t src_stride, int64_t n, int64_t k, uint8_t* dst) {
+  const int64_t nsb = k / q::kQK_K;
+  for (int64_t r0 = 0; r0 < n; r0 += kX16Rows) {
+    for (int64_t sb = 0; sb < nsb; ++sb, dst += kX16Rows * T.block_bytes) {
+      for (int r = 0; r < kX16Rows; ++r) {
+        const uint8_t* b = src + (size_t)(r0 + r) * src_stride + (size_t)sb * T.block_bytes;
+        for (int f = 0; f < T.n_f16; ++f) std::memcpy(dst + T.f16_dst[f] + 2 * (size_t)r, b + T.f16_src[f], 2);
+        for (int f = 0; f < T.n_fields; ++f) to_chunks(b + T.src[f], T.chunks[f], r, dst + T.dst[f]);
+      }
+    }
+  }
+}
+
+template <const ChunkedType& T>
+void chunked_unpack(const uint8_t* group, int rr, int64_t sb, uint8_t* out) {
+  const uint8_t* gb = group + (size_t)sb * kX16Rows * T.block_bytes;
+  for (int f = 0; f < T.n_f16; ++f) std::memcpy(out + T.f16_src[f], gb + T.f16_dst[f] + 2 * (size_t)rr, 2);
+  for (int f = 0; f < T.n_fields; ++f) from_chunks(gb + T.dst[f], T.chunks[f], rr, out + T.src[f]);
+}
+
+constexpr KqX16Layout kQ2Layout{sizeof(q::block_q2_K), chunked_unpack<kQ2Chunked>};
+constexpr KqX16Layout kQ3Layout{sizeof(q::block_q3_K), chunked_unpack<kQ3Chunked>};
+
 }  // namespace
 
 const KqX16Layout* kq_x16_layout(GgmlType type) {
@@ -198,6 +257,8 @@ const KqX16Layout* kq_x16_layout(GgmlType type) {
     case GgmlType::Q4_K: return &kQ4Layout;
     case GgmlType::Q5_K: return &kQ5Layout;
     case GgmlType::Q6_K: return &kQ6Layout;
+    case GgmlType::Q2_K: return &kQ2Layout;
+    case GgmlType::Q3_K: return &kQ3Layout;
     default: return nullptr;
   }
 }
@@ -216,6 +277,14 @@ void kq_x16_set_repack(GgmlType type, GemmFn packed, MatmulKernel& k) {
     case GgmlType::Q6_K:
       k.repack_row_bytes = q6_row_bytes;
       k.repack = q6_repack;
+      break;
+    case GgmlType::Q2_K:
+      k.repack_row_bytes = chunked_row_bytes<kQ2Chunked>;
+      k.repack = chunked_repack<kQ2Chunked>;
+      break;
+    case GgmlType::Q3_K:
+      k.repack_row_bytes = chunked_row_bytes<kQ3Chunked>;
+      k.repack = chunked_repack<kQ3Chunked>;
       break;
     default: return;
   }

@@ -1,5 +1,5 @@
 // Internal: the 16-row interleaved ("x16") load-time layout of K-quant
-// weights (Q4_K, Q5_K, Q6_K), used by the AVX-512 and AVX2 kernels:
+// weights (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), used by the AVX-512 and AVX2 kernels:
 // 16 rows per vector, GEMV and GEMM without a decoded weight panel.
 //
 // Rows are repacked in groups of kX16Rows; a group stores, per super-block sb
@@ -69,6 +69,36 @@
 // it reads each group block front to back, which the prefetchers need).
 // The Q6_K GEMV keeps llama.cpp's per-lane S_l and f32 order: bit-identical
 // to the storage kernels.
+//
+// Q2_K and Q3_K group blocks are the storage fields as they are (byte
+// permutations only): f16 fields as arrays of 16 (row r at 2r), byte fields
+// in 64-byte chunks, chunk c of a field holding its bytes 4c .. 4c + 3 of rows
+// 0..15 (row r at byte 4r). Element e = 128h + 32j + 4l + u (half h = 0..1,
+// quarter j = 0..3, lane l = 0..7, u = 0..3) is in lane l of llama.cpp's AVX2
+// vec_dot, its 2 low level bits are bits 2j, 2j + 1 of byte u of row r in qs
+// chunk 8h + l (qs[32h + 4l + u]), and its scale group is g = e / 16 =
+// 8h + 2j + l / 4.
+// Q2_K group block (1344 bytes = 16 x 84 = 21 cache lines):
+//   [0, 32) d[16], [32, 64) dmin[16],
+//   [64, 320)    scales: 4 chunks; byte 16q + 4i + u of chunk t = scales[4t + u]
+//                of row 4q + i (Q4_K's plane order: a vpshufb gives the
+//                (value, value) word pair of 16 rows; & 15 = scale, >> 4 = min),
+//   [320, 1344)  qs: 16 chunks.
+// Q3_K group block (1760 bytes = 16 x 110):
+//   [0, 32) d[16],
+//   [32, 224)    scales: 3 chunks of the 12 packed scale bytes; the word
+//                operations of q3_K_scales_biased on 32-bit lanes turn them
+//                into 4 planes of the 16 biased six-bit scales (plane t, byte
+//                4r + u = scale 4t + u of row r, + 32),
+//   [224, 736)   hmask: 8 chunks (chunk l: hmask[4l .. 4l + 3]; element e's
+//                third level bit is bit 4h + j of byte u),
+//   [736, 1760)  qs: 16 chunks.
+// Both keep llama.cpp's per-lane S_l and f32 order (Q2_K: the mins' fma
+// first, as matmul_kquant.h): bit-identical to the storage kernels, as Q6_K.
+// (Summing each 16-element group in int16 before its scale, as Q4_K, would
+// save ~20% of the integer instructions but not the per-lane f32 work of
+// Q2_K's mins; bit-identity keeps the golden references of llama.cpp's AVX2
+// build exact and needs no second reference order.)
 #pragma once
 
 #include <cstddef>
@@ -95,8 +125,9 @@ const KqX16Layout* kq_x16_layout(format::GgmlType type);
 // kernel and sets gemm_packed = packed. No-op for other types.
 void kq_x16_set_repack(format::GgmlType type, GemmFn packed, MatmulKernel& k);
 
-// The x16 Q4_K / Q5_K dot product (type) of one storage-layout weight row and
-// one Q8_K activation row (k values), in the kernels' order (above).
+// The x16 dot product (type) of one storage-layout weight row and one Q8_K
+// activation row (k values), in the kernels' order (above): Q4_K / Q5_K their
+// own, Q2_K / Q3_K / Q6_K the storage kernels' (the scalar one's result).
 float kq_x16_dot_ref(format::GgmlType type, const uint8_t* w_row, const uint8_t* a_row, int64_t k);
 
 // The x16 kernels: GEMM for any m (m == 1 is the decode GEMV) over x16 rows
