@@ -133,13 +133,16 @@ float kq_x16_dot_ref(format::GgmlType type, const uint8_t* w_row, const uint8_t*
 // The x16 kernels: GEMM for any m (m == 1 is the decode GEMV) over x16 rows
 // [r0, r1) (multiples of kX16Rows), straight from the packed bytes. A type is
 // repacked into x16 exactly where its ISA has one; null otherwise.
-//   AVX-512: Q4_K, Q5_K (matmul_kquant_x16_q4_avx512.cpp), Q6_K (_q6_avx512.cpp)
+//   AVX-512: Q4_K, Q5_K (matmul_kquant_x16_q4_avx512.cpp), Q6_K (_q6_avx512.cpp),
+//   Q2_K, Q3_K (_q23_avx512.cpp)
 GemmFn kq_x16_gemm_avx512(format::GgmlType type, bool vnni);
 GemmFn kq_x16_q6_gemm_avx512(bool vnni);
-//   AVX2: Q4_K, Q5_K (_q4_avx2.cpp), Q6_K (_q6_avx2.cpp), in tiles of 8 rows: each
-//   64-byte chunk as two 256-bit halves
+GemmFn kq_x16_q23_gemm_avx512(format::GgmlType type, bool vnni);
+//   AVX2: Q4_K, Q5_K (_q4_avx2.cpp), Q6_K (_q6_avx2.cpp), Q2_K, Q3_K (_q23_avx2.cpp),
+//   in tiles of 8 rows: each 64-byte chunk as two 256-bit halves
 GemmFn kq_x16_gemm_avx2(format::GgmlType type);
 GemmFn kq_x16_q6_gemm_avx2();
+GemmFn kq_x16_q23_gemm_avx2(format::GgmlType type);
 
 // One x16 tile: the 16 rows of the group at `group` x M activation rows (a,
 // a_stride bytes apart) -> y[m * ldy + 0..15]; M is the table index + 1.

@@ -278,6 +278,8 @@ void check_packed_bit_identical(GgmlType t) {
 }
 
 TEST(KQuantX16, Q6KPackedIsBitIdenticalOnRandomBlocks) { check_packed_bit_identical(GgmlType::Q6_K); }
+TEST(KQuantX16, Q2KPackedIsBitIdenticalOnRandomBlocks) { check_packed_bit_identical(GgmlType::Q2_K); }
+TEST(KQuantX16, Q3KPackedIsBitIdenticalOnRandomBlocks) { check_packed_bit_identical(GgmlType::Q3_K); }
 
 // The x16 GEMMs of Q6_K, Q2_K, Q3_K called directly, on every ISA the CPU
 // has (AVX2, AVX-512, AVX-512 VNNI): every activation-row range (so every
@@ -346,6 +348,8 @@ void check_gemm_bit_identical(GgmlType t) {
 }
 
 TEST(KQuantX16, Q6KGemmIsBitIdenticalOnRandomBlocks) { check_gemm_bit_identical(GgmlType::Q6_K); }
+TEST(KQuantX16, Q2KGemmIsBitIdenticalOnRandomBlocks) { check_gemm_bit_identical(GgmlType::Q2_K); }
+TEST(KQuantX16, Q3KGemmIsBitIdenticalOnRandomBlocks) { check_gemm_bit_identical(GgmlType::Q3_K); }
 
 }  // namespace
 }  // namespace chimera::kernels
