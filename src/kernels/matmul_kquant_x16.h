@@ -70,29 +70,35 @@
 // The Q6_K GEMV keeps llama.cpp's per-lane S_l and f32 order: bit-identical
 // to the storage kernels.
 //
-// Q2_K and Q3_K group blocks are the storage fields as they are (byte
-// permutations only): f16 fields as arrays of 16 (row r at 2r), byte fields
-// in 64-byte chunks, chunk c of a field holding its bytes 4c .. 4c + 3 of rows
-// 0..15 (row r at byte 4r). Element e = 128h + 32j + 4l + u (half h = 0..1,
-// quarter j = 0..3, lane l = 0..7, u = 0..3) is in lane l of llama.cpp's AVX2
-// vec_dot, its 2 low level bits are bits 2j, 2j + 1 of byte u of row r in qs
-// chunk 8h + l (qs[32h + 4l + u]), and its scale group is g = e / 16 =
-// 8h + 2j + l / 4.
-// Q2_K group block (1344 bytes = 16 x 84 = 21 cache lines):
+// Q2_K and Q3_K group blocks hold f16 fields as arrays of 16 (row r at 2r)
+// and byte fields in 64-byte chunks, chunk c of a field holding its bytes
+// 4c .. 4c + 3 of rows 0..15 (row r at byte 4r). Element e = 128h + 32j +
+// 4l + u (half h = 0..1, quarter j = 0..3, lane l = 0..7, u = 0..3; "quarter
+// k" = 4h + j) is in lane l of llama.cpp's AVX2 vec_dot, and its scale group
+// is g = e / 16 = 8h + 2j + l / 4.
+// Q2_K group block (1344 bytes = 16 x 84 = 21 cache lines), a byte
+// permutation of the storage fields:
 //   [0, 32) d[16], [32, 64) dmin[16],
 //   [64, 320)    scales: 4 chunks; byte 16q + 4i + u of chunk t = scales[4t + u]
 //                of row 4q + i (Q4_K's plane order: a vpshufb gives the
 //                (value, value) word pair of 16 rows; & 15 = scale, >> 4 = min),
-//   [320, 1344)  qs: 16 chunks.
+//   [320, 1344)  qs: 16 chunks; element e's level is bits 2j, 2j + 1 of byte
+//                u of row r in chunk 8h + l (qs[32h + 4l + u]).
 // Q3_K group block (1760 bytes = 16 x 110):
 //   [0, 32) d[16],
 //   [32, 224)    scales: 3 chunks of the 12 packed scale bytes; the word
 //                operations of q3_K_scales_biased on 32-bit lanes turn them
 //                into 4 planes of the 16 biased six-bit scales (plane t, byte
 //                4r + u = scale 4t + u of row r, + 32),
-//   [224, 736)   hmask: 8 chunks (chunk l: hmask[4l .. 4l + 3]; element e's
-//                third level bit is bit 4h + j of byte u),
-//   [736, 1760)  qs: 16 chunks.
+//   [224, 1760)  levels: 24 chunks, chunk 3l + t holding at byte 4r + u, from
+//                the 3-bit levels q_k (decode_q3_K) of elements 32k + 4l + u
+//                of row r,
+//                  X0 = q_0 | q_1 << 3 | (q_6 & 3) << 6
+//                  X1 = q_2 | q_3 << 3 | (q_7 & 3) << 6
+//                  X2 = q_4 | q_5 << 3 | (q_6 >> 2) << 6 | (q_7 >> 2) << 7
+//                so that 19 byte operations give all 8 levels of a lane (and
+//                the hmask bits need no per-quarter shifts). The 96 qs/hmask
+//                bytes hold exactly the 256 levels: lossless.
 // Both keep llama.cpp's per-lane S_l and f32 order (Q2_K: the mins' fma
 // first, as matmul_kquant.h): bit-identical to the storage kernels, as Q6_K.
 // (Summing each 16-element group in int16 before its scale, as Q4_K, would

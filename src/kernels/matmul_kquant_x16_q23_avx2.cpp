@@ -7,9 +7,9 @@
 // S_l and the same f32 order (Q2_K: acc_l = fma(-dy * dmin, B_l, acc_l), then
 // acc_l = fma(dy * d, S_l, acc_l); Q3_K only the latter; then
 // matmul_kquant.h's reduction): bit-identical to the storage-layout kernels.
-// Per lane l and quarter j, one qs chunk gives 4 levels of every row ((qs >>
-// 2j) & 3, Q3_K ORs bit 4h + j of its hmask chunk in as bit 2);
-// p = vpmaddubsw(levels, broadcast activation dword) (Q3_K minus
+// Per lane l and half h, Q2_K's qs chunk 8h + l gives the 4 quarters' levels
+// of every row ((qs >> 2j) & 3), Q3_K's three level chunks of lane l all 8
+// (19 byte operations); p = vpmaddubsw(levels, broadcast activation dword) (Q3_K minus
 // vpmaddubsw(4, activations), shared by all rows and kept on the stack), then
 // S_l += vpmaddwd(p, (sc_g, sc_g)) with the row's scale of group
 // g = 8h + 2j + l / 4 (one vpshufb of its scale plane). No decoded panel,
@@ -45,8 +45,8 @@ struct Geo {
   static constexpr size_t kBlock = kX16Rows * (kQ3 ? sizeof(q::block_q3_K) : sizeof(q::block_q2_K));
   static constexpr size_t kDmin = 32;                  // Q2_K
   static constexpr size_t kScales = kQ3 ? 32 : 64;     // Q3_K: 3 packed chunks, Q2_K: 4 planes
-  static constexpr size_t kHmask = 224;                // Q3_K
-  static constexpr size_t kQs = kQ3 ? 736 : 320;
+  static constexpr size_t kLevels = 224;  // Q3_K: 24 level chunks
+  static constexpr size_t kQs = 320;     // Q2_K: 16 qs chunks
 };
 
 // vpshufb control (per 128-bit lane): dword i = words (plane byte 4i + u0,
@@ -65,11 +65,24 @@ CHIMERA_T_Q23A2_INLINE __m256i bcast32(const uint8_t* p) {
 
 CHIMERA_T_Q23A2_INLINE __m256i loadu(const uint8_t* p) { return _mm256_loadu_si256((const __m256i*)p); }
 
-// Per byte: bit b moved to bit 2 (the third bit of a Q3_K level), others 0.
-CHIMERA_T_Q23A2_INLINE __m256i bit_to_2(__m256i h, int b) {
-  const __m256i m = _mm256_set1_epi8(0x04);
-  if (b == 2) return _mm256_and_si256(h, m);
-  return b < 2 ? _mm256_and_si256(_mm256_slli_epi16(h, 2 - b), m) : _mm256_and_si256(_mm256_srli_epi16(h, b - 2), m);
+// Q3_K levels of quarters 4h .. 4h + 3 of one lane from its level chunks at X
+// (matmul_kquant_x16.h: X0 = q0 | q1 << 3 | (q6 & 3) << 6, X1 likewise with
+// q2, q3, q7, X2 = q4 | q5 << 3 | (q6 >> 2) << 6 | (q7 >> 2) << 7).
+CHIMERA_T_Q23A2_INLINE void q3_quarters(const uint8_t* X, int h, __m256i lv[4]) {
+  const __m256i m7 = _mm256_set1_epi8(7), m3 = _mm256_set1_epi8(3), b2 = _mm256_set1_epi8(4);
+  const __m256i X0 = loadu(X), X1 = loadu(X + 64);
+  if (h == 0) {
+    lv[0] = _mm256_and_si256(X0, m7);
+    lv[1] = _mm256_and_si256(_mm256_srli_epi16(X0, 3), m7);
+    lv[2] = _mm256_and_si256(X1, m7);
+    lv[3] = _mm256_and_si256(_mm256_srli_epi16(X1, 3), m7);
+  } else {
+    const __m256i X2 = loadu(X + 128);
+    lv[0] = _mm256_and_si256(X2, m7);
+    lv[1] = _mm256_and_si256(_mm256_srli_epi16(X2, 3), m7);
+    lv[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(X0, 6), m3), _mm256_and_si256(_mm256_srli_epi16(X2, 4), b2));
+    lv[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(X1, 6), m3), _mm256_and_si256(_mm256_srli_epi16(X2, 5), b2));
+  }
 }
 
 // Per byte: bits s, s + 1 moved to bits 4, 5 (a Q3_K scale's top two bits).
@@ -151,15 +164,17 @@ CHIMERA_T_Q23A2 void q23_tile8(const uint8_t* G, int rh, const uint8_t* a, size_
         }
         CHIMERA_UNROLL for (int i = 0; i < 4; ++i) {
           const int l = 4 * lh + i;
-          const __m256i Q = loadu(B + GB::kQs + 64 * (size_t)(8 * h + l) + ho);
-          [[maybe_unused]] __m256i H = _mm256_setzero_si256();
-          if constexpr (kQ3) H = loadu(B + GB::kHmask + 64 * (size_t)l + ho);
+          __m256i lv[4];
+          if constexpr (kQ3) {
+            q3_quarters(B + GB::kLevels + 64 * 3 * (size_t)l + ho, h, lv);
+          } else {
+            const __m256i Q = loadu(B + GB::kQs + 64 * (size_t)(8 * h + l) + ho);
+            CHIMERA_UNROLL for (int j = 0; j < 4; ++j) lv[j] = _mm256_and_si256(j == 0 ? Q : _mm256_srli_epi16(Q, 2 * j), m3);
+          }
           CHIMERA_UNROLL for (int j = 0; j < 4; ++j) {
-            __m256i lv = _mm256_and_si256(j == 0 ? Q : _mm256_srli_epi16(Q, 2 * j), m3);
-            if constexpr (kQ3) lv = _mm256_or_si256(lv, bit_to_2(H, 4 * h + j));
             const int e = 128 * h + 32 * j + 4 * l;
             CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-              __m256i p = _mm256_maddubs_epi16(lv, bcast32(Ab[m] + e));
+              __m256i p = _mm256_maddubs_epi16(lv[j], bcast32(Ab[m] + e));
               if constexpr (kQ3) p = _mm256_sub_epi16(p, bcast32(Ob[m] + e));
               S[m][i] = _mm256_add_epi32(S[m][i], _mm256_madd_epi16(p, V[j]));
             }

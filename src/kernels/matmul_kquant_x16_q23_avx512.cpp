@@ -35,17 +35,30 @@ struct Geo {
   static constexpr size_t kBlock = kX16Rows * (kQ3 ? sizeof(q::block_q3_K) : sizeof(q::block_q2_K));
   static constexpr size_t kDmin = 32;               // Q2_K
   static constexpr size_t kScales = kQ3 ? 32 : 64;  // Q3_K: 3 packed chunks, Q2_K: 4 planes
-  static constexpr size_t kHmask = 224;             // Q3_K
-  static constexpr size_t kQs = kQ3 ? 736 : 320;
+  static constexpr size_t kLevels = 224;  // Q3_K: 24 level chunks
+  static constexpr size_t kQs = 320;     // Q2_K: 16 qs chunks
 };
 
 CHIMERA_T_X16_INLINE __m512i loadu(const uint8_t* p) { return _mm512_loadu_si512(p); }
 
-// Per byte: bit b moved to bit 2 (the third bit of a Q3_K level), others 0.
-CHIMERA_T_X16_INLINE __m512i bit_to_2(__m512i h, int b) {
-  const __m512i m = _mm512_set1_epi8(0x04);
-  if (b == 2) return _mm512_and_si512(h, m);
-  return b < 2 ? _mm512_and_si512(_mm512_slli_epi16(h, 2 - b), m) : _mm512_and_si512(_mm512_srli_epi16(h, b - 2), m);
+// Q3_K levels of quarters 4h .. 4h + 3 of one lane from its level chunks at X
+// (matmul_kquant_x16.h: X0 = q0 | q1 << 3 | (q6 & 3) << 6, X1 likewise with
+// q2, q3, q7, X2 = q4 | q5 << 3 | (q6 >> 2) << 6 | (q7 >> 2) << 7).
+CHIMERA_T_X16_INLINE void q3_quarters(const uint8_t* X, int h, __m512i lv[4]) {
+  const __m512i m7 = _mm512_set1_epi8(7), m3 = _mm512_set1_epi8(3), b2 = _mm512_set1_epi8(4);
+  const __m512i X0 = loadu(X), X1 = loadu(X + 64);
+  if (h == 0) {
+    lv[0] = _mm512_and_si512(X0, m7);
+    lv[1] = _mm512_and_si512(_mm512_srli_epi16(X0, 3), m7);
+    lv[2] = _mm512_and_si512(X1, m7);
+    lv[3] = _mm512_and_si512(_mm512_srli_epi16(X1, 3), m7);
+  } else {
+    const __m512i X2 = loadu(X + 128);
+    lv[0] = _mm512_and_si512(X2, m7);
+    lv[1] = _mm512_and_si512(_mm512_srli_epi16(X2, 3), m7);
+    lv[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(X0, 6), m3), _mm512_and_si512(_mm512_srli_epi16(X2, 4), b2));
+    lv[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(X1, 6), m3), _mm512_and_si512(_mm512_srli_epi16(X2, 5), b2));
+  }
 }
 
 // Per byte: bits s, s + 1 moved to bits 4, 5 (a Q3_K scale's top two bits).
@@ -125,15 +138,17 @@ CHIMERA_T_X16 void q23_tile(const uint8_t* G, const uint8_t* a, size_t a_stride,
         }
         CHIMERA_UNROLL for (int i = 0; i < 4; ++i) {
           const int l = 4 * lh + i;
-          const __m512i Q = loadu(B + GB::kQs + 64 * (size_t)(8 * h + l));
-          [[maybe_unused]] __m512i H = _mm512_setzero_si512();
-          if constexpr (kQ3) H = loadu(B + GB::kHmask + 64 * (size_t)l);
+          __m512i lv[4];
+          if constexpr (kQ3) {
+            q3_quarters(B + GB::kLevels + 64 * 3 * (size_t)l, h, lv);
+          } else {
+            const __m512i Q = loadu(B + GB::kQs + 64 * (size_t)(8 * h + l));
+            CHIMERA_UNROLL for (int j = 0; j < 4; ++j) lv[j] = _mm512_and_si512(j == 0 ? Q : _mm512_srli_epi16(Q, 2 * j), m3);
+          }
           CHIMERA_UNROLL for (int j = 0; j < 4; ++j) {
-            __m512i lv = _mm512_and_si512(j == 0 ? Q : _mm512_srli_epi16(Q, 2 * j), m3);
-            if constexpr (kQ3) lv = _mm512_or_si512(lv, bit_to_2(H, 4 * h + j));
             const int e = 128 * h + 32 * j + 4 * l;
             CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-              __m512i p = _mm512_maddubs_epi16(lv, bcast32(Ab[m] + e));
+              __m512i p = _mm512_maddubs_epi16(lv[j], bcast32(Ab[m] + e));
               if constexpr (kQ3) p = _mm512_sub_epi16(p, bcast32(Ob[m] + e));
               S[m][i] = dpwssd<kVnni>(S[m][i], p, V[j]);
             }

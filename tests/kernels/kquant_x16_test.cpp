@@ -156,7 +156,7 @@ TEST(KQuantX16, Q2KQ3KLayoutMatchesHeader) {
     std::vector<uint8_t> packed((size_t)rows * nsb * bb);
     x16_kernel(t).repack(w.data(), nsb * bb, rows, k, packed.data());
     const KqTypeInfo* info = kq_type_info(t);
-    const size_t scales = q3 ? 32 : 64, hmask = 224, qs = q3 ? 736 : 320;
+    const size_t scales = q3 ? 32 : 64, levels = 224, qs = 320;
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t sb = 0; sb < nsb; ++sb) {
         KqDecoded dec;
@@ -193,8 +193,17 @@ TEST(KQuantX16, Q2KQ3KLayoutMatchesHeader) {
           for (int j = 0; j < 4; ++j) {
             for (int l = 0; l < 8; ++l) {
               for (int u = 0; u < 4; ++u) {
-                int lv = (gb[qs + 64 * (8 * h + l) + 4 * rr + u] >> (2 * j)) & 3;
-                if (q3) lv |= ((gb[hmask + 64 * l + 4 * rr + u] >> (4 * h + j)) & 1) << 2;
+                int lv = 0;
+                if (q3) {  // quarter k = 4h + j from X0..X2 of lane l
+                  const uint8_t* x = gb + levels + 64 * 3 * l + 4 * rr + u;
+                  const int k = 4 * h + j;
+                  const int packed_lv[8] = {x[0] & 7,  x[0] >> 3 & 7,  x[64] & 7,
+                                            x[64] >> 3 & 7, x[128] & 7, x[128] >> 3 & 7,
+                                            x[0] >> 6 | (x[128] >> 6 & 1) << 2, x[64] >> 6 | (x[128] >> 7) << 2};
+                  lv = packed_lv[k];
+                } else {
+                  lv = (gb[qs + 64 * (8 * h + l) + 4 * rr + u] >> (2 * j)) & 3;
+                }
                 ASSERT_EQ(lv, dec.q[128 * h + 32 * j + 4 * l + u])
                     << format::ggml_type_name(t) << " r " << r << " h " << h << " j " << j << " l " << l;
               }
