@@ -80,8 +80,10 @@ CHIMERA_T_Q23A2_INLINE void q3_quarters(const uint8_t* X, int h, __m256i lv[4]) 
     const __m256i X2 = loadu(X + 128);
     lv[0] = _mm256_and_si256(X2, m7);
     lv[1] = _mm256_and_si256(_mm256_srli_epi16(X2, 3), m7);
-    lv[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(X0, 6), m3), _mm256_and_si256(_mm256_srli_epi16(X2, 4), b2));
-    lv[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(X1, 6), m3), _mm256_and_si256(_mm256_srli_epi16(X2, 5), b2));
+    lv[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(X0, 6), m3),
+                            _mm256_and_si256(_mm256_srli_epi16(X2, 4), b2));
+    lv[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(X1, 6), m3),
+                            _mm256_and_si256(_mm256_srli_epi16(X2, 5), b2));
   }
 }
 
@@ -137,9 +139,11 @@ CHIMERA_T_Q23A2 void q23_tile8(const uint8_t* G, int rh, const uint8_t* a, size_
         // mins first (llama.cpp's order): acc_l = fma(-dy * dmin, B_l, acc_l),
         // B_l = m_2l * bsum_2l + m_2l+1 * bsum_2l+1
         const __m256 dmv =
-            _mm256_mul_ps(_mm256_set1_ps(-dy), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(B + GB::kDmin + 16 * rh))));
+            _mm256_mul_ps(_mm256_set1_ps(-dy),
+                          _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(B + GB::kDmin + 16 * rh))));
         CHIMERA_UNROLL for (int l = 0; l < 8; ++l) {
-          const __m256i mins = _mm256_srli_epi16(_mm256_shuffle_epi8(P[l / 2], pick_words(2 * (l % 2), 2 * (l % 2) + 1)), 4);
+          const __m256i mins =
+              _mm256_srli_epi16(_mm256_shuffle_epi8(P[l / 2], pick_words(2 * (l % 2), 2 * (l % 2) + 1)), 4);
           const __m256i Bl = _mm256_madd_epi16(mins, bcast32(A + kBsums + 4 * l));
           acc[m][l] = _mm256_fmadd_ps(dmv, _mm256_cvtepi32_ps(Bl), acc[m][l]);
         }
@@ -169,7 +173,9 @@ CHIMERA_T_Q23A2 void q23_tile8(const uint8_t* G, int rh, const uint8_t* a, size_
             q3_quarters(B + GB::kLevels + 64 * 3 * (size_t)l + ho, h, lv);
           } else {
             const __m256i Q = loadu(B + GB::kQs + 64 * (size_t)(8 * h + l) + ho);
-            CHIMERA_UNROLL for (int j = 0; j < 4; ++j) lv[j] = _mm256_and_si256(j == 0 ? Q : _mm256_srli_epi16(Q, 2 * j), m3);
+            CHIMERA_UNROLL for (int j = 0; j < 4; ++j) {
+              lv[j] = _mm256_and_si256(j == 0 ? Q : _mm256_srli_epi16(Q, 2 * j), m3);
+            }
           }
           CHIMERA_UNROLL for (int j = 0; j < 4; ++j) {
             const int e = 128 * h + 32 * j + 4 * l;

@@ -56,8 +56,10 @@ CHIMERA_T_X16_INLINE void q3_quarters(const uint8_t* X, int h, __m512i lv[4]) {
     const __m512i X2 = loadu(X + 128);
     lv[0] = _mm512_and_si512(X2, m7);
     lv[1] = _mm512_and_si512(_mm512_srli_epi16(X2, 3), m7);
-    lv[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(X0, 6), m3), _mm512_and_si512(_mm512_srli_epi16(X2, 4), b2));
-    lv[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(X1, 6), m3), _mm512_and_si512(_mm512_srli_epi16(X2, 5), b2));
+    lv[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(X0, 6), m3),
+                            _mm512_and_si512(_mm512_srli_epi16(X2, 4), b2));
+    lv[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(X1, 6), m3),
+                            _mm512_and_si512(_mm512_srli_epi16(X2, 5), b2));
   }
 }
 
@@ -143,7 +145,9 @@ CHIMERA_T_X16 void q23_tile(const uint8_t* G, const uint8_t* a, size_t a_stride,
             q3_quarters(B + GB::kLevels + 64 * 3 * (size_t)l, h, lv);
           } else {
             const __m512i Q = loadu(B + GB::kQs + 64 * (size_t)(8 * h + l));
-            CHIMERA_UNROLL for (int j = 0; j < 4; ++j) lv[j] = _mm512_and_si512(j == 0 ? Q : _mm512_srli_epi16(Q, 2 * j), m3);
+            CHIMERA_UNROLL for (int j = 0; j < 4; ++j) {
+              lv[j] = _mm512_and_si512(j == 0 ? Q : _mm512_srli_epi16(Q, 2 * j), m3);
+            }
           }
           CHIMERA_UNROLL for (int j = 0; j < 4; ++j) {
             const int e = 128 * h + 32 * j + 4 * l;

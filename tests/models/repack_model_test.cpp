@@ -163,7 +163,8 @@ TEST(RepackModelKQuant, Q2KAndQ3KMRepackedMatchStorageLayout) {
       ASSERT_EQ(on.logits.size(), off.logits.size());
       // Q4_K / Q5_K (Q3_K_M's attn_output, ffn_down, attn_v) have an x16 order
       // of their own: the golden cases' bound there, bit for bit otherwise.
-      const bool own_order = plan.types.find("Q4_K") != std::string::npos || plan.types.find("Q5_K") != std::string::npos;
+      const bool own_order =
+          plan.types.find("Q4_K") != std::string::npos || plan.types.find("Q5_K") != std::string::npos;
       float rms = 0, max_diff = 0;
       for (size_t i = 0; i < off.logits.size(); ++i) {
         rms += off.logits[i] * off.logits[i];
