@@ -272,8 +272,8 @@ void gemm_avx2(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1
                                          i1);
 }
 
-// Q4_K, Q5_K and Q6_K use the x16 layout and its own kernels
-// (matmul_kquant_x16.h), the other types the kKqGroup one.
+// Every K-quant with x16 kernels (matmul_kquant_x16.h: all five at present)
+// uses the x16 layout, another type would use the kKqGroup one.
 template <GgmlType T>
 MatmulKernel with_repack(MatmulKernel k) {
   if (const GemmFn x16 = kq_x16_gemm_avx2(T)) {

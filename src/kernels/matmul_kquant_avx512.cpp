@@ -22,10 +22,10 @@
 // no-min offset types (Q3_K, Q6_K) with an even tile width, two activations'
 // f32 lanes share one register. Same int32 values, same f32 operations lane
 // for lane: the bits above are unchanged.
-// Load-time repacking (gemm_packed): Q4_K, Q5_K and Q6_K into the x16 layout
-// with kernels of their own (matmul_kquant_x16.h); Q2_K and Q3_K into
-// super-blocks of 4 rows interleaved (matmul_kquant.h), which the panel path
-// decodes from their new addresses (bit-identical to gemm).
+// Load-time repacking (gemm_packed): every K-quant into the x16 layout with
+// kernels of their own (matmul_kquant_x16.h); the 4-row interleaved layout
+// (matmul_kquant.h) that the panel path decodes from its new addresses is
+// kept for a type without x16 kernels (none at present).
 #include "kernels/matmul_kquant.h"
 
 #if defined(__x86_64__)

@@ -2,7 +2,8 @@
 // GGUF storage layout and the inverse (one row's super-block back in storage
 // form: the layout's definition, checked by round-trip tests). Both are byte
 // permutations plus lossless bit re-arrangements (Q4_K / Q5_K's 6-bit
-// scales, Q6_K's 6-bit levels).
+// scales, Q6_K's 6-bit levels, Q3_K's 3-bit levels); Q2_K is a byte
+// permutation only.
 #include "kernels/matmul_kquant_x16.h"
 
 #include <cstring>
@@ -191,6 +192,113 @@ void q6_unpack(const uint8_t* group, int rr, int64_t sb, uint8_t* out) {
 
 constexpr KqX16Layout kQ6Layout{sizeof(q::block_q6_K), q6_unpack};
 
+// ---------------------------------------------------------------- Q2_K, Q3_K
+// Group blocks made of the storage fields as they are: f16 fields as arrays
+// of 16 (row r at 2r), byte fields in 64-byte chunks of the same 4 bytes of
+// every row (to_chunks). Geometry in the header.
+struct ChunkedType {
+  size_t block_bytes;
+  int n_f16;
+  size_t f16_src[2], f16_dst[2];
+  int n_fields;
+  size_t src[3], dst[3];  // byte field offsets: storage block, group block
+  int chunks[3];          // 4-byte chunks of each field
+};
+constexpr ChunkedType kQ2Chunked{sizeof(q::block_q2_K),
+                                 2,
+                                 {offsetof(q::block_q2_K, d), offsetof(q::block_q2_K, dmin)},
+                                 {0, 32},
+                                 2,
+                                 {offsetof(q::block_q2_K, scales), offsetof(q::block_q2_K, qs), 0},
+                                 {64, 320, 0},
+                                 {4, 16, 0}};
+// Q3_K: d and the scale chunks here, the levels by q3_repack / q3_unpack.
+constexpr ChunkedType kQ3Chunked{sizeof(q::block_q3_K),       1, {offsetof(q::block_q3_K, d), 0}, {0, 0}, 1,
+                                 {offsetof(q::block_q3_K, scales), 0, 0}, {32, 0, 0}, {3, 0, 0}};
+
+template <const ChunkedType& T>
+size_t chunked_row_bytes(int64_t k) {
+  return (size_t)(k / q::kQK_K) * T.block_bytes;
+}
+
+template <const ChunkedType& T>
+void chunked_repack(const uint8_t* src, size_t src_stride, int64_t n, int64_t k, uint8_t* dst) {
+  const int64_t nsb = k / q::kQK_K;
+  for (int64_t r0 = 0; r0 < n; r0 += kX16Rows) {
+    for (int64_t sb = 0; sb < nsb; ++sb, dst += kX16Rows * T.block_bytes) {
+      for (int r = 0; r < kX16Rows; ++r) {
+        const uint8_t* b = src + (size_t)(r0 + r) * src_stride + (size_t)sb * T.block_bytes;
+        for (int f = 0; f < T.n_f16; ++f) std::memcpy(dst + T.f16_dst[f] + 2 * (size_t)r, b + T.f16_src[f], 2);
+        for (int f = 0; f < T.n_fields; ++f) to_chunks(b + T.src[f], T.chunks[f], r, dst + T.dst[f]);
+      }
+    }
+  }
+}
+
+template <const ChunkedType& T>
+void chunked_unpack(const uint8_t* group, int rr, int64_t sb, uint8_t* out) {
+  const uint8_t* gb = group + (size_t)sb * kX16Rows * T.block_bytes;
+  for (int f = 0; f < T.n_f16; ++f) std::memcpy(out + T.f16_src[f], gb + T.f16_dst[f] + 2 * (size_t)rr, 2);
+  for (int f = 0; f < T.n_fields; ++f) from_chunks(gb + T.dst[f], T.chunks[f], rr, out + T.src[f]);
+}
+
+// Q3_K level chunks (header): byte 4r + u of chunk 3l + t is X_t of row r at
+// element position 4l + u, from the levels q_k of quarters k = 0..7.
+constexpr size_t kQ3Levels = 224;
+
+// The 256 three-bit levels of a storage block (decode_q3_K's element order).
+void q3_levels(const uint8_t* blk, uint8_t lv[256]) {
+  const uint8_t* hm = blk + offsetof(q::block_q3_K, hmask);
+  const uint8_t* qs = blk + offsetof(q::block_q3_K, qs);
+  for (int k = 0; k < 8; ++k) {
+    for (int p = 0; p < 32; ++p) {
+      lv[32 * k + p] = (uint8_t)(((qs[32 * (k / 4) + p] >> (2 * (k % 4))) & 3) | (((hm[p] >> k) & 1) << 2));
+    }
+  }
+}
+
+void q3_repack(const uint8_t* src, size_t src_stride, int64_t n, int64_t k, uint8_t* dst) {
+  chunked_repack<kQ3Chunked>(src, src_stride, n, k, dst);
+  const int64_t nsb = k / q::kQK_K;
+  for (int64_t r0 = 0; r0 < n; r0 += kX16Rows) {
+    for (int64_t sb = 0; sb < nsb; ++sb, dst += kX16Rows * sizeof(q::block_q3_K)) {
+      for (int r = 0; r < kX16Rows; ++r) {
+        uint8_t lv[256];
+        q3_levels(src + (size_t)(r0 + r) * src_stride + (size_t)sb * sizeof(q::block_q3_K), lv);
+        for (int p = 0; p < 32; ++p) {  // element position 4l + u
+          const uint8_t* q3 = lv + p;     // quarter k at q3[32k]
+          uint8_t* x = dst + kQ3Levels + 64 * 3 * (size_t)(p / 4) + 4 * (size_t)r + (size_t)(p % 4);
+          x[0] = (uint8_t)(q3[0] | q3[32] << 3 | (q3[192] & 3) << 6);
+          x[64] = (uint8_t)(q3[64] | q3[96] << 3 | (q3[224] & 3) << 6);
+          x[128] = (uint8_t)(q3[128] | q3[160] << 3 | (q3[192] >> 2) << 6 | (q3[224] >> 2) << 7);
+        }
+      }
+    }
+  }
+}
+
+void q3_unpack(const uint8_t* group, int rr, int64_t sb, uint8_t* out) {
+  chunked_unpack<kQ3Chunked>(group, rr, sb, out);
+  const uint8_t* gb = group + (size_t)sb * kX16Rows * sizeof(q::block_q3_K);
+  uint8_t* hm = out + offsetof(q::block_q3_K, hmask);
+  uint8_t* qs = out + offsetof(q::block_q3_K, qs);
+  std::memset(hm, 0, 32);
+  std::memset(qs, 0, 64);
+  for (int p = 0; p < 32; ++p) {
+    const uint8_t* x = gb + kQ3Levels + 64 * 3 * (size_t)(p / 4) + 4 * (size_t)rr + (size_t)(p % 4);
+    const int X0 = x[0], X1 = x[64], X2 = x[128];
+    const int lv[8] = {X0 & 7,         X0 >> 3 & 7,     X1 & 7, X1 >> 3 & 7, X2 & 7, X2 >> 3 & 7,
+                       (X0 >> 6) | (X2 >> 6 & 1) << 2, (X1 >> 6) | (X2 >> 7) << 2};
+    for (int k = 0; k < 8; ++k) {
+      qs[32 * (k / 4) + p] = (uint8_t)(qs[32 * (k / 4) + p] | (lv[k] & 3) << (2 * (k % 4)));
+      hm[p] = (uint8_t)(hm[p] | (lv[k] >> 2) << k);
+    }
+  }
+}
+
+constexpr KqX16Layout kQ2Layout{sizeof(q::block_q2_K), chunked_unpack<kQ2Chunked>};
+constexpr KqX16Layout kQ3Layout{sizeof(q::block_q3_K), q3_unpack};
+
 }  // namespace
 
 const KqX16Layout* kq_x16_layout(GgmlType type) {
@@ -198,6 +306,8 @@ const KqX16Layout* kq_x16_layout(GgmlType type) {
     case GgmlType::Q4_K: return &kQ4Layout;
     case GgmlType::Q5_K: return &kQ5Layout;
     case GgmlType::Q6_K: return &kQ6Layout;
+    case GgmlType::Q2_K: return &kQ2Layout;
+    case GgmlType::Q3_K: return &kQ3Layout;
     default: return nullptr;
   }
 }
@@ -216,6 +326,14 @@ void kq_x16_set_repack(GgmlType type, GemmFn packed, MatmulKernel& k) {
     case GgmlType::Q6_K:
       k.repack_row_bytes = q6_row_bytes;
       k.repack = q6_repack;
+      break;
+    case GgmlType::Q2_K:
+      k.repack_row_bytes = chunked_row_bytes<kQ2Chunked>;
+      k.repack = chunked_repack<kQ2Chunked>;
+      break;
+    case GgmlType::Q3_K:
+      k.repack_row_bytes = chunked_row_bytes<kQ3Chunked>;
+      k.repack = q3_repack;
       break;
     default: return;
   }

@@ -1,5 +1,5 @@
 // Internal: the 16-row interleaved ("x16") load-time layout of K-quant
-// weights (Q4_K, Q5_K, Q6_K), used by the AVX-512 and AVX2 kernels:
+// weights (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), used by the AVX-512 and AVX2 kernels:
 // 16 rows per vector, GEMV and GEMM without a decoded weight panel.
 //
 // Rows are repacked in groups of kX16Rows; a group stores, per super-block sb
@@ -69,6 +69,42 @@
 // it reads each group block front to back, which the prefetchers need).
 // The Q6_K GEMV keeps llama.cpp's per-lane S_l and f32 order: bit-identical
 // to the storage kernels.
+//
+// Q2_K and Q3_K group blocks hold f16 fields as arrays of 16 (row r at 2r)
+// and byte fields in 64-byte chunks, chunk c of a field holding its bytes
+// 4c .. 4c + 3 of rows 0..15 (row r at byte 4r). Element e = 128h + 32j +
+// 4l + u (half h = 0..1, quarter j = 0..3, lane l = 0..7, u = 0..3; "quarter
+// k" = 4h + j) is in lane l of llama.cpp's AVX2 vec_dot, and its scale group
+// is g = e / 16 = 8h + 2j + l / 4.
+// Q2_K group block (1344 bytes = 16 x 84 = 21 cache lines), a byte
+// permutation of the storage fields:
+//   [0, 32) d[16], [32, 64) dmin[16],
+//   [64, 320)    scales: 4 chunks; byte 16q + 4i + u of chunk t = scales[4t + u]
+//                of row 4q + i (Q4_K's plane order: a vpshufb gives the
+//                (value, value) word pair of 16 rows; & 15 = scale, >> 4 = min),
+//   [320, 1344)  qs: 16 chunks; element e's level is bits 2j, 2j + 1 of byte
+//                u of row r in chunk 8h + l (qs[32h + 4l + u]).
+// Q3_K group block (1760 bytes = 16 x 110):
+//   [0, 32) d[16],
+//   [32, 224)    scales: 3 chunks of the 12 packed scale bytes; the word
+//                operations of q3_K_scales_biased on 32-bit lanes turn them
+//                into 4 planes of the 16 biased six-bit scales (plane t, byte
+//                4r + u = scale 4t + u of row r, + 32),
+//   [224, 1760)  levels: 24 chunks, chunk 3l + t holding at byte 4r + u, from
+//                the 3-bit levels q_k (decode_q3_K) of elements 32k + 4l + u
+//                of row r,
+//                  X0 = q_0 | q_1 << 3 | (q_6 & 3) << 6
+//                  X1 = q_2 | q_3 << 3 | (q_7 & 3) << 6
+//                  X2 = q_4 | q_5 << 3 | (q_6 >> 2) << 6 | (q_7 >> 2) << 7
+//                so that 19 byte operations give all 8 levels of a lane (and
+//                the hmask bits need no per-quarter shifts). The 96 qs/hmask
+//                bytes hold exactly the 256 levels: lossless.
+// Both keep llama.cpp's per-lane S_l and f32 order (Q2_K: the mins' fma
+// first, as matmul_kquant.h): bit-identical to the storage kernels, as Q6_K.
+// (Summing each 16-element group in int16 before its scale, as Q4_K, would
+// save ~20% of the integer instructions but not the per-lane f32 work of
+// Q2_K's mins; bit-identity keeps the golden references of llama.cpp's AVX2
+// build exact and needs no second reference order.)
 #pragma once
 
 #include <cstddef>
@@ -95,20 +131,24 @@ const KqX16Layout* kq_x16_layout(format::GgmlType type);
 // kernel and sets gemm_packed = packed. No-op for other types.
 void kq_x16_set_repack(format::GgmlType type, GemmFn packed, MatmulKernel& k);
 
-// The x16 Q4_K / Q5_K dot product (type) of one storage-layout weight row and
-// one Q8_K activation row (k values), in the kernels' order (above).
+// The x16 dot product (type) of one storage-layout weight row and one Q8_K
+// activation row (k values), in the kernels' order (above): Q4_K / Q5_K their
+// own, Q2_K / Q3_K / Q6_K the storage kernels' (the scalar one's result).
 float kq_x16_dot_ref(format::GgmlType type, const uint8_t* w_row, const uint8_t* a_row, int64_t k);
 
 // The x16 kernels: GEMM for any m (m == 1 is the decode GEMV) over x16 rows
 // [r0, r1) (multiples of kX16Rows), straight from the packed bytes. A type is
 // repacked into x16 exactly where its ISA has one; null otherwise.
-//   AVX-512: Q4_K, Q5_K (matmul_kquant_x16_q4_avx512.cpp), Q6_K (_q6_avx512.cpp)
+//   AVX-512: Q4_K, Q5_K (matmul_kquant_x16_q4_avx512.cpp), Q6_K (_q6_avx512.cpp),
+//   Q2_K, Q3_K (_q23_avx512.cpp)
 GemmFn kq_x16_gemm_avx512(format::GgmlType type, bool vnni);
 GemmFn kq_x16_q6_gemm_avx512(bool vnni);
-//   AVX2: Q4_K, Q5_K (_q4_avx2.cpp), Q6_K (_q6_avx2.cpp), in tiles of 8 rows: each
-//   64-byte chunk as two 256-bit halves
+GemmFn kq_x16_q23_gemm_avx512(format::GgmlType type, bool vnni);
+//   AVX2: Q4_K, Q5_K (_q4_avx2.cpp), Q6_K (_q6_avx2.cpp), Q2_K, Q3_K (_q23_avx2.cpp),
+//   in tiles of 8 rows: each 64-byte chunk as two 256-bit halves
 GemmFn kq_x16_gemm_avx2(format::GgmlType type);
 GemmFn kq_x16_q6_gemm_avx2();
+GemmFn kq_x16_q23_gemm_avx2(format::GgmlType type);
 
 // One x16 tile: the 16 rows of the group at `group` x M activation rows (a,
 // a_stride bytes apart) -> y[m * ldy + 0..15]; M is the table index + 1.

@@ -171,6 +171,8 @@ GemmFn kq_x16_gemm_avx2(GgmlType type) {
     case GgmlType::Q4_K: return q4_gemm<false>;
     case GgmlType::Q5_K: return q4_gemm<true>;
     case GgmlType::Q6_K: return kq_x16_q6_gemm_avx2();
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K: return kq_x16_q23_gemm_avx2(type);
     default: return nullptr;
   }
 }

@@ -168,6 +168,8 @@ GemmFn kq_x16_gemm_avx512(GgmlType type, bool vnni) {
     case GgmlType::Q4_K: return vnni ? q4_gemm<true, false> : q4_gemm<false, false>;
     case GgmlType::Q5_K: return vnni ? q4_gemm<true, true> : q4_gemm<false, true>;
     case GgmlType::Q6_K: return kq_x16_q6_gemm_avx512(vnni);
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K: return kq_x16_q23_gemm_avx512(type, vnni);
     default: return nullptr;
   }
 }

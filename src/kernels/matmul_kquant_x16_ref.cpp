@@ -1,10 +1,13 @@
-// Scalar reference of the x16 Q4_K / Q5_K kernels' arithmetic
-// (matmul_kquant_x16.h): exact integer sums per super-block, one f32 update of
-// each accumulator per super-block. The x16 kernels reproduce it bit for bit.
+// Scalar reference of the x16 kernels' arithmetic (matmul_kquant_x16.h):
+// Q4_K / Q5_K exact integer sums per super-block, one f32 update of each
+// accumulator per super-block; Q2_K / Q3_K / Q6_K the storage kernels' order
+// (the scalar storage kernel computes it). The x16 kernels reproduce it bit
+// for bit.
 #include <cmath>
 #include <cstring>
 
 #include "core/fp16.h"
+#include "kernels/matmul_kquant.h"
 #include "kernels/matmul_kquant_x16.h"
 #include "quant/kquant_blocks.h"
 
@@ -48,7 +51,23 @@ float dot(const uint8_t* w_row, const uint8_t* a_row, int64_t k) {
 }  // namespace
 
 float kq_x16_dot_ref(format::GgmlType type, const uint8_t* w_row, const uint8_t* a_row, int64_t k) {
-  return type == format::GgmlType::Q5_K ? dot<q::block_q5_K>(w_row, a_row, k) : dot<q::block_q4_K>(w_row, a_row, k);
+  switch (type) {
+    case format::GgmlType::Q4_K: return dot<q::block_q4_K>(w_row, a_row, k);
+    case format::GgmlType::Q5_K: return dot<q::block_q5_K>(w_row, a_row, k);
+    default: {  // Q2_K, Q3_K, Q6_K: one output of the scalar storage kernel
+      float y = 0.f;
+      GemmArgs g;
+      g.w = w_row;
+      g.w_stride = kq_type_info(type)->block_bytes * (size_t)(k / q::kQK_K);
+      g.a = a_row;
+      g.a_stride = kq_act_bytes(k);
+      g.k = k;
+      g.y = &y;
+      g.ldy = 1;
+      kquant_kernel_scalar(type).gemm(g, 0, 1, 0, 1);
+      return y;
+    }
+  }
 }
 
 }  // namespace chimera::kernels

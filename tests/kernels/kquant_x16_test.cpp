@@ -1,13 +1,17 @@
 // The x16 K-quant layout (kernels/matmul_kquant_x16.h):
 //  - repack -> unpack round trip: random storage bytes (every bit pattern of
 //    levels, scales, d) come back byte for byte for every row and super-block
-//    (Q4_K, Q5_K, Q6_K), and the packed copy has the storage byte count;
-//  - Q6_K layout as documented in the header, checked against the scalar
-//    decoder (levels, int8 scales, d), independently of the unpacker;
-//  - Q6_K x16 kernels on random-byte blocks (all levels, all int8 scales
-//    including -128, extreme activations): bit-identical to the scalar
-//    storage-layout kernel on every ISA that packs Q6_K as x16, through
-//    matmul and called directly for every activation-row range.
+//    (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), and the packed copy has the storage byte
+//    count;
+//  - Q6_K, Q2_K and Q3_K layouts as documented in the header, checked against
+//    the scalar decoder (levels, scales, mins, d), independently of the
+//    unpacker;
+//  - Q6_K, Q2_K and Q3_K x16 kernels on random-byte blocks (all levels, all
+//    scales, extreme activations): bit-identical to the scalar storage-layout
+//    kernel on every ISA that packs them as x16, through matmul (m = 1, 2, 3,
+//    5, 17, 64, 70; 1 and 2 threads; a row count that is not a multiple of 16
+//    stays in storage layout) and called directly (AVX2, AVX-512, AVX-512
+//    VNNI) for every activation-row range.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +19,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/fp16.h"
@@ -45,11 +50,16 @@ std::vector<uint8_t> random_blocks(GgmlType t, int64_t rows, int64_t k, uint32_t
       const uint16_t h = f32_to_f16(std::ldexp(1.f + (float)(rng() % 100) / 100.f, -(int)(rng() % 12)));
       std::memcpy(p + off, &h, 2);
     };
-    if (t == GgmlType::Q6_K) {
-      put(offsetof(q::block_q6_K, d));
-    } else {
-      put(0);
-      put(2);
+    switch (t) {
+      case GgmlType::Q6_K: put(offsetof(q::block_q6_K, d)); break;
+      case GgmlType::Q3_K: put(offsetof(q::block_q3_K, d)); break;
+      case GgmlType::Q2_K:
+        put(offsetof(q::block_q2_K, d));
+        put(offsetof(q::block_q2_K, dmin));
+        break;
+      default:
+        put(0);
+        put(2);
     }
   }
   return w;
@@ -63,7 +73,7 @@ MatmulKernel x16_kernel(GgmlType t) {
 }
 
 TEST(KQuantX16, RepackUnpackRoundTripsEveryByte) {
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q2_K, GgmlType::Q3_K}) {
     const KqX16Layout* lay = kq_x16_layout(t);
     ASSERT_NE(lay, nullptr) << format::ggml_type_name(t);
     const MatmulKernel kern = x16_kernel(t);
@@ -136,27 +146,104 @@ TEST(KQuantX16, Q6KLayoutMatchesHeader) {
   }
 }
 
-// Random-byte Q6_K weights through kernels::matmul packed on each ISA that
-// uses the x16 layout: the same bits as the scalar storage-layout kernel.
-TEST(KQuantX16, Q6KPackedIsBitIdenticalOnRandomBlocks) {
+// Layout spec of matmul_kquant_x16.h (Q2_K, Q3_K) against the scalar decoder.
+TEST(KQuantX16, Q2KQ3KLayoutMatchesHeader) {
+  for (GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K}) {
+    const bool q3 = t == GgmlType::Q3_K;
+    const int64_t k = 512, nsb = 2, rows = 32;
+    const std::vector<uint8_t> w = random_blocks(t, rows, k, q3 ? 11 : 13);
+    const size_t bb = weight_type_traits(t)->type_size;
+    std::vector<uint8_t> packed((size_t)rows * nsb * bb);
+    x16_kernel(t).repack(w.data(), nsb * bb, rows, k, packed.data());
+    const KqTypeInfo* info = kq_type_info(t);
+    const size_t scales = q3 ? 32 : 64, levels = 224, qs = 320;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t sb = 0; sb < nsb; ++sb) {
+        KqDecoded dec;
+        float dd[2];
+        info->decode(w.data() + (size_t)(r * nsb + sb) * bb, &dec, dd);
+        const int rr = (int)(r % kX16Rows);
+        const uint8_t* gb = packed.data() + (size_t)((r / kX16Rows) * nsb + sb) * kX16Rows * bb;
+        uint16_t d;
+        std::memcpy(&d, gb + 2 * rr, 2);
+        ASSERT_EQ(f16_to_f32(d), dd[0]) << format::ggml_type_name(t);
+        if (!q3) {
+          std::memcpy(&d, gb + 32 + 2 * rr, 2);
+          ASSERT_EQ(f16_to_f32(d), dd[1]);
+        }
+        // scales: Q2_K plane t byte 4rr + u = scales[4t + u]; Q3_K the 12
+        // packed bytes in 3 chunks, q3_K_scales_biased of them
+        uint8_t packed_scales[12], biased[16];
+        for (int c = 0; c < (q3 ? 3 : 4); ++c) {
+          for (int u = 0; u < 4; ++u) {
+            const uint8_t b = gb[scales + 64 * c + 4 * rr + u];
+            if (q3) {
+              packed_scales[4 * c + u] = b;
+            } else {
+              ASSERT_EQ(b & 15, dec.sc[4 * c + u]) << "Q2_K scale " << 4 * c + u;
+              ASSERT_EQ(b >> 4, dec.bc[4 * c + u]) << "Q2_K min " << 4 * c + u;
+            }
+          }
+        }
+        if (q3) {
+          q::q3_K_scales_biased(packed_scales, biased);
+          for (int g = 0; g < 16; ++g) ASSERT_EQ(biased[g] - 32, dec.sc[g]) << "Q3_K scale " << g;
+        }
+        for (int h = 0; h < 2; ++h) {
+          for (int j = 0; j < 4; ++j) {
+            for (int l = 0; l < 8; ++l) {
+              for (int u = 0; u < 4; ++u) {
+                int lv = 0;
+                if (q3) {  // quarter k = 4h + j from X0..X2 of lane l
+                  const uint8_t* x = gb + levels + 64 * 3 * l + 4 * rr + u;
+                  const int k = 4 * h + j;
+                  const int packed_lv[8] = {x[0] & 7,  x[0] >> 3 & 7,  x[64] & 7,
+                                            x[64] >> 3 & 7, x[128] & 7, x[128] >> 3 & 7,
+                                            x[0] >> 6 | (x[128] >> 6 & 1) << 2, x[64] >> 6 | (x[128] >> 7) << 2};
+                  lv = packed_lv[k];
+                } else {
+                  lv = (gb[qs + 64 * (8 * h + l) + 4 * rr + u] >> (2 * j)) & 3;
+                }
+                ASSERT_EQ(lv, dec.q[128 * h + 32 * j + 4 * l + u])
+                    << format::ggml_type_name(t) << " r " << r << " h " << h << " j " << j << " l " << l;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Random-byte weights of a type whose x16 kernels keep the storage kernels'
+// order (Q6_K, Q2_K, Q3_K) through kernels::matmul packed on each ISA that
+// uses the x16 layout: the same bits as the scalar storage-layout kernel for
+// every m (GEMV and GEMM tiles), 1 and 2 threads. A row count that is not a
+// multiple of 16 is not packed and still gives the same bits.
+void check_packed_bit_identical(GgmlType t) {
   ThreadPool pool(2);
   int x16_isas = 0;
+  const int64_t m = 70;
   for (int64_t k : {256, 1280}) {
-    for (int64_t rows : {16, 64}) {
-      const size_t row_bytes = (size_t)(k / 256) * sizeof(q::block_q6_K);
-      const std::vector<uint8_t> w = random_blocks(GgmlType::Q6_K, rows, k, (uint32_t)(3 * k + rows));
-      const int64_t m = 3;
+    for (int64_t rows : {16, 40, 64}) {
+      const size_t row_bytes = (size_t)(k / 256) * weight_type_traits(t)->type_size;
+      const std::vector<uint8_t> w = random_blocks(t, rows, k, (uint32_t)(3 * k + rows + (int)t));
       std::mt19937 rng((uint32_t)k);
       std::normal_distribution<float> nd(0.f, 1.f);
       std::vector<float> x((size_t)(m * k));
-      // row 0: Gaussian with outliers; row 1: +-max (Q8_K -127 / 127 and the
-      // -128 of a negative maximum); row 2: mostly zero
-      for (int64_t e = 0; e < k; ++e) {
-        x[(size_t)e] = nd(rng) * (rng() % 16 == 0 ? 8.f : 1.f);
-        x[(size_t)(k + e)] = (rng() % 2 ? 1.f : -1.f) * (e % 256 == 5 ? 2.f : 1.f);
-        x[(size_t)(2 * k + e)] = rng() % 7 == 0 ? nd(rng) : 0.f;
+      // rows 3i: Gaussian with outliers; 3i + 1: +-max (Q8_K -127 / 127 and the
+      // -128 of a negative maximum); 3i + 2: mostly zero
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t e = 0; e < k; ++e) {
+          float& v = x[(size_t)(i * k + e)];
+          switch (i % 3) {
+            case 0: v = nd(rng) * (rng() % 16 == 0 ? 8.f : 1.f); break;
+            case 1: v = (rng() % 2 ? 1.f : -1.f) * (e % 256 == 5 ? 2.f : 1.f); break;
+            default: v = rng() % 7 == 0 ? nd(rng) : 0.f;
+          }
+        }
       }
-      const WeightView ws{GgmlType::Q6_K, w.data(), rows, k, row_bytes};
+      const WeightView ws{t, w.data(), rows, k, row_bytes};
       std::vector<float> y0((size_t)(m * rows));
       {
         ScopedIsa scalar(Isa::kScalar);
@@ -164,19 +251,22 @@ TEST(KQuantX16, Q6KPackedIsBitIdenticalOnRandomBlocks) {
       }
       for (Isa isa : available_isas()) {
         ScopedIsa scoped(isa);
-        const MatmulKernel* kern = matmul_kernel(GgmlType::Q6_K, isa);
+        const MatmulKernel* kern = matmul_kernel(t, isa);
         if (kern->repack_rows != kX16Rows) continue;
-        ++x16_isas;
         std::vector<uint8_t> copy = w;
-        WeightView wp{GgmlType::Q6_K, copy.data(), rows, k, row_bytes};
+        WeightView wp{t, copy.data(), rows, k, row_bytes};
         PackedWeights packs;
-        ASSERT_TRUE(packs.pack(wp)) << kern->name;
-        std::fill(copy.begin(), copy.end(), (uint8_t)0xA5);
-        for (int64_t mm : {1, 3}) {  // x16 GEMV per activation row; the unpacking GEMM
+        const bool packed = packs.pack(wp);
+        ASSERT_EQ(packed, rows % kX16Rows == 0) << kern->name << " rows=" << rows;
+        if (packed) {
+          ++x16_isas;
+          std::fill(copy.begin(), copy.end(), (uint8_t)0xA5);  // the packed path must not read storage
+        }
+        for (int64_t mm : {1, 2, 3, 5, 17, 64, 70}) {
           for (ThreadPool* p : {(ThreadPool*)nullptr, &pool}) {
             std::vector<float> y((size_t)(mm * rows), -1.f);
-            if (mm == 1) {
-              for (int64_t i = 0; i < m; ++i) {
+            if (mm == 1) {  // the decode GEMV, per activation row
+              for (int64_t i = 0; i < 3; ++i) {
                 matmul(wp, x.data() + i * k, 1, k, y.data(), rows, p);
                 ASSERT_EQ(std::memcmp(y.data(), y0.data() + i * rows, (size_t)rows * 4), 0)
                     << kern->name << " k=" << k << " rows=" << rows << " act row " << i;
@@ -191,38 +281,52 @@ TEST(KQuantX16, Q6KPackedIsBitIdenticalOnRandomBlocks) {
       }
     }
   }
-  // Without an AVX-512 CPU there is nothing to compare (the round-trip and
-  // layout tests above still run).
-  if (x16_isas == 0) GTEST_SKIP() << "no ISA packs Q6_K as x16 on this CPU";
+  // Without an AVX2 / AVX-512 CPU there is nothing to compare (the round-trip
+  // and layout tests above still run).
+  if (x16_isas == 0) GTEST_SKIP() << "no ISA packs " << format::ggml_type_name(t) << " as x16 on this CPU";
 }
 
-// The Q6_K x16 GEMM (matmul_kquant_x16_q6_avx512.cpp) called directly: every
-// m and activation-row range, bit-identical to the scalar storage kernel.
-TEST(KQuantX16, Q6KGemmIsBitIdenticalOnRandomBlocks) {
-  const GemmFn gemm = kq_x16_q6_gemm_avx512(true), gemm_plain = kq_x16_q6_gemm_avx512(false);
+TEST(KQuantX16, Q6KPackedIsBitIdenticalOnRandomBlocks) { check_packed_bit_identical(GgmlType::Q6_K); }
+TEST(KQuantX16, Q2KPackedIsBitIdenticalOnRandomBlocks) { check_packed_bit_identical(GgmlType::Q2_K); }
+TEST(KQuantX16, Q3KPackedIsBitIdenticalOnRandomBlocks) { check_packed_bit_identical(GgmlType::Q3_K); }
+
+// The x16 GEMMs of Q6_K, Q2_K, Q3_K called directly, on every ISA the CPU
+// has (AVX2, AVX-512, AVX-512 VNNI): every activation-row range (so every
+// tile height), several super-blocks, bit-identical to the scalar storage
+// kernel (kq_x16_dot_ref).
+void check_gemm_bit_identical(GgmlType t) {
   const auto isas = available_isas();
-  if (!gemm || std::find(isas.begin(), isas.end(), Isa::kAvx512) == isas.end()) {
-    GTEST_SKIP() << "no AVX-512";
-  }
-  const bool vnni = std::find(isas.begin(), isas.end(), Isa::kAvx512Vnni) != isas.end();
+  const auto has = [&](Isa i) { return std::find(isas.begin(), isas.end(), i) != isas.end(); };
+  std::vector<std::pair<std::string, GemmFn>> fns;
+  if (has(Isa::kAvx2)) fns.emplace_back("avx2", kq_x16_gemm_avx2(t));
+  if (has(Isa::kAvx512)) fns.emplace_back("avx512", kq_x16_gemm_avx512(t, false));
+  if (has(Isa::kAvx512Vnni)) fns.emplace_back("avx512vnni", kq_x16_gemm_avx512(t, true));
+  if (fns.empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
   for (int64_t k : {256, 1280}) {
     const int64_t rows = 32, m = 11;
-    const size_t row_bytes = (size_t)(k / 256) * sizeof(q::block_q6_K);
-    const std::vector<uint8_t> w = random_blocks(GgmlType::Q6_K, rows, k, (uint32_t)(5 * k));
+    const size_t row_bytes = (size_t)(k / 256) * weight_type_traits(t)->type_size;
+    const std::vector<uint8_t> w = random_blocks(t, rows, k, (uint32_t)(5 * k + (int)t));
     std::mt19937 rng((uint32_t)k + 1);
     std::normal_distribution<float> nd(0.f, 1.f);
     std::vector<float> x((size_t)(m * k));
     for (size_t e = 0; e < x.size(); ++e) x[e] = nd(rng) * (rng() % 16 == 0 ? 8.f : 1.f) * (e / k == 3 ? 0.f : 1.f);
-    std::vector<float> y0((size_t)(m * rows));
-    {
-      ScopedIsa scalar(Isa::kScalar);
-      matmul(WeightView{GgmlType::Q6_K, w.data(), rows, k, row_bytes}, x.data(), m, k, y0.data(), rows, nullptr);
-    }
-    std::vector<uint8_t> packed(w.size());
-    x16_kernel(GgmlType::Q6_K).repack(w.data(), row_bytes, rows, k, packed.data());
     const size_t ab = kq_act_bytes(k);
     std::vector<uint8_t> act((size_t)m * ab);
     for (int64_t i = 0; i < m; ++i) kq_pack_act(x.data() + i * k, k, act.data() + (size_t)i * ab);
+    std::vector<float> y0((size_t)(m * rows));
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t r = 0; r < rows; ++r) {
+        y0[(size_t)(i * rows + r)] = kq_x16_dot_ref(t, w.data() + r * row_bytes, act.data() + (size_t)i * ab, k);
+      }
+    }
+    {  // the reference is the scalar storage kernel's result
+      std::vector<float> ys((size_t)(m * rows));
+      ScopedIsa scalar(Isa::kScalar);
+      matmul(WeightView{t, w.data(), rows, k, row_bytes}, x.data(), m, k, ys.data(), rows, nullptr);
+      ASSERT_EQ(std::memcmp(ys.data(), y0.data(), ys.size() * 4), 0) << format::ggml_type_name(t);
+    }
+    std::vector<uint8_t> packed(w.size());
+    x16_kernel(t).repack(w.data(), row_bytes, rows, k, packed.data());
     GemmArgs g;
     g.w = packed.data();
     g.w_stride = row_bytes;
@@ -230,7 +334,8 @@ TEST(KQuantX16, Q6KGemmIsBitIdenticalOnRandomBlocks) {
     g.a_stride = ab;
     g.k = k;
     g.ldy = rows;
-    for (GemmFn fn : {gemm_plain, vnni ? gemm : gemm_plain}) {
+    for (const auto& [name, fn] : fns) {
+      ASSERT_NE(fn, nullptr) << name;
       for (int64_t i0 : {0, 1, 5}) {
         for (int64_t i1 = i0 + 1; i1 <= m; ++i1) {
           std::vector<float> y((size_t)(m * rows), -7.f);
@@ -241,7 +346,8 @@ TEST(KQuantX16, Q6KGemmIsBitIdenticalOnRandomBlocks) {
             for (int64_t r = 0; r < rows; ++r) {
               const float want = in ? y0[(size_t)(i * rows + r)] : -7.f;
               ASSERT_EQ(std::memcmp(&y[(size_t)(i * rows + r)], &want, 4), 0)
-                  << "k=" << k << " i=[" << i0 << "," << i1 << ") row " << r << " act " << i;
+                  << format::ggml_type_name(t) << " " << name << " k=" << k << " i=[" << i0 << "," << i1 << ") row "
+                  << r << " act " << i;
             }
           }
         }
@@ -249,6 +355,10 @@ TEST(KQuantX16, Q6KGemmIsBitIdenticalOnRandomBlocks) {
     }
   }
 }
+
+TEST(KQuantX16, Q6KGemmIsBitIdenticalOnRandomBlocks) { check_gemm_bit_identical(GgmlType::Q6_K); }
+TEST(KQuantX16, Q2KGemmIsBitIdenticalOnRandomBlocks) { check_gemm_bit_identical(GgmlType::Q2_K); }
+TEST(KQuantX16, Q3KGemmIsBitIdenticalOnRandomBlocks) { check_gemm_bit_identical(GgmlType::Q3_K); }
 
 }  // namespace
 }  // namespace chimera::kernels

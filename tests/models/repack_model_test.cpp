@@ -6,16 +6,21 @@
 // repacked (otherwise both runs would be the same path, compared with itself). Packed kernels are meant to be
 // bit-identical to the storage-layout kernel of their ISA; the bound allows
 // for a packed kernel that documents a different (still fixed) summation order.
+// Q2_K / Q3_K (quant-llama requantized, no golden file): bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 
 #include "format/gguf/gguf.h"
 #include "golden_case.h"
 #include "kernels/dispatch.h"
 #include "kernels/type_traits.h"
 #include "models/model.h"
+#include "quant/quantize_model.h"
+#include "test_util.h"
 
 namespace chimera::test {
 namespace {
@@ -125,6 +130,60 @@ INSTANTIATE_TEST_SUITE_P(Golden, RepackModelTest,
                              if (!std::isalnum((unsigned char)c)) c = '_';
                            return n;
                          });
+
+// Q2_K and Q3_K, whose x16 kernels keep the storage kernels' order (no golden
+// file has them): quant-llama requantized to the Q2_K and Q3_K_M mixes (every
+// matrix 256 wide, so Q2_K / Q3_K layer weights, 256- and 512-row, all
+// repacked), prompt logits repacked vs CHIMERA_REPACK=0 at every ISA: bit for
+// bit where every repacked type keeps the storage order (the Q2_K mix: Q2_K,
+// Q3_K, Q6_K), within the bound above where Q4_K / Q5_K are repacked too.
+TEST(RepackModelKQuant, Q2KAndQ3KMRepackedMatchStorageLayout) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  GoldenCase src;
+  ASSERT_TRUE(load_golden(shared + "/golden", "quant-llama-Q8_0", &src));
+  for (const char* mix_name : {"Q2_K", "Q3_K_M"}) {
+    SCOPED_TRACE(mix_name);
+    const quant::QuantMix* mix = quant::find_quant_mix(mix_name);
+    ASSERT_NE(mix, nullptr);
+    GoldenCase gc = src;
+    gc.model_path = temp_path(std::string("repack-") + mix_name + ".gguf");
+    ASSERT_TRUE(quant::quantize_model(src.model_path, gc.model_path, *mix, {}).is_ok());
+    int repacked_isas = 0;
+    for (kernels::Isa isa : kernels::available_isas()) {
+      SCOPED_TRACE(std::string("isa=") + kernels::isa_name(isa));
+      kernels::ScopedIsa scoped(isa);
+      const RepackPlan plan = plan_for(gc.model_path, isa);
+      const Loaded off = run(gc, false);
+      const Loaded on = run(gc, true);
+      ASSERT_TRUE(off.model && on.model);
+      if (plan.layer_weight) {
+        EXPECT_GT(on.model->repacked_bytes(), 0u) << "the " << plan.types << " kernel declares a repack";
+      }
+      repacked_isas += on.model->repacked_bytes() > 0;
+      ASSERT_EQ(on.logits.size(), off.logits.size());
+      // Q4_K / Q5_K (Q3_K_M's attn_output, ffn_down, attn_v) have an x16 order
+      // of their own: the golden cases' bound there, bit for bit otherwise.
+      const bool own_order =
+          plan.types.find("Q4_K") != std::string::npos || plan.types.find("Q5_K") != std::string::npos;
+      float rms = 0, max_diff = 0;
+      for (size_t i = 0; i < off.logits.size(); ++i) {
+        rms += off.logits[i] * off.logits[i];
+        max_diff = std::max(max_diff, std::fabs(on.logits[i] - off.logits[i]));
+      }
+      rms = std::sqrt(rms / (float)off.logits.size());
+      std::printf("%s @ %s: repacked %zu bytes (%s), max |dlogit| %.3g (logit RMS %.3g)\n", mix_name,
+                  kernels::isa_name(isa), on.model->repacked_bytes(), plan.types.empty() ? "-" : plan.types.c_str(),
+                  max_diff, rms);
+      if (own_order) {
+        EXPECT_LE(max_diff, 1e-4f * std::max(rms, 1.f)) << plan.types;
+      } else {
+        ASSERT_EQ(std::memcmp(on.logits.data(), off.logits.data(), on.logits.size() * 4), 0) << plan.types;
+      }
+    }
+    std::filesystem::remove(gc.model_path);
+    if (repacked_isas == 0) GTEST_SKIP() << "no kernel of this CPU repacks " << mix_name;
+  }
+}
 
 }  // namespace
 }  // namespace chimera::test

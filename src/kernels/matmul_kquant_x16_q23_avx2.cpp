@@ -1,0 +1,236 @@
+// AVX2 Q2_K / Q3_K kernels over the x16 layout (matmul_kquant_x16.h): each
+// 64-byte chunk of a group block is two 256-bit halves (rows 0..7, rows
+// 8..15), so a tile is 8 weight rows (one per 32-bit lane) x M <= 3
+// activation rows, and a group is two tiles.
+//
+// Arithmetic: per lane l of llama.cpp's AVX2 vec_dot the same exact int32
+// S_l and the same f32 order (Q2_K: acc_l = fma(-dy * dmin, B_l, acc_l), then
+// acc_l = fma(dy * d, S_l, acc_l); Q3_K only the latter; then
+// matmul_kquant.h's reduction): bit-identical to the storage-layout kernels.
+// Per lane l and half h, Q2_K's qs chunk 8h + l gives the 4 quarters' levels
+// of every row ((qs >> 2j) & 3), Q3_K's three level chunks of lane l all 8
+// (19 byte operations); p = vpmaddubsw(levels, broadcast activation dword) (Q3_K minus
+// vpmaddubsw(4, activations), shared by all rows and kept on the stack), then
+// S_l += vpmaddwd(p, (sc_g, sc_g)) with the row's scale of group
+// g = 8h + 2j + l / 4 (one vpshufb of its scale plane). No decoded panel,
+// no per-element shuffles.
+#include "kernels/matmul_kquant_x16.h"
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/matmul_tile.h"
+#include "quant/kquant_blocks.h"
+
+#define CHIMERA_T_Q23A2 __attribute__((target("avx2,fma,f16c")))
+#define CHIMERA_T_Q23A2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
+
+namespace chimera::kernels {
+namespace {
+
+using format::GgmlType;
+namespace q = chimera::quant;
+
+constexpr size_t kAb = sizeof(q::block_q8_K);
+constexpr size_t kBsums = 4 + 256;  // offset of bsums in a block_q8_K
+constexpr int kHalfRows = 8;
+constexpr int kMaxActs = 3;
+
+// Group-block geometry (matmul_kquant_x16.h).
+template <bool kQ3>
+struct Geo {
+  static constexpr size_t kBlock = kX16Rows * (kQ3 ? sizeof(q::block_q3_K) : sizeof(q::block_q2_K));
+  static constexpr size_t kDmin = 32;                  // Q2_K
+  static constexpr size_t kScales = kQ3 ? 32 : 64;     // Q3_K: 3 packed chunks, Q2_K: 4 planes
+  static constexpr size_t kLevels = 224;  // Q3_K: 24 level chunks
+  static constexpr size_t kQs = 320;     // Q2_K: 16 qs chunks
+};
+
+// vpshufb control (per 128-bit lane): dword i = words (plane byte 4i + u0,
+// plane byte 4i + u1), zero-extended.
+CHIMERA_T_Q23A2_INLINE __m256i pick_words(int u0, int u1) {
+  const int ctl = u0 | (0x80 << 8) | (u1 << 16) | (0x80 << 24);
+  const __m128i v = _mm_add_epi32(_mm_set1_epi32(ctl), _mm_setr_epi32(0, 4 | 4 << 16, 8 | 8 << 16, 12 | 12 << 16));
+  return _mm256_broadcastsi128_si256(v);
+}
+
+CHIMERA_T_Q23A2_INLINE __m256i bcast32(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+CHIMERA_T_Q23A2_INLINE __m256i loadu(const uint8_t* p) { return _mm256_loadu_si256((const __m256i*)p); }
+
+// Q3_K levels of quarters 4h .. 4h + 3 of one lane from its level chunks at X
+// (matmul_kquant_x16.h: X0 = q0 | q1 << 3 | (q6 & 3) << 6, X1 likewise with
+// q2, q3, q7, X2 = q4 | q5 << 3 | (q6 >> 2) << 6 | (q7 >> 2) << 7).
+CHIMERA_T_Q23A2_INLINE void q3_quarters(const uint8_t* X, int h, __m256i lv[4]) {
+  const __m256i m7 = _mm256_set1_epi8(7), m3 = _mm256_set1_epi8(3), b2 = _mm256_set1_epi8(4);
+  const __m256i X0 = loadu(X), X1 = loadu(X + 64);
+  if (h == 0) {
+    lv[0] = _mm256_and_si256(X0, m7);
+    lv[1] = _mm256_and_si256(_mm256_srli_epi16(X0, 3), m7);
+    lv[2] = _mm256_and_si256(X1, m7);
+    lv[3] = _mm256_and_si256(_mm256_srli_epi16(X1, 3), m7);
+  } else {
+    const __m256i X2 = loadu(X + 128);
+    lv[0] = _mm256_and_si256(X2, m7);
+    lv[1] = _mm256_and_si256(_mm256_srli_epi16(X2, 3), m7);
+    lv[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(X0, 6), m3),
+                            _mm256_and_si256(_mm256_srli_epi16(X2, 4), b2));
+    lv[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(X1, 6), m3),
+                            _mm256_and_si256(_mm256_srli_epi16(X2, 5), b2));
+  }
+}
+
+// Per byte: bits s, s + 1 moved to bits 4, 5 (a Q3_K scale's top two bits).
+CHIMERA_T_Q23A2_INLINE __m256i top2(__m256i u2, int s) {
+  return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(u2, s), _mm256_set1_epi8(0x03)), 4);
+}
+
+// Rows 8 * rh .. + 7 of the group at G x M activation rows -> y[m * ldy + 0..7].
+template <bool kQ3, int M>
+CHIMERA_T_Q23A2 void q23_tile8(const uint8_t* G, int rh, const uint8_t* a, size_t a_stride, int64_t nsb, float* y,
+                               int64_t ldy) {
+  using GB = Geo<kQ3>;
+  const __m256i m3 = _mm256_set1_epi8(0x03);
+  const size_t ho = 32 * (size_t)rh;  // byte offset of this half in a 64-byte chunk
+  [[maybe_unused]] alignas(32) int16_t off[kQ3 ? M : 1][128];
+  __m256 acc[M][8];
+  CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+    CHIMERA_UNROLL for (int l = 0; l < 8; ++l) acc[m][l] = _mm256_setzero_ps();
+  }
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* B = G + (size_t)sb * GB::kBlock;
+    const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(B + 16 * rh)));
+    __m256 dv[M];
+    const uint8_t* Ab[M];
+    const uint8_t* Ob[M];
+    // Scale planes: byte 4r + u of plane t = the value of group 4t + u of row r.
+    __m256i P[4];
+    if constexpr (kQ3) {
+      // q3_K_scales_biased on 32-bit lanes: biased six-bit scales
+      const __m256i u0 = loadu(B + GB::kScales + ho), u1 = loadu(B + GB::kScales + 64 + ho);
+      const __m256i u2 = loadu(B + GB::kScales + 128 + ho);
+      const __m256i m4 = _mm256_set1_epi8(0x0F);
+      P[0] = _mm256_or_si256(_mm256_and_si256(u0, m4), top2(u2, 0));
+      P[1] = _mm256_or_si256(_mm256_and_si256(u1, m4), top2(u2, 2));
+      P[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(u0, 4), m4), top2(u2, 4));
+      P[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(u1, 4), m4), top2(u2, 6));
+    } else {
+      CHIMERA_UNROLL for (int t = 0; t < 4; ++t) P[t] = loadu(B + GB::kScales + 64 * (size_t)t + ho);
+    }
+    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+      const uint8_t* A = a + (size_t)m * a_stride + (size_t)sb * kAb;
+      float dy;
+      std::memcpy(&dy, A, 4);
+      dv[m] = _mm256_mul_ps(_mm256_set1_ps(dy), d8);
+      if constexpr (kQ3) {
+        const __m256i c4 = _mm256_set1_epi8(4);
+        CHIMERA_UNROLL for (int j = 0; j < 8; ++j) {
+          _mm256_store_si256((__m256i*)(off[m] + 16 * j), _mm256_maddubs_epi16(c4, loadu(A + 4 + 32 * j)));
+        }
+        Ob[m] = (const uint8_t*)off[m];
+      } else {
+        // mins first (llama.cpp's order): acc_l = fma(-dy * dmin, B_l, acc_l),
+        // B_l = m_2l * bsum_2l + m_2l+1 * bsum_2l+1
+        const __m256 dmv =
+            _mm256_mul_ps(_mm256_set1_ps(-dy),
+                          _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(B + GB::kDmin + 16 * rh))));
+        CHIMERA_UNROLL for (int l = 0; l < 8; ++l) {
+          const __m256i mins =
+              _mm256_srli_epi16(_mm256_shuffle_epi8(P[l / 2], pick_words(2 * (l % 2), 2 * (l % 2) + 1)), 4);
+          const __m256i Bl = _mm256_madd_epi16(mins, bcast32(A + kBsums + 4 * l));
+          acc[m][l] = _mm256_fmadd_ps(dmv, _mm256_cvtepi32_ps(Bl), acc[m][l]);
+        }
+        Ob[m] = nullptr;
+      }
+      // Broadcast dwords straight from memory (a load-port vpbroadcastd), not
+      // extracted from the registers that computed them.
+      Ab[m] = A + 4;
+      __asm__("" : "+r"(Ab[m]), "+r"(Ob[m]));
+    }
+    CHIMERA_UNROLL for (int lh = 0; lh < 2; ++lh) {
+      __m256i S[M][4];
+      CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+        CHIMERA_UNROLL for (int i = 0; i < 4; ++i) S[m][i] = _mm256_setzero_si256();
+      }
+      CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
+        __m256i V[4];  // (sc, sc) of quarter j: group 8h + 2j + lh
+        CHIMERA_UNROLL for (int j = 0; j < 4; ++j) {
+          const int gi = 8 * h + 2 * j + lh;
+          const __m256i w = _mm256_shuffle_epi8(P[gi / 4], pick_words(gi % 4, gi % 4));
+          V[j] = kQ3 ? _mm256_sub_epi16(w, _mm256_set1_epi16(32)) : _mm256_and_si256(w, _mm256_set1_epi16(0x0F));
+        }
+        CHIMERA_UNROLL for (int i = 0; i < 4; ++i) {
+          const int l = 4 * lh + i;
+          __m256i lv[4];
+          if constexpr (kQ3) {
+            q3_quarters(B + GB::kLevels + 64 * 3 * (size_t)l + ho, h, lv);
+          } else {
+            const __m256i Q = loadu(B + GB::kQs + 64 * (size_t)(8 * h + l) + ho);
+            CHIMERA_UNROLL for (int j = 0; j < 4; ++j) {
+              lv[j] = _mm256_and_si256(j == 0 ? Q : _mm256_srli_epi16(Q, 2 * j), m3);
+            }
+          }
+          CHIMERA_UNROLL for (int j = 0; j < 4; ++j) {
+            const int e = 128 * h + 32 * j + 4 * l;
+            CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+              __m256i p = _mm256_maddubs_epi16(lv[j], bcast32(Ab[m] + e));
+              if constexpr (kQ3) p = _mm256_sub_epi16(p, bcast32(Ob[m] + e));
+              S[m][i] = _mm256_add_epi32(S[m][i], _mm256_madd_epi16(p, V[j]));
+            }
+          }
+        }
+      }
+      CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+        CHIMERA_UNROLL for (int i = 0; i < 4; ++i) {
+          acc[m][4 * lh + i] = _mm256_fmadd_ps(dv[m], _mm256_cvtepi32_ps(S[m][i]), acc[m][4 * lh + i]);
+        }
+      }
+    }
+  }
+  // matmul_kquant.h's reduction (Q2_K's mins are in the lanes), lane (= row) for lane
+  CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+    const __m256* c = acc[m];
+    const __m256 y8 = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(c[0], c[4]), _mm256_add_ps(c[2], c[6])),
+                                    _mm256_add_ps(_mm256_add_ps(c[1], c[5]), _mm256_add_ps(c[3], c[7])));
+    _mm256_storeu_ps(y + m * ldy, y8);
+  }
+}
+
+template <bool kQ3, int M>
+void q23_tile16(const uint8_t* G, const uint8_t* A, size_t a_stride, int64_t nsb, float* y, int64_t ldy) {
+  q23_tile8<kQ3, M>(G, 0, A, a_stride, nsb, y, ldy);
+  q23_tile8<kQ3, M>(G, 1, A, a_stride, nsb, y + kHalfRows, ldy);
+}
+
+template <bool kQ3>
+void q23_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+  static constexpr KqX16TileFn kTiles[kMaxActs] = {q23_tile16<kQ3, 1>, q23_tile16<kQ3, 2>, q23_tile16<kQ3, 3>};
+  kq_x16_run(kTiles, g, r0, r1, i0, i1);
+}
+
+}  // namespace
+
+GemmFn kq_x16_q23_gemm_avx2(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q2_K: return q23_gemm<false>;
+    case GgmlType::Q3_K: return q23_gemm<true>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace chimera::kernels
+
+#else  // !__x86_64__
+
+namespace chimera::kernels {
+GemmFn kq_x16_q23_gemm_avx2(format::GgmlType) { return nullptr; }
+}  // namespace chimera::kernels
+
+#endif
