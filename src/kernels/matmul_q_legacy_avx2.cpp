@@ -21,6 +21,7 @@
 
 #if defined(__x86_64__)
 
+#include "kernels/matmul_q4_0_repack.h"
 #include "kernels/matmul_q_legacy.h"
 #include "kernels/matmul_tile.h"
 
@@ -94,7 +95,12 @@ struct Entries {
 
 }  // namespace
 
-MatmulKernel legacy_quant_kernel_avx2(format::GgmlType t) { return legacy_kernel_for<Entries>(t); }
+MatmulKernel legacy_quant_kernel_avx2(format::GgmlType t) {
+  MatmulKernel k = legacy_kernel_for<Entries>(t);
+  // Q4_0 weights are repacked at load into 8-row groups (matmul_q4_0_repack.h).
+  if (t == GgmlType::Q4_0) q4r::add_repacking(k, q4r::gemm_packed_avx2);
+  return k;
+}
 
 }  // namespace chimera::kernels::legacy
 

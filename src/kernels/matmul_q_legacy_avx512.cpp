@@ -26,6 +26,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
+#include "kernels/matmul_q4_0_repack.h"
 #include "kernels/matmul_q8_0_repack.h"
 #include "kernels/matmul_q_legacy.h"
 #include "kernels/matmul_tile.h"
@@ -96,6 +97,8 @@ MatmulKernel legacy_quant_kernel_avx512vnni(format::GgmlType t) {
   MatmulKernel k = legacy_kernel_for<Entries>(t);
   // Q8_0 weights are repacked at load into 8-row groups (matmul_q8_0_repack.h).
   if (t == GgmlType::Q8_0) q8r::add_repacking(k, q8r::gemm_packed_avx512vnni);
+  // Q4_0 likewise (matmul_q4_0_repack.h).
+  if (t == GgmlType::Q4_0) q4r::add_repacking(k, q4r::gemm_packed_avx512vnni);
   return k;
 }
 

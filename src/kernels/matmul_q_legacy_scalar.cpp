@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "core/fp16.h"
+#include "kernels/matmul_q4_0_repack.h"
 #include "kernels/matmul_q8_0_repack.h"
 #include "kernels/matmul_q_legacy.h"
 #include "quant/legacy_blocks.h"
@@ -141,7 +142,11 @@ MatmulKernel legacy_quant_kernel_scalar(format::GgmlType t) {
       q8r::add_repacking(k, q8r::gemm_packed_scalar);  // reference of the packed layout
       return k;
     }
-    case GgmlType::Q4_0: return make<GgmlType::Q4_0>("gemm_q4_0_q8_0_scalar");
+    case GgmlType::Q4_0: {
+      MatmulKernel k = make<GgmlType::Q4_0>("gemm_q4_0_q8_0_scalar");
+      q4r::add_repacking(k, q4r::gemm_packed_scalar);  // reference of the packed layout
+      return k;
+    }
     case GgmlType::Q4_1: return make<GgmlType::Q4_1>("gemm_q4_1_q8_1_scalar");
     case GgmlType::Q5_0: return make<GgmlType::Q5_0>("gemm_q5_0_q8_0_scalar");
     case GgmlType::Q5_1: return make<GgmlType::Q5_1>("gemm_q5_1_q8_1_scalar");

@@ -1,0 +1,143 @@
+// Packed Q4_0 gemm (layout and arithmetic in matmul_q4_0_repack.h) for
+// Isa::kAvx2 and Isa::kAvx512Vnni, 256-bit vectors.
+//
+// Tile: R groups of 8 rows x M activation rows. Per block: one f16 -> f32
+// convert of the 8 rows' scales per group; per (group, activation row) the
+// int32 accumulator starts at the block's activation bias, then per 32-byte
+// code chunk two multiply-adds (low nibbles x activation bytes 4c..4c+3
+// broadcast, high nibbles x bytes 16+4c..), vpdpbusd on VNNI, vpmaddubsw +
+// vpmaddwd on AVX2 (|u * a| pairs <= 2 * 15 * 128, no saturation; the same
+// exact int32 lanes); then one convert, one multiply (d_w x d_a) and one fma
+// into the 8 outputs' f32 accumulators, stored directly. Bit-identical to
+// q4r::gemm_packed_scalar (tested). AVX2 has 16 vector registers, hence its
+// smaller tiles.
+#include "kernels/matmul_q4_0_repack.h"
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#include <array>
+#include <cstring>
+
+#include "kernels/matmul_q_legacy.h"
+#include "kernels/matmul_tile.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#define CHIMERA_T_Q4R_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define CHIMERA_T_Q4R_VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
+
+// One tile class per ISA: TARGET is its target attribute, DOT(sum, u, a) its
+// exact int32 multiply-add of unsigned codes u and signed activations a.
+#define CHIMERA_Q4R_TILE(NAME, TARGET, DOT)                                                                    \
+  struct NAME {                                                                                                 \
+    TARGET static __m256i bcast_sum8(const int32_t* p) {                                                        \
+      const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(p));                                 \
+      __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));                     \
+      s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));                                                         \
+      s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));                                                         \
+      return _mm256_broadcastd_epi32(s);                                                                        \
+    }                                                                                                           \
+    TARGET static __m256i bcast4(const int8_t* p) {                                                             \
+      int32_t v;                                                                                                \
+      std::memcpy(&v, p, 4);                                                                                    \
+      return _mm256_set1_epi32(v);                                                                              \
+    }                                                                                                           \
+    template <int R, int M>                                                                                     \
+    TARGET static void tile(const GemmArgs& g, int64_t grp, int64_t i) {                                        \
+      const int64_t nb = g.k / 32;                                                                              \
+      const size_t gbytes = (size_t)kGroup * g.w_stride;                                                        \
+      const uint8_t* base = g.w + (size_t)grp * gbytes;                                                         \
+      const uint8_t* codes = base + codes_offset(nb);                                                           \
+      const __m256i m4 = _mm256_set1_epi8(0x0F);                                                                \
+      [[maybe_unused]] const __m256i ones = _mm256_set1_epi16(1);                                               \
+      ActView av[M];                                                                                            \
+      CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) av[mm] = act_view(g.a + (size_t)(i + mm) * g.a_stride, g.k); \
+      __m256 acc[R][M];                                                                                         \
+      CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {                                                           \
+        CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) acc[rr][mm] = _mm256_setzero_ps();                        \
+      }                                                                                                         \
+      for (int64_t b = 0; b < nb; ++b) {                                                                        \
+        __m256i sum[R][M];                                                                                      \
+        CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {                                                         \
+          const __m256i s0 = bcast_sum8(av[mm].bias + 8 * b);                                                  \
+          CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) sum[rr][mm] = s0;                                       \
+        }                                                                                                       \
+        const uint8_t* cb = codes + (size_t)b * 128;                                                            \
+        if constexpr (M == 1) {                                                                                 \
+          CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {                                                       \
+            const uint8_t* nx = cb + (size_t)(R + rr) * gbytes;                                                 \
+            _mm_prefetch((const char*)nx, _MM_HINT_T1);                                                         \
+            _mm_prefetch((const char*)(nx + 64), _MM_HINT_T1);                                                  \
+            if ((b & 3) == 0) _mm_prefetch((const char*)(base + (size_t)(R + rr) * gbytes + 16 * b), _MM_HINT_T1); \
+          }                                                                                                     \
+        }                                                                                                       \
+        CHIMERA_UNROLL for (int c = 0; c < 4; ++c) {                                                            \
+          __m256i alo[M], ahi[M];                                                                               \
+          CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {                                                       \
+            alo[mm] = bcast4(av[mm].qs + 32 * b + 4 * c);                                                       \
+            ahi[mm] = bcast4(av[mm].qs + 32 * b + 16 + 4 * c);                                                  \
+          }                                                                                                     \
+          CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {                                                       \
+            const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cb + rr * gbytes + 32 * c)); \
+            const __m256i lo = _mm256_and_si256(wv, m4);                                                        \
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(wv, 4), m4);                                  \
+            CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {                                                     \
+              sum[rr][mm] = DOT(sum[rr][mm], lo, alo[mm]);                                                      \
+              sum[rr][mm] = DOT(sum[rr][mm], hi, ahi[mm]);                                                      \
+            }                                                                                                   \
+          }                                                                                                     \
+        }                                                                                                       \
+        CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {                                                         \
+          const __m256 dw =                                                                                     \
+              _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(base + rr * gbytes + 16 * b))); \
+          CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {                                                       \
+            const __m256 scale = _mm256_mul_ps(dw, _mm256_load_ps(av[mm].dexp + 8 * b));                        \
+            acc[rr][mm] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[rr][mm]), scale, acc[rr][mm]);                 \
+          }                                                                                                     \
+        }                                                                                                       \
+      }                                                                                                         \
+      CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {                                                           \
+        CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {                                                         \
+          _mm256_storeu_ps(g.y + (i + mm) * g.ldy + (grp + rr) * kGroup, acc[rr][mm]);                          \
+        }                                                                                                       \
+      }                                                                                                         \
+    }                                                                                                           \
+  };
+
+namespace chimera::kernels::legacy::q4r {
+namespace {
+
+#define CHIMERA_Q4R_DOT_AVX2(s, u, a) _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), ones))
+#define CHIMERA_Q4R_DOT_VNNI(s, u, a) _mm256_dpbusd_epi32(s, u, a)
+CHIMERA_Q4R_TILE(Avx2, CHIMERA_T_Q4R_AVX2, CHIMERA_Q4R_DOT_AVX2)
+CHIMERA_Q4R_TILE(Vnni, CHIMERA_T_Q4R_VNNI, CHIMERA_Q4R_DOT_VNNI)
+
+constexpr int kAvx2Groups = 4, kAvx2Acts = 2;
+constexpr std::array<int, kAvx2Acts + 1> kAvx2GroupsFor = {0, 4, 2};
+constexpr detail::TileSet<kAvx2Groups, kAvx2Acts> kAvx2Tiles =
+    detail::make_tile_set<Avx2, kAvx2Groups, kAvx2Acts>(kAvx2GroupsFor);
+
+constexpr int kVnniGroups = 8, kVnniActs = 3;
+constexpr std::array<int, kVnniActs + 1> kVnniGroupsFor = {0, 8, 4, 4};
+constexpr detail::TileSet<kVnniGroups, kVnniActs> kVnniTiles =
+    detail::make_tile_set<Vnni, kVnniGroups, kVnniActs>(kVnniGroupsFor);
+
+}  // namespace
+
+// The tile machinery works in groups of 8 rows (r0, r1 are multiples of 8).
+void gemm_packed_avx2(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+  detail::gemm_blocked(kAvx2Tiles, g, r0 / kGroup, r1 / kGroup, i0, i1);
+}
+
+void gemm_packed_avx512vnni(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+  detail::gemm_blocked(kVnniTiles, g, r0 / kGroup, r1 / kGroup, i0, i1);
+}
+
+}  // namespace chimera::kernels::legacy::q4r
+
+#endif
