@@ -1,6 +1,7 @@
 // AVX2 IQ4_XS kernel over the x16 layout (matmul_kquant_x16.h): each 64-byte
 // chunk of a group block is two 256-bit halves (rows 0..7, rows 8..15), so a
-// tile is 8 weight rows (one per 32-bit lane) x M <= 3 activation rows.
+// tile is 8 weight rows (one per 32-bit lane) x M <= 3 activation rows, and
+// both tiles of a group run per super-block (one in-order pass over the group).
 //
 // Keeps matmul_iq4xs.h's arithmetic lane for lane (bit-identical to the
 // scalar and storage AVX2 kernels): qs chunk 4j + l' holds the index bytes
@@ -38,6 +39,7 @@ constexpr size_t kBlock = kX16Rows * sizeof(q::block_iq4_xs);  // 2176
 constexpr size_t kD = 0, kSh = 32, kSl = 64, kQs = 128;
 constexpr int kHalfRows = 8;
 constexpr int kMaxActs = 3;
+constexpr size_t kPrefetch = 4 * kBlock;
 
 CHIMERA_T_IQX16_INLINE __m256i bcast32(const uint8_t* p) {
   int32_t v;
@@ -45,75 +47,82 @@ CHIMERA_T_IQX16_INLINE __m256i bcast32(const uint8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-// Rows 8 * half .. + 7 of the group at G x M activation rows -> y[m * ldy + 0..7].
+// The 16 rows of the group at G x M activation rows -> y[m * ldy + 0..15].
+// Per super-block both 8-row halves (rows 0..7 from the low 32 bytes of each
+// chunk, rows 8..15 from the high 32), so the group's bytes are read once, in
+// order, and the DRAM stream never waits for a second pass over the group.
 template <int M>
-CHIMERA_T_IQX16 void iq4_tile8(const uint8_t* G, int half, const uint8_t* A, size_t a_stride, int64_t nsb, float* y,
-                               int64_t ldy) {
+CHIMERA_T_IQX16 void iq4_tile16(const uint8_t* G, const uint8_t* A, size_t a_stride, int64_t nsb, float* y,
+                                int64_t ldy) {
   const __m256i values = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)q::kIq4nlValues));
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const size_t ho = 32 * (size_t)half;
-  __m256 acc[M][8];
+  __m256 acc[M][2][8];
   CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-    CHIMERA_UNROLL for (int l = 0; l < 8; ++l) acc[m][l] = _mm256_setzero_ps();
+    CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
+      CHIMERA_UNROLL for (int l = 0; l < 8; ++l) acc[m][h][l] = _mm256_setzero_ps();
+    }
   }
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* B = G + (size_t)sb * kBlock;
+    if constexpr (M == 1) {  // GEMV: the group blocks kPrefetch ahead (the stream runs on into the next group)
+      for (size_t o = 0; o < kBlock; o += 64) __builtin_prefetch(B + kPrefetch + o, 0, 2);
+    }
     const uint8_t* Am[M];
-    __m256 dd[M];
-    const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(B + kD + 16 * half)));
+    float dy[M];
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
       Am[m] = A + (size_t)m * a_stride + (size_t)sb * kAb;
-      float dy;
-      std::memcpy(&dy, Am[m], 4);
-      dd[m] = _mm256_mul_ps(d8, _mm256_set1_ps(dy));
+      std::memcpy(&dy[m], Am[m], 4);
     }
-    // (ls_j - 32, ls_j - 32) word pairs of the 8 rows, j = 0..7
-    __m256i sc[8];
-    {
-      const __m256i sl = _mm256_loadu_si256((const __m256i*)(B + kSl + ho));
-      const __m256i sh = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(B + kSh + 16 * half)));
-      CHIMERA_UNROLL for (int j = 0; j < 8; ++j) {
-        const __m256i lo = _mm256_and_si256(_mm256_srli_epi32(sl, 4 * j), _mm256_set1_epi32(0xF));
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi32(_mm256_slli_epi32(sh, 4), 2 * j), _mm256_set1_epi32(0x30));
-        const __m256i v = _mm256_or_si256(lo, hi);
-        sc[j] = _mm256_sub_epi16(_mm256_or_si256(v, _mm256_slli_epi32(v, 16)), _mm256_set1_epi16(32));
-      }
-    }
-    const uint8_t* qs = B + kQs + ho;
-    CHIMERA_UNROLL for (int l = 0; l < 4; ++l) {
-      __m256i Slo[M], Shi[M];
-      CHIMERA_UNROLL for (int m = 0; m < M; ++m) Slo[m] = Shi[m] = _mm256_setzero_si256();
-      CHIMERA_UNROLL for (int j = 0; j < 8; ++j) {
-        const __m256i W = _mm256_loadu_si256((const __m256i*)(qs + 64 * (4 * j + l)));
-        const __m256i wlo = _mm256_shuffle_epi8(values, _mm256_and_si256(W, m4));
-        const __m256i whi = _mm256_shuffle_epi8(values, _mm256_and_si256(_mm256_srli_epi16(W, 4), m4));
-        const __m256i alo = _mm256_sign_epi8(wlo, wlo), ahi = _mm256_sign_epi8(whi, whi);
-        CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-          const uint8_t* a = Am[m] + 4 + 32 * j + 4 * l;
-          const __m256i plo = _mm256_maddubs_epi16(alo, _mm256_sign_epi8(bcast32(a), wlo));
-          const __m256i phi = _mm256_maddubs_epi16(ahi, _mm256_sign_epi8(bcast32(a + 16), whi));
-          Slo[m] = _mm256_add_epi32(Slo[m], _mm256_madd_epi16(plo, sc[j]));
-          Shi[m] = _mm256_add_epi32(Shi[m], _mm256_madd_epi16(phi, sc[j]));
+    for (int half = 0; half < 2; ++half) {
+      const size_t ho = 32 * (size_t)half;
+      const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(B + kD + 16 * half)));
+      __m256 dd[M];
+      CHIMERA_UNROLL for (int m = 0; m < M; ++m) dd[m] = _mm256_mul_ps(d8, _mm256_set1_ps(dy[m]));
+      // (ls_j - 32, ls_j - 32) word pairs of the 8 rows, j = 0..7
+      __m256i sc[8];
+      {
+        const __m256i sl = _mm256_loadu_si256((const __m256i*)(B + kSl + ho));
+        const __m256i sh = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(B + kSh + 16 * half)));
+        CHIMERA_UNROLL for (int j = 0; j < 8; ++j) {
+          const __m256i lo = _mm256_and_si256(_mm256_srli_epi32(sl, 4 * j), _mm256_set1_epi32(0xF));
+          const __m256i hi =
+              _mm256_and_si256(_mm256_srli_epi32(_mm256_slli_epi32(sh, 4), 2 * j), _mm256_set1_epi32(0x30));
+          const __m256i v = _mm256_or_si256(lo, hi);
+          sc[j] = _mm256_sub_epi16(_mm256_or_si256(v, _mm256_slli_epi32(v, 16)), _mm256_set1_epi16(32));
         }
       }
-      CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-        acc[m][l] = _mm256_fmadd_ps(dd[m], _mm256_cvtepi32_ps(Slo[m]), acc[m][l]);
-        acc[m][l + 4] = _mm256_fmadd_ps(dd[m], _mm256_cvtepi32_ps(Shi[m]), acc[m][l + 4]);
+      const uint8_t* qs = B + kQs + ho;
+      CHIMERA_UNROLL for (int l = 0; l < 4; ++l) {
+        __m256i Slo[M], Shi[M];
+        CHIMERA_UNROLL for (int m = 0; m < M; ++m) Slo[m] = Shi[m] = _mm256_setzero_si256();
+        CHIMERA_UNROLL for (int j = 0; j < 8; ++j) {
+          const __m256i W = _mm256_loadu_si256((const __m256i*)(qs + 64 * (4 * j + l)));
+          const __m256i wlo = _mm256_shuffle_epi8(values, _mm256_and_si256(W, m4));
+          const __m256i whi = _mm256_shuffle_epi8(values, _mm256_and_si256(_mm256_srli_epi16(W, 4), m4));
+          const __m256i alo = _mm256_sign_epi8(wlo, wlo), ahi = _mm256_sign_epi8(whi, whi);
+          CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+            const uint8_t* a = Am[m] + 4 + 32 * j + 4 * l;
+            const __m256i plo = _mm256_maddubs_epi16(alo, _mm256_sign_epi8(bcast32(a), wlo));
+            const __m256i phi = _mm256_maddubs_epi16(ahi, _mm256_sign_epi8(bcast32(a + 16), whi));
+            Slo[m] = _mm256_add_epi32(Slo[m], _mm256_madd_epi16(plo, sc[j]));
+            Shi[m] = _mm256_add_epi32(Shi[m], _mm256_madd_epi16(phi, sc[j]));
+          }
+        }
+        CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+          acc[m][half][l] = _mm256_fmadd_ps(dd[m], _mm256_cvtepi32_ps(Slo[m]), acc[m][half][l]);
+          acc[m][half][l + 4] = _mm256_fmadd_ps(dd[m], _mm256_cvtepi32_ps(Shi[m]), acc[m][half][l + 4]);
+        }
       }
     }
   }
   CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-    const __m256* a = acc[m];
-    const __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6])),
-                                   _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7])));
-    _mm256_storeu_ps(y + m * ldy, s);
+    CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
+      const __m256* a = acc[m][h];
+      const __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6])),
+                                     _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7])));
+      _mm256_storeu_ps(y + m * ldy + kHalfRows * h, s);
+    }
   }
-}
-
-template <int M>
-void iq4_tile16(const uint8_t* G, const uint8_t* A, size_t a_stride, int64_t nsb, float* y, int64_t ldy) {
-  iq4_tile8<M>(G, 0, A, a_stride, nsb, y, ldy);
-  iq4_tile8<M>(G, 1, A, a_stride, nsb, y + kHalfRows, ldy);
 }
 
 void iq4_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
