@@ -1,5 +1,5 @@
-// K-quant matmul micro-benchmarks (Q4_K, Q6_K, Q5_K, Q2_K, Q3_K weights x
-// Q8_K activations). GEMV (m = 1, decode) reports weight bytes/s (the quantized
+// K-quant matmul micro-benchmarks (Q4_K, Q6_K, Q5_K, Q2_K, Q3_K and IQ4_XS
+// weights x Q8_K activations). GEMV (m = 1, decode) reports weight bytes/s (the quantized
 // storage actually streamed) and cycles through >= 128 MiB of weight copies so
 // every call reads DRAM — compare with membw_read from matmul_bench.cpp. GEMM
 // (prefill) reports GFLOP/s; kq_gemv_hot is GEMV on cache-warm weights
@@ -43,7 +43,8 @@ void run_kq(benchmark::State& state, GgmlType type, int64_t n, int64_t m, int th
 
 struct Registrar {
   Registrar() {
-    const GgmlType types[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_K, GgmlType::Q2_K, GgmlType::Q3_K};
+    const GgmlType types[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_K, GgmlType::Q2_K, GgmlType::Q3_K,
+                              GgmlType::IQ4_XS};
     for (Isa isa : available_isas()) {
       for (GgmlType type : types) {
         for (int threads : {1, 2}) {

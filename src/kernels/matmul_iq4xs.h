@@ -1,4 +1,6 @@
-// Internal to the IQ4_XS matmul kernels (matmul_iq4xs_{scalar,avx2,avx512}.cpp):
+// Internal to the IQ4_XS matmul kernels (matmul_iq4xs_{scalar,avx2,avx512}.cpp;
+// the AVX2 kernel repacks rows in groups of 16 into the x16 layout,
+// matmul_kquant_x16.h / matmul_iq4xs_x16_avx2.cpp, same bits):
 // IQ4_XS weights (quant/iq4xs_blocks.h) x Q8_K activations (ggml block_q8_K
 // layout, quantize_row_q8_K; the same packing on every ISA).
 //

@@ -17,6 +17,7 @@
 #include <algorithm>
 
 #include "core/fp16.h"
+#include "kernels/matmul_kquant_x16.h"
 #include "quant/legacy_blocks.h"
 
 #define CHIMERA_T_IQ4AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -99,9 +100,13 @@ CHIMERA_T_IQ4AVX2 void gemm_avx2(const GemmArgs& g, int64_t r0, int64_t r1, int6
 
 }  // namespace
 
+// Rows in groups of 16 are repacked at load into the x16 layout
+// (matmul_kquant_x16.h; kernel in matmul_iq4xs_x16_avx2.cpp, same bits).
 MatmulKernel kernel_avx2(GgmlType type) {
   if (type != GgmlType::IQ4_XS) return {};
-  return {pack_act, act_bytes, gemm_avx2, "gemm_iq4_xs_q8_K_avx2", GgmlType::Q8_K};
+  MatmulKernel k{pack_act, act_bytes, gemm_avx2, "gemm_iq4_xs_q8_K_avx2", GgmlType::Q8_K};
+  kq_x16_set_repack(type, kq_x16_gemm_avx2(type), k);
+  return k;
 }
 
 }  // namespace chimera::kernels::iq4xs

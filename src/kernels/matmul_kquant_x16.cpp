@@ -2,12 +2,13 @@
 // GGUF storage layout and the inverse (one row's super-block back in storage
 // form: the layout's definition, checked by round-trip tests). Both are byte
 // permutations plus lossless bit re-arrangements (Q4_K / Q5_K's 6-bit
-// scales, Q6_K's 6-bit levels, Q3_K's 3-bit levels); Q2_K is a byte
-// permutation only.
+// scales, Q6_K's 6-bit levels, Q3_K's 3-bit levels); Q2_K and IQ4_XS are
+// byte permutations only.
 #include "kernels/matmul_kquant_x16.h"
 
 #include <cstring>
 
+#include "quant/iq4xs_blocks.h"
 #include "quant/kquant_blocks.h"
 
 namespace chimera::kernels {
@@ -296,8 +297,19 @@ void q3_unpack(const uint8_t* group, int rr, int64_t sb, uint8_t* out) {
   }
 }
 
+// IQ4_XS: d and scales_h as 16-row arrays, scales_l and qs as chunks (header).
+constexpr ChunkedType kIq4xsChunked{sizeof(q::block_iq4_xs),
+                                    2,
+                                    {offsetof(q::block_iq4_xs, d), offsetof(q::block_iq4_xs, scales_h)},
+                                    {0, 32},
+                                    2,
+                                    {offsetof(q::block_iq4_xs, scales_l), offsetof(q::block_iq4_xs, qs), 0},
+                                    {64, 128, 0},
+                                    {1, 32, 0}};
+
 constexpr KqX16Layout kQ2Layout{sizeof(q::block_q2_K), chunked_unpack<kQ2Chunked>};
 constexpr KqX16Layout kQ3Layout{sizeof(q::block_q3_K), q3_unpack};
+constexpr KqX16Layout kIq4xsLayout{sizeof(q::block_iq4_xs), chunked_unpack<kIq4xsChunked>};
 
 }  // namespace
 
@@ -308,6 +320,7 @@ const KqX16Layout* kq_x16_layout(GgmlType type) {
     case GgmlType::Q6_K: return &kQ6Layout;
     case GgmlType::Q2_K: return &kQ2Layout;
     case GgmlType::Q3_K: return &kQ3Layout;
+    case GgmlType::IQ4_XS: return &kIq4xsLayout;
     default: return nullptr;
   }
 }
@@ -334,6 +347,10 @@ void kq_x16_set_repack(GgmlType type, GemmFn packed, MatmulKernel& k) {
     case GgmlType::Q3_K:
       k.repack_row_bytes = chunked_row_bytes<kQ3Chunked>;
       k.repack = q3_repack;
+      break;
+    case GgmlType::IQ4_XS:
+      k.repack_row_bytes = chunked_row_bytes<kIq4xsChunked>;
+      k.repack = chunked_repack<kIq4xsChunked>;
       break;
     default: return;
   }

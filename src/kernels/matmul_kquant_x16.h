@@ -1,5 +1,6 @@
 // Internal: the 16-row interleaved ("x16") load-time layout of K-quant
-// weights (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), used by the AVX-512 and AVX2 kernels:
+// weights (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) and IQ4_XS, used by the AVX-512 and
+// AVX2 kernels (IQ4_XS: AVX2 only):
 // 16 rows per vector, GEMV and GEMM without a decoded weight panel.
 //
 // Rows are repacked in groups of kX16Rows; a group stores, per super-block sb
@@ -105,6 +106,17 @@
 // save ~20% of the integer instructions but not the per-lane f32 work of
 // Q2_K's mins; bit-identity keeps the golden references of llama.cpp's AVX2
 // build exact and needs no second reference order.)
+//
+// IQ4_XS group block (2176 bytes = 16 x 136 = 34 cache lines), a byte
+// permutation of the storage fields (quant/iq4xs_blocks.h):
+//   [0, 32) d[16] (f16), [32, 64) scales_h[16] (u16, row r at 2r),
+//   [64, 128)    scales_l: one chunk, row r's 4 bytes at 4r,
+//   [128, 2176)  qs: 32 chunks; chunk 4j + l holds qs[16j + 4l .. + 3] of
+//                rows 0..15: the low nibbles are elements 32j + 4l + u of
+//                sub-block j (llama.cpp AVX2 lane l), the high nibbles
+//                elements 32j + 16 + 4l + u (lane l + 4).
+// The AVX2 kernel (matmul_iq4xs_x16_avx2.cpp) keeps matmul_iq4xs.h's per-lane
+// S_l and f32 order: bit-identical to the scalar and storage kernels.
 #pragma once
 
 #include <cstddef>
@@ -133,7 +145,7 @@ void kq_x16_set_repack(format::GgmlType type, GemmFn packed, MatmulKernel& k);
 
 // The x16 dot product (type) of one storage-layout weight row and one Q8_K
 // activation row (k values), in the kernels' order (above): Q4_K / Q5_K their
-// own, Q2_K / Q3_K / Q6_K the storage kernels' (the scalar one's result).
+// own, Q2_K / Q3_K / Q6_K / IQ4_XS the storage kernels' (the scalar one's result).
 float kq_x16_dot_ref(format::GgmlType type, const uint8_t* w_row, const uint8_t* a_row, int64_t k);
 
 // The x16 kernels: GEMM for any m (m == 1 is the decode GEMV) over x16 rows
@@ -149,6 +161,8 @@ GemmFn kq_x16_q23_gemm_avx512(format::GgmlType type, bool vnni);
 GemmFn kq_x16_gemm_avx2(format::GgmlType type);
 GemmFn kq_x16_q6_gemm_avx2();
 GemmFn kq_x16_q23_gemm_avx2(format::GgmlType type);
+//   and IQ4_XS (matmul_iq4xs_x16_avx2.cpp; kq_x16_gemm_avx2(IQ4_XS) returns it)
+GemmFn kq_x16_iq4xs_gemm_avx2();
 
 // One x16 tile: the 16 rows of the group at `group` x M activation rows (a,
 // a_stride bytes apart) -> y[m * ldy + 0..15]; M is the table index + 1.

@@ -173,6 +173,7 @@ GemmFn kq_x16_gemm_avx2(GgmlType type) {
     case GgmlType::Q6_K: return kq_x16_q6_gemm_avx2();
     case GgmlType::Q2_K:
     case GgmlType::Q3_K: return kq_x16_q23_gemm_avx2(type);
+    case GgmlType::IQ4_XS: return kq_x16_iq4xs_gemm_avx2();
     default: return nullptr;
   }
 }

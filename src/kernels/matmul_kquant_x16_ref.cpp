@@ -54,17 +54,17 @@ float kq_x16_dot_ref(format::GgmlType type, const uint8_t* w_row, const uint8_t*
   switch (type) {
     case format::GgmlType::Q4_K: return dot<q::block_q4_K>(w_row, a_row, k);
     case format::GgmlType::Q5_K: return dot<q::block_q5_K>(w_row, a_row, k);
-    default: {  // Q2_K, Q3_K, Q6_K: one output of the scalar storage kernel
+    default: {  // Q2_K, Q3_K, Q6_K, IQ4_XS: one output of the scalar storage kernel
       float y = 0.f;
       GemmArgs g;
       g.w = w_row;
-      g.w_stride = kq_type_info(type)->block_bytes * (size_t)(k / q::kQK_K);
+      g.w_stride = weight_type_traits(type)->type_size * (size_t)(k / q::kQK_K);
       g.a = a_row;
       g.a_stride = kq_act_bytes(k);
       g.k = k;
       g.y = &y;
       g.ldy = 1;
-      kquant_kernel_scalar(type).gemm(g, 0, 1, 0, 1);
+      matmul_kernel(type, Isa::kScalar)->gemm(g, 0, 1, 0, 1);
       return y;
     }
   }

@@ -1,17 +1,17 @@
 // The x16 K-quant layout (kernels/matmul_kquant_x16.h):
 //  - repack -> unpack round trip: random storage bytes (every bit pattern of
 //    levels, scales, d) come back byte for byte for every row and super-block
-//    (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), and the packed copy has the storage byte
-//    count;
-//  - Q6_K, Q2_K and Q3_K layouts as documented in the header, checked against
-//    the scalar decoder (levels, scales, mins, d), independently of the
-//    unpacker;
-//  - Q6_K, Q2_K and Q3_K x16 kernels on random-byte blocks (all levels, all
+//    (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS), and the packed copy has the
+//    storage byte count;
+//  - Q6_K, Q2_K, Q3_K and IQ4_XS layouts as documented in the header, checked
+//    against the scalar decoder / storage fields (levels, scales, mins, d),
+//    independently of the unpacker;
+//  - Q6_K, Q2_K, Q3_K and IQ4_XS x16 kernels on random-byte blocks (all levels, all
 //    scales, extreme activations): bit-identical to the scalar storage-layout
 //    kernel on every ISA that packs them as x16, through matmul (m = 1, 2, 3,
 //    5, 17, 64, 70; 1 and 2 threads; a row count that is not a multiple of 16
 //    stays in storage layout) and called directly (AVX2, AVX-512, AVX-512
-//    VNNI) for every activation-row range.
+//    VNNI; IQ4_XS: AVX2) for every activation-row range.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,6 +30,7 @@
 #include "kernels/matmul_kquant_x16.h"
 #include "kernels/repack.h"
 #include "kernels/type_traits.h"
+#include "quant/iq4xs_blocks.h"
 #include "quant/kquant_blocks.h"
 
 namespace chimera::kernels {
@@ -53,6 +54,7 @@ std::vector<uint8_t> random_blocks(GgmlType t, int64_t rows, int64_t k, uint32_t
     switch (t) {
       case GgmlType::Q6_K: put(offsetof(q::block_q6_K, d)); break;
       case GgmlType::Q3_K: put(offsetof(q::block_q3_K, d)); break;
+      case GgmlType::IQ4_XS: put(offsetof(q::block_iq4_xs, d)); break;
       case GgmlType::Q2_K:
         put(offsetof(q::block_q2_K, d));
         put(offsetof(q::block_q2_K, dmin));
@@ -73,7 +75,8 @@ MatmulKernel x16_kernel(GgmlType t) {
 }
 
 TEST(KQuantX16, RepackUnpackRoundTripsEveryByte) {
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q2_K, GgmlType::Q3_K}) {
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q2_K, GgmlType::Q3_K,
+                     GgmlType::IQ4_XS}) {
     const KqX16Layout* lay = kq_x16_layout(t);
     ASSERT_NE(lay, nullptr) << format::ggml_type_name(t);
     const MatmulKernel kern = x16_kernel(t);
@@ -289,6 +292,7 @@ void check_packed_bit_identical(GgmlType t) {
 TEST(KQuantX16, Q6KPackedIsBitIdenticalOnRandomBlocks) { check_packed_bit_identical(GgmlType::Q6_K); }
 TEST(KQuantX16, Q2KPackedIsBitIdenticalOnRandomBlocks) { check_packed_bit_identical(GgmlType::Q2_K); }
 TEST(KQuantX16, Q3KPackedIsBitIdenticalOnRandomBlocks) { check_packed_bit_identical(GgmlType::Q3_K); }
+TEST(KQuantX16, Iq4xsPackedIsBitIdenticalOnRandomBlocks) { check_packed_bit_identical(GgmlType::IQ4_XS); }
 
 // The x16 GEMMs of Q6_K, Q2_K, Q3_K called directly, on every ISA the CPU
 // has (AVX2, AVX-512, AVX-512 VNNI): every activation-row range (so every
@@ -299,8 +303,10 @@ void check_gemm_bit_identical(GgmlType t) {
   const auto has = [&](Isa i) { return std::find(isas.begin(), isas.end(), i) != isas.end(); };
   std::vector<std::pair<std::string, GemmFn>> fns;
   if (has(Isa::kAvx2)) fns.emplace_back("avx2", kq_x16_gemm_avx2(t));
-  if (has(Isa::kAvx512)) fns.emplace_back("avx512", kq_x16_gemm_avx512(t, false));
-  if (has(Isa::kAvx512Vnni)) fns.emplace_back("avx512vnni", kq_x16_gemm_avx512(t, true));
+  // IQ4_XS has x16 kernels on AVX2 only (AVX-512 keeps its storage kernel)
+  const bool x16_512 = t != GgmlType::IQ4_XS;
+  if (has(Isa::kAvx512) && x16_512) fns.emplace_back("avx512", kq_x16_gemm_avx512(t, false));
+  if (has(Isa::kAvx512Vnni) && x16_512) fns.emplace_back("avx512vnni", kq_x16_gemm_avx512(t, true));
   if (fns.empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
   for (int64_t k : {256, 1280}) {
     const int64_t rows = 32, m = 11;
@@ -359,6 +365,45 @@ void check_gemm_bit_identical(GgmlType t) {
 TEST(KQuantX16, Q6KGemmIsBitIdenticalOnRandomBlocks) { check_gemm_bit_identical(GgmlType::Q6_K); }
 TEST(KQuantX16, Q2KGemmIsBitIdenticalOnRandomBlocks) { check_gemm_bit_identical(GgmlType::Q2_K); }
 TEST(KQuantX16, Q3KGemmIsBitIdenticalOnRandomBlocks) { check_gemm_bit_identical(GgmlType::Q3_K); }
+TEST(KQuantX16, Iq4xsGemmIsBitIdenticalOnRandomBlocks) { check_gemm_bit_identical(GgmlType::IQ4_XS); }
+
+// IQ4_XS layout of matmul_kquant_x16.h against the storage fields (d, the
+// 6-bit sub-block scales, the codebook index of every element), independently
+// of the unpacker; AVX2 installs it (AVX-512 keeps the storage layout).
+TEST(KQuantX16, Iq4xsLayoutMatchesHeader) {
+  const int64_t k = 512, nsb = 2, rows = 32;
+  const std::vector<uint8_t> w = random_blocks(GgmlType::IQ4_XS, rows, k, 11);
+  const size_t bb = sizeof(q::block_iq4_xs);
+  std::vector<uint8_t> packed((size_t)rows * nsb * bb);
+  x16_kernel(GgmlType::IQ4_XS).repack(w.data(), nsb * bb, rows, k, packed.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      q::block_iq4_xs src;
+      std::memcpy(&src, w.data() + (size_t)(r * nsb + sb) * bb, bb);
+      const int rr = (int)(r % kX16Rows);
+      const uint8_t* gb = packed.data() + (size_t)((r / kX16Rows) * nsb + sb) * kX16Rows * bb;
+      uint16_t d, sh;
+      std::memcpy(&d, gb + 2 * rr, 2);
+      std::memcpy(&sh, gb + 32 + 2 * rr, 2);
+      ASSERT_EQ(d, src.d);
+      const uint8_t* sl = gb + 64 + 4 * rr;
+      for (int j = 0; j < 8; ++j) {
+        const int ls = ((sl[j / 2] >> (4 * (j % 2))) & 0xF) | (((sh >> (2 * j)) & 3) << 4);
+        ASSERT_EQ(ls, q::iq4_xs_scale(src, j)) << "r " << r << " sb " << sb << " j " << j;
+        for (int l = 0; l < 8; ++l) {
+          for (int u = 0; u < 4; ++u) {
+            // element 32j + 4l + u: lane l of sub-block j
+            const int e = 4 * l + u;
+            const uint8_t byte = gb[128 + 64 * (4 * j + l % 4) + 4 * rr + u];
+            const int idx = l < 4 ? byte & 0xF : byte >> 4;
+            const int want = e < 16 ? src.qs[16 * j + e] & 0xF : src.qs[16 * j + e - 16] >> 4;
+            ASSERT_EQ(idx, want) << "r " << r << " sb " << sb << " j " << j << " l " << l << " u " << u;
+          }
+        }
+      }
+    }
+  }
+}
 
 }  // namespace
 }  // namespace chimera::kernels

@@ -6,7 +6,8 @@
 // repacked (otherwise both runs would be the same path, compared with itself). Packed kernels are meant to be
 // bit-identical to the storage-layout kernel of their ISA; the bound allows
 // for a packed kernel that documents a different (still fixed) summation order.
-// Q2_K / Q3_K (quant-llama requantized, no golden file): bit for bit.
+// Q2_K / Q3_K / IQ4_XS (quant-llama requantized, no golden file): bit for bit
+// (within the bound where the mix also has Q4_K / Q5_K).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -131,17 +132,18 @@ INSTANTIATE_TEST_SUITE_P(Golden, RepackModelTest,
                            return n;
                          });
 
-// Q2_K and Q3_K, whose x16 kernels keep the storage kernels' order (no golden
-// file has them): quant-llama requantized to the Q2_K and Q3_K_M mixes (every
-// matrix 256 wide, so Q2_K / Q3_K layer weights, 256- and 512-row, all
-// repacked), prompt logits repacked vs CHIMERA_REPACK=0 at every ISA: bit for
-// bit where every repacked type keeps the storage order (the Q2_K mix: Q2_K,
-// Q3_K, Q6_K), within the bound above where Q4_K / Q5_K are repacked too.
-TEST(RepackModelKQuant, Q2KAndQ3KMRepackedMatchStorageLayout) {
+// Q2_K, Q3_K and IQ4_XS, whose x16 kernels keep the storage kernels' order
+// (no golden file has them): quant-llama requantized to the Q2_K, Q3_K_M and
+// IQ4_XS mixes (every matrix 256 wide, so Q2_K / Q3_K / IQ4_XS layer weights,
+// 256- and 512-row, all repacked; IQ4_XS only at AVX2), prompt logits
+// repacked vs CHIMERA_REPACK=0 at every ISA: bit for bit where every repacked
+// type keeps the storage order (the Q2_K mix: Q2_K, Q3_K, Q6_K), within the
+// bound above where Q4_K / Q5_K are repacked too.
+TEST(RepackModelKQuant, Q2KQ3KMAndIq4xsRepackedMatchStorageLayout) {
   CHIMERA_REQUIRE_SHARED(shared);
   GoldenCase src;
   ASSERT_TRUE(load_golden(shared + "/golden", "quant-llama-Q8_0", &src));
-  for (const char* mix_name : {"Q2_K", "Q3_K_M"}) {
+  for (const char* mix_name : {"Q2_K", "Q3_K_M", "IQ4_XS"}) {
     SCOPED_TRACE(mix_name);
     const quant::QuantMix* mix = quant::find_quant_mix(mix_name);
     ASSERT_NE(mix, nullptr);

@@ -1,0 +1,145 @@
+// AVX2 IQ4_XS kernel over the x16 layout (matmul_kquant_x16.h): each 64-byte
+// chunk of a group block is two 256-bit halves (rows 0..7, rows 8..15), so a
+// tile is 8 weight rows (one per 32-bit lane) x M <= 3 activation rows, and
+// both tiles of a group run per super-block (one in-order pass over the group).
+//
+// Keeps matmul_iq4xs.h's arithmetic lane for lane (bit-identical to the
+// scalar and storage AVX2 kernels): qs chunk 4j + l' holds the index bytes
+// qs[16j + 4l' ..] of each row, whose low nibbles are the elements of llama.cpp
+// lane l' of sub-block j and whose high nibbles those of lane l' + 4. Per
+// chunk: codebook lookup of both nibbles with vpshufb, vpmaddubsw(|w|,
+// sign(a, w)) against one broadcast activation dword (|pair| <= 2 * 127 * 127,
+// no saturation), vpmaddwd by the (ls_j - 32) word pair -> the exact int32
+// S_l' / S_l'+4 of 8 rows. Per super-block the lanes' f32 fma with
+// f16(d) * d_a, and at the end finish8's order across the 8 lane vectors.
+#include "kernels/matmul_kquant_x16.h"
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/matmul_tile.h"
+#include "quant/iq4xs_blocks.h"
+#include "quant/kquant_blocks.h"
+#include "quant/legacy_blocks.h"
+
+#define CHIMERA_T_IQX16 __attribute__((target("avx2,fma,f16c")))
+#define CHIMERA_T_IQX16_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
+
+namespace chimera::kernels {
+namespace {
+
+namespace q = chimera::quant;
+
+constexpr size_t kAb = sizeof(q::block_q8_K);
+// Group block (matmul_kquant_x16.h): d[16], scales_h[16], scales_l chunk, 32 qs chunks.
+constexpr size_t kBlock = kX16Rows * sizeof(q::block_iq4_xs);  // 2176
+constexpr size_t kD = 0, kSh = 32, kSl = 64, kQs = 128;
+constexpr int kHalfRows = 8;
+constexpr int kMaxActs = 3;
+constexpr size_t kPrefetch = 4 * kBlock;
+
+CHIMERA_T_IQX16_INLINE __m256i bcast32(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// The 16 rows of the group at G x M activation rows -> y[m * ldy + 0..15].
+// Per super-block both 8-row halves (rows 0..7 from the low 32 bytes of each
+// chunk, rows 8..15 from the high 32), so the group's bytes are read once, in
+// order, and the DRAM stream never waits for a second pass over the group.
+template <int M>
+CHIMERA_T_IQX16 void iq4_tile16(const uint8_t* G, const uint8_t* A, size_t a_stride, int64_t nsb, float* y,
+                                int64_t ldy) {
+  const __m256i values = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)q::kIq4nlValues));
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[M][2][8];
+  CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+    CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
+      CHIMERA_UNROLL for (int l = 0; l < 8; ++l) acc[m][h][l] = _mm256_setzero_ps();
+    }
+  }
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* B = G + (size_t)sb * kBlock;
+    if constexpr (M == 1) {  // GEMV: the group blocks kPrefetch ahead (the stream runs on into the next group)
+      for (size_t o = 0; o < kBlock; o += 64) __builtin_prefetch(B + kPrefetch + o, 0, 2);
+    }
+    const uint8_t* Am[M];
+    float dy[M];
+    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+      Am[m] = A + (size_t)m * a_stride + (size_t)sb * kAb;
+      std::memcpy(&dy[m], Am[m], 4);
+    }
+    for (int half = 0; half < 2; ++half) {
+      const size_t ho = 32 * (size_t)half;
+      const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(B + kD + 16 * half)));
+      __m256 dd[M];
+      CHIMERA_UNROLL for (int m = 0; m < M; ++m) dd[m] = _mm256_mul_ps(d8, _mm256_set1_ps(dy[m]));
+      // (ls_j - 32, ls_j - 32) word pairs of the 8 rows, j = 0..7
+      __m256i sc[8];
+      {
+        const __m256i sl = _mm256_loadu_si256((const __m256i*)(B + kSl + ho));
+        const __m256i sh = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(B + kSh + 16 * half)));
+        CHIMERA_UNROLL for (int j = 0; j < 8; ++j) {
+          const __m256i lo = _mm256_and_si256(_mm256_srli_epi32(sl, 4 * j), _mm256_set1_epi32(0xF));
+          const __m256i hi =
+              _mm256_and_si256(_mm256_srli_epi32(_mm256_slli_epi32(sh, 4), 2 * j), _mm256_set1_epi32(0x30));
+          const __m256i v = _mm256_or_si256(lo, hi);
+          sc[j] = _mm256_sub_epi16(_mm256_or_si256(v, _mm256_slli_epi32(v, 16)), _mm256_set1_epi16(32));
+        }
+      }
+      const uint8_t* qs = B + kQs + ho;
+      CHIMERA_UNROLL for (int l = 0; l < 4; ++l) {
+        __m256i Slo[M], Shi[M];
+        CHIMERA_UNROLL for (int m = 0; m < M; ++m) Slo[m] = Shi[m] = _mm256_setzero_si256();
+        CHIMERA_UNROLL for (int j = 0; j < 8; ++j) {
+          const __m256i W = _mm256_loadu_si256((const __m256i*)(qs + 64 * (4 * j + l)));
+          const __m256i wlo = _mm256_shuffle_epi8(values, _mm256_and_si256(W, m4));
+          const __m256i whi = _mm256_shuffle_epi8(values, _mm256_and_si256(_mm256_srli_epi16(W, 4), m4));
+          const __m256i alo = _mm256_sign_epi8(wlo, wlo), ahi = _mm256_sign_epi8(whi, whi);
+          CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+            const uint8_t* a = Am[m] + 4 + 32 * j + 4 * l;
+            const __m256i plo = _mm256_maddubs_epi16(alo, _mm256_sign_epi8(bcast32(a), wlo));
+            const __m256i phi = _mm256_maddubs_epi16(ahi, _mm256_sign_epi8(bcast32(a + 16), whi));
+            Slo[m] = _mm256_add_epi32(Slo[m], _mm256_madd_epi16(plo, sc[j]));
+            Shi[m] = _mm256_add_epi32(Shi[m], _mm256_madd_epi16(phi, sc[j]));
+          }
+        }
+        CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+          acc[m][half][l] = _mm256_fmadd_ps(dd[m], _mm256_cvtepi32_ps(Slo[m]), acc[m][half][l]);
+          acc[m][half][l + 4] = _mm256_fmadd_ps(dd[m], _mm256_cvtepi32_ps(Shi[m]), acc[m][half][l + 4]);
+        }
+      }
+    }
+  }
+  CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+    CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
+      const __m256* a = acc[m][h];
+      const __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6])),
+                                     _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7])));
+      _mm256_storeu_ps(y + m * ldy + kHalfRows * h, s);
+    }
+  }
+}
+
+void iq4_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+  static constexpr KqX16TileFn kTiles[kMaxActs] = {iq4_tile16<1>, iq4_tile16<2>, iq4_tile16<3>};
+  kq_x16_run(kTiles, g, r0, r1, i0, i1);
+}
+
+}  // namespace
+
+GemmFn kq_x16_iq4xs_gemm_avx2() { return iq4_gemm; }
+
+}  // namespace chimera::kernels
+
+#else  // !__x86_64__
+
+namespace chimera::kernels {
+GemmFn kq_x16_iq4xs_gemm_avx2() { return nullptr; }
+}  // namespace chimera::kernels
+
+#endif
