@@ -202,12 +202,6 @@ class BitnetModel final : public MicroBatchedModel {
     L.down.apply(gt, T, n_ff_, out, n_embd_, pool);
   }
 
-  void ubatch(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits, int64_t row0,
-              bool last_chunk, ThreadPool* pool) override {
-    const LoneSegment lone(st, tokens, T, which, logits, row0, last_chunk, info_.n_vocab);
-    ubatch_segments(lone.segs(), T, pool);
-  }
-
   // Norms, projections and the FFN over the rows of all segments; attention
   // per segment (see attention()). The last layer's FFN runs only on the rows
   // whose logits are wanted.

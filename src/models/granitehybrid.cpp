@@ -45,7 +45,7 @@ struct GraniteLayer {
 
 class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObservable {
  public:
-  bool reads_typed_kv() const override { return true; }  // attention via layers/attention_block or attention_segments
+  bool reads_typed_kv() const override { return true; }  // attention via attention_segments
   std::vector<layers::LayerStateSpec> state_specs() const override {
     std::vector<layers::LayerStateSpec> v;
     for (const GraniteLayer& L : layers_) {
@@ -179,11 +179,6 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
     else
       layers::gated_mlp_forward(L.mlp, h, rows, d, mlp_scratch_, h, pool);
     residual_add(x, h, rows * d);
-  }
-
-  void ubatch(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits, int64_t row0,
-              bool last_chunk, ThreadPool* pool) override {
-    ubatch_as_segment(st, tokens, T, which, logits, row0, last_chunk, pool);
   }
 
   // One or several sequences: norms, attention and Mamba-2 projections and the

@@ -35,9 +35,9 @@ struct PhiMoeLayer {
   layers::MoeWeights moe;
 };
 
-class PhiMoeModel final : public Model, public layers::MoeObservable {
+class PhiMoeModel final : public MicroBatchedModel, public layers::MoeObservable {
  public:
-  bool reads_typed_kv() const override { return true; }  // attention via layers/attention_block or attention_segments
+  bool reads_typed_kv() const override { return true; }  // attention via attention_segments
   std::vector<layers::LayerStateSpec> state_specs() const override {
     return std::vector<layers::LayerStateSpec>(layers_.size(), attn_cfg_.kv_spec());
   }
@@ -109,25 +109,7 @@ class PhiMoeModel final : public Model, public layers::MoeObservable {
     return Status::ok();
   }
 
- protected:
-  // A lone sequence is a one-item batch: the same micro-batches and code path.
-  void forward_impl(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
-                    ThreadPool* pool) override {
-    BatchItem item{&st, tokens, n, which, logits};
-    forward_batch_impl({&item, 1}, pool);
-  }
-
-  void forward_batch_impl(std::span<BatchItem> items, ThreadPool* pool) override {
-    for (const auto& mb : pack_segments(items, kMaxUbatch)) {
-      int64_t rows = 0;
-      for (const Segment& s : mb) rows += s.T;
-      ubatch_segments(mb, rows, pool);
-    }
-  }
-
  private:
-  static constexpr int64_t kMaxUbatch = 256;
-
   Status bind_longrope(const layers::WeightBinder& b, const HParams& hp, int64_t n_rot) {
     CHIMERA_ASSIGN_OR_RETURN(rope_long_, b.optional_vector("rope_factors_long.weight", n_rot / 2));
     CHIMERA_ASSIGN_OR_RETURN(rope_short_, b.optional_vector("rope_factors_short.weight", n_rot / 2));
@@ -171,7 +153,7 @@ class PhiMoeModel final : public Model, public layers::MoeObservable {
   // segment with the factors of its sequence's forward call. The last layer's
   // MoE runs only on rows that need logits (not while expert statistics are
   // collected: they count every routed token).
-  void ubatch_segments(std::span<const Segment> segs, int64_t rows, ThreadPool* pool) {
+  void ubatch_segments(std::span<const Segment> segs, int64_t rows, ThreadPool* pool) override {
     ws_.reserve(rows);
     float* x = ws_.x.data();
     float* h = ws_.h.data();

@@ -54,14 +54,6 @@ void write_logits(const Embeddings& e, const float* x, int64_t T, int64_t n_embd
     for (int64_t r = 0; r < n_rows; ++r) kernels::add(out + r * e.output.rows, e.output_b.ptr(), e.output.rows);
 }
 
-int64_t keep_output_rows(float* x, int64_t T, int64_t n_embd, Logits which, const float* logits, bool last_chunk) {
-  if (which == Logits::kNone || logits == nullptr) return 0;
-  if (which == Logits::kAll) return T;
-  if (!last_chunk) return 0;
-  if (T > 1) std::memmove(x, x + (T - 1) * n_embd, sizeof(float) * (size_t)n_embd);
-  return 1;
-}
-
 void embed_segments(const kernels::WeightView& tok, std::span<const Segment> segs, float* x) {
   for (const Segment& s : segs) embed_tokens(tok, s.tokens(), s.T, x + s.row * tok.cols);
 }
@@ -162,15 +154,6 @@ void attention_segments(const layers::AttentionConfig& c, const layers::Attentio
 
 void advance_segments(std::span<const Segment> segs) {
   for (const Segment& s : segs) s.state().advance(s.T);
-}
-
-LoneSegment::LoneSegment(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits,
-                         int64_t row0, bool last_chunk, int64_t n_vocab) {
-  // Offset 0 within an item of T rows (T + 1 when more chunks follow, so
-  // last() says whether this is the last chunk); kAll rows go to row0.. .
-  item_ = {&st, tokens, last_chunk ? T : T + 1, which,
-           logits && which == Logits::kAll ? logits + row0 * n_vocab : logits};
-  seg_ = {&item_, 0, T, 0};
 }
 
 OutputSegments keep_output_segments(std::span<const Segment> segs, std::initializer_list<RowBuffer> bufs) {

@@ -50,15 +50,6 @@ void write_logits(const Embeddings& e, const float* x, int64_t T, int64_t n_embd
                   float* logits, int64_t row0, bool last_chunk, Workspace& ws, ThreadPool* pool,
                   FinalNorm norm = FinalNorm::kRms);
 
-// Last-layer row pruning (llama.cpp does the same): after the last layer's
-// token mixer only the rows whose logits are wanted feed anything, so the rest
-// of that layer (its FFN / MoE) runs on those rows alone. Moves the kept rows
-// of x to the front and returns how many there are (0 when no logits are
-// wanted: the caller may skip the remainder of the layer). Afterwards call
-// write_logits with T = the returned count; which / row0 / last_chunk stay as
-// they were (a kLast row kept is then row 0 of a one-row batch).
-int64_t keep_output_rows(float* x, int64_t T, int64_t n_embd, Logits which, const float* logits, bool last_chunk);
-
 // Fused multi-sequence micro-batches (MicroBatchedModel::ubatch_segments):
 // x row seg.row + t = embedding of segment token t, for every segment.
 void embed_segments(const kernels::WeightView& tok, std::span<const Segment> segs, float* x);
@@ -79,9 +70,12 @@ struct OutputRow {
 };
 std::vector<OutputRow> output_rows(std::span<const Segment> segs, int64_t n_vocab);
 
-// keep_output_rows for a fused micro-batch: moves the rows `out` names to the
-// front of x (out[i].src becomes i) and returns how many there are, so the
-// rest of the last layer runs on those rows alone (0: skip it).
+// Last-layer row pruning (llama.cpp does the same): after the last layer's
+// token mixer only the rows whose logits are wanted feed anything, so the rest
+// of that layer (its FFN / MoE) runs on those rows alone. Moves the rows `out`
+// names to the front of x (out[i].src becomes i) and returns how many there
+// are (0 when no logits are wanted: skip the rest of the layer); then
+// write_logits_rows(out) writes them.
 int64_t keep_output_rows(float* x, std::vector<OutputRow>& out, int64_t n_embd);
 
 // write_logits_segments on the rows `out` names.
@@ -108,24 +102,6 @@ void attention_segments(const layers::AttentionConfig& c, const layers::Attentio
 
 // Advances every segment's state by its row count (end of a micro-batch).
 void advance_segments(std::span<const Segment> segs);
-
-// A lone micro-batch (MicroBatchedModel::ubatch's arguments) as the one
-// segment of a fused one, so a family with ubatch_segments needs no second
-// layer loop: ubatch_segments(lone.segs(), T, pool). Logits land where
-// write_logits would put them (kAll: rows row0.., kLast: row 0 on the last
-// chunk). Not copyable (the segment points at the item).
-class LoneSegment {
- public:
-  LoneSegment(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits,
-              int64_t row0, bool last_chunk, int64_t n_vocab);
-  LoneSegment(const LoneSegment&) = delete;
-  LoneSegment& operator=(const LoneSegment&) = delete;
-  std::span<const Segment> segs() const { return {&seg_, 1}; }
-
- private:
-  BatchItem item_;
-  Segment seg_;
-};
 
 // Output-row pruning for a fused micro-batch (keep_output_rows for every
 // segment): the rows whose logits are wanted, in segment order, moved to the

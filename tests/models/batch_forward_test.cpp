@@ -213,19 +213,19 @@ TEST(ForwardBatch, PhiMoeLongRopeFollowsEachSequencesCall) {
   EXPECT_EQ(models::unfused_batch_steps(), unfused);
 }
 
-// A family without a fused step (MicroBatchedModel's default ubatch_segments):
-// results still match, and the fallback is counted.
-class PerSequenceModel final : public models::MicroBatchedModel {
+// A family without a fused step (Model's default forward_batch_impl, as the
+// diffusion LMs): each sequence runs alone, and the fallback is counted.
+class PerSequenceModel final : public models::Model {
  public:
   PerSequenceModel() { info_.n_vocab = 4; }
   std::vector<layers::LayerStateSpec> state_specs() const override { return {}; }
   int64_t calls = 0;
 
  private:
-  void ubatch(layers::SequenceState& st, const int32_t*, int64_t T, models::Logits, float*, int64_t, bool,
-              ThreadPool*) override {
+  void forward_impl(layers::SequenceState& st, const int32_t*, int64_t n, models::Logits, float*,
+                    ThreadPool*) override {
     ++calls;
-    st.advance(T);
+    st.advance(n);
   }
 };
 
