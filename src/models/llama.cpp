@@ -22,7 +22,7 @@ struct LlamaLayer {
 
 class LlamaModel final : public MicroBatchedModel {
  public:
-  bool reads_typed_kv() const override { return true; }  // attention via attention_segments
+  bool reads_typed_kv() const override { return true; }  // attention via layers::attention_forward
   std::vector<layers::LayerStateSpec> state_specs() const override {
     return std::vector<layers::LayerStateSpec>(layers_.size(), attn_cfg_.kv_spec());
   }
@@ -66,7 +66,7 @@ class LlamaModel final : public MicroBatchedModel {
     info_.weight_bytes = g.tensor_bytes();
     info_.derived = hp.notes();
     ws_.n_embd = n_embd_;
-    seg_attn_scratch_.reserve(attn_cfg_, kMaxUbatch);
+    attn_scratch_.reserve(attn_cfg_, kMaxUbatch);
     mlp_scratch_.reserve(n_ff, kMaxUbatch);
     return Status::ok();
   }
@@ -82,12 +82,13 @@ class LlamaModel final : public MicroBatchedModel {
     float* h = ws_.h.data();
     embed_segments(embd_.tok, segs, x);
     std::vector<OutputRow> out = output_rows(segs, embd_.output.rows);
+    const std::vector<layers::AttentionSpan> spans = attention_spans(segs);
     int64_t n = rows;  // rows still needed (all but the last layer's MLP run on every row)
     for (size_t l = 0; l < layers_.size(); ++l) {
       const LlamaLayer& L = layers_[l];
       for (int64_t t = 0; t < rows; ++t)
         kernels::rms_norm(x + t * n_embd_, L.attn_norm.ptr(), h + t * n_embd_, n_embd_, eps_);
-      attention_segments(attn_cfg_, L.attn, h, segs, rows, l, seg_attn_scratch_, h, pool);
+      layers::attention_forward(attn_cfg_, L.attn, h, rows, spans, l, attn_scratch_, h, pool);
       kernels::add(x, h, rows * n_embd_);
       if (l + 1 == layers_.size() && (n = keep_output_rows(x, out, n_embd_)) == 0) break;
       for (int64_t t = 0; t < n; ++t)
@@ -107,7 +108,7 @@ class LlamaModel final : public MicroBatchedModel {
   std::vector<LlamaLayer> layers_;
   Workspace ws_;
   layers::MlpScratch mlp_scratch_;
-  SegmentAttentionScratch seg_attn_scratch_;
+  layers::AttentionScratch attn_scratch_;
   AlignedBuffer<float> logits_scratch_;
 };
 

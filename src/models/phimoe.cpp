@@ -37,7 +37,7 @@ struct PhiMoeLayer {
 
 class PhiMoeModel final : public MicroBatchedModel, public layers::MoeObservable {
  public:
-  bool reads_typed_kv() const override { return true; }  // attention via attention_segments
+  bool reads_typed_kv() const override { return true; }  // attention via layers::attention_forward
   std::vector<layers::LayerStateSpec> state_specs() const override {
     return std::vector<layers::LayerStateSpec>(layers_.size(), attn_cfg_.kv_spec());
   }
@@ -104,7 +104,7 @@ class PhiMoeModel final : public MicroBatchedModel, public layers::MoeObservable
     info_.weight_bytes = g.tensor_bytes();  // all weights, as the field documents (decode reads k/E of the experts)
     info_.derived = hp.notes();
     ws_.n_embd = n_embd_;
-    seg_attn_scratch_.reserve(attn_cfg_, kMaxUbatch);
+    attn_scratch_.reserve(attn_cfg_, kMaxUbatch);
     moe_scratch_.reserve(moe_cfg_, kMaxUbatch);
     return Status::ok();
   }
@@ -162,11 +162,12 @@ class PhiMoeModel final : public MicroBatchedModel, public layers::MoeObservable
     for (const Segment& sg : segs)  // the call began at n_past - offset and reaches n_past - offset + n
       seg_cfg_.push_back(call_config(sg.state().n_past() - sg.offset + sg.item->n));
     std::vector<OutputRow> out = output_rows(segs, embd_.output.rows);
+    const std::vector<layers::AttentionSpan> spans = attention_spans(segs, seg_cfg_);
     int64_t n = rows;
     for (size_t l = 0; l < layers_.size(); ++l) {
       const PhiMoeLayer& L = layers_[l];
       layer_norm_rows(x, L.attn_norm, L.attn_norm_b, h, rows);
-      attention_segments(attn_cfg_, L.attn, h, segs, rows, l, seg_attn_scratch_, h, pool, seg_cfg_);
+      layers::attention_forward(attn_cfg_, L.attn, h, rows, spans, l, attn_scratch_, h, pool);
       kernels::add(x, h, rows * n_embd_);
       if (l + 1 == layers_.size() && !observer_ && (n = keep_output_rows(x, out, n_embd_)) == 0) break;
       layer_norm_rows(x, L.ffn_norm, L.ffn_norm_b, h, n);
@@ -187,7 +188,7 @@ class PhiMoeModel final : public MicroBatchedModel, public layers::MoeObservable
   float mscale_short_ = 1.f, mscale_long_ = 1.f;
   std::vector<PhiMoeLayer> layers_;
   Workspace ws_;
-  SegmentAttentionScratch seg_attn_scratch_;
+  layers::AttentionScratch attn_scratch_;
   std::vector<layers::AttentionConfig> seg_cfg_;
   AlignedBuffer<float> logits_scratch_;
   layers::MoeScratch moe_scratch_;

@@ -1,6 +1,7 @@
-// Pieces shared by decoder-only families: token embedding lookup, the final
-// norm + lm-head for only the rows whose logits are wanted (output-row
-// pruning), and the residual-stream workspace.
+// Pieces shared by the families' forwards (MicroBatchedModel::ubatch_segments):
+// token embedding lookup, the attention spans and state advance of a
+// micro-batch's segments, output-row pruning and the final norm + lm-head for
+// only the rows whose logits are wanted, and the residual-stream workspace.
 #pragma once
 
 #include <initializer_list>
@@ -42,22 +43,20 @@ struct Workspace {
   }
 };
 
-// Final RMSNorm (or LayerNorm when norm_kind says so) and lm-head on the rows
-// `which` selects. Row t of this ubatch is written to logits row row0 + t
-// (kAll), or to row 0 when it is the sequence's last token (kLast).
+// Final RMSNorm (or LayerNorm when norm says so) and lm-head on the T rows of
+// x, written to logits rows 0 .. T-1 (the diffusion LMs' canvas slices).
 enum class FinalNorm { kRms, kLayer };
-void write_logits(const Embeddings& e, const float* x, int64_t T, int64_t n_embd, float eps, Logits which,
-                  float* logits, int64_t row0, bool last_chunk, Workspace& ws, ThreadPool* pool,
-                  FinalNorm norm = FinalNorm::kRms);
+void write_logits(const Embeddings& e, const float* x, int64_t T, int64_t n_embd, float eps, float* logits,
+                  Workspace& ws, ThreadPool* pool, FinalNorm norm = FinalNorm::kRms);
 
 // Fused multi-sequence micro-batches (MicroBatchedModel::ubatch_segments):
 // x row seg.row + t = embedding of segment token t, for every segment.
 void embed_segments(const kernels::WeightView& tok, std::span<const Segment> segs, float* x);
 
 // Final norm + lm-head for the rows of every segment whose item wants them
-// (as write_logits per segment would, one lm-head GEMM for all), each row
-// scattered to its item's logits buffer; out_scale != 0 multiplies the logits
-// (Granite's 1 / logit_scale).
+// (kAll: every row, to logits row offset + t; kLast: the item's last token, to
+// row 0), one lm-head GEMM for all, each row scattered to its item's logits
+// buffer; out_scale != 0 multiplies the logits (Granite's 1 / logit_scale).
 void write_logits_segments(const Embeddings& e, const float* x, std::span<const Segment> segs, int64_t n_embd,
                            float eps, Workspace& ws, AlignedBuffer<float>& scratch, ThreadPool* pool,
                            FinalNorm norm = FinalNorm::kRms, float out_scale = 0.f);
@@ -83,28 +82,19 @@ void write_logits_rows(const Embeddings& e, const float* x, std::span<const Outp
                        Workspace& ws, AlignedBuffer<float>& scratch, ThreadPool* pool,
                        FinalNorm norm = FinalNorm::kRms, float out_scale = 0.f);
 
-// layers::attention_forward for every segment of a fused micro-batch, with the
-// q/k/v/o projections run once over all rows: K/V rows go to each segment's
-// cache (layer `layer`) at its positions, RoPE and the attention kernel run per
-// segment. Bit-identical to attention_forward per segment (matmul rows are
-// independent). h[rows][n_embd] -> out (may alias h). seg_cfg, when not
-// empty, holds one config per segment for its RoPE and attention kernel
-// (PhiMoE's LongRoPE factors follow each sequence's length); the projections'
-// shapes come from c.
-struct SegmentAttentionScratch {
-  layers::AttentionScratch base;  // q, attn
-  AlignedBuffer<float> k, v;
-  void reserve(const layers::AttentionConfig& c, int64_t max_rows);  // grows only
-};
-void attention_segments(const layers::AttentionConfig& c, const layers::AttentionWeights& w, const float* h,
-                        std::span<const Segment> segs, int64_t rows, size_t layer, SegmentAttentionScratch& s,
-                        float* out, ThreadPool* pool, std::span<const layers::AttentionConfig> seg_cfg = {});
+// The spans of layers::attention_forward for the segments of a micro-batch:
+// each at its state's next position, attending to every key so far; seg_cfg,
+// when not empty, holds segment i's RoPE / kernel config (PhiMoE's LongRoPE
+// factors follow each sequence's length; the spans point into it).
+std::vector<layers::AttentionSpan> attention_spans(std::span<const Segment> segs,
+                                                   std::span<const layers::AttentionConfig> seg_cfg = {});
 
 // Advances every segment's state by its row count (end of a micro-batch).
 void advance_segments(std::span<const Segment> segs);
 
-// Output-row pruning for a fused micro-batch (keep_output_rows for every
-// segment): the rows whose logits are wanted, in segment order, moved to the
+// Output-row pruning as keep_output_rows, with the kept rows described as
+// segments (phi4flash's cross decoder runs per-sequence attention on them):
+// the rows whose logits are wanted, in segment order, moved to the
 // front of each buffer in `bufs` (pointer, floats per row) and described by
 // `segs` (row renumbered, offset / T narrowed to the kept rows: a kLast
 // segment keeps its last row on the item's last piece, kAll all rows, others

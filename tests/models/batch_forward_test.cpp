@@ -159,8 +159,10 @@ TEST(ForwardBatch, GraniteHybridMatchesEachSequenceAlone) {
   expect_fused_matches_alone(shared, "tiny-granitehybrid");
 }
 
-// The fused step writes typed caches through attention_segments, the lone
-// forward through attention_forward: same rounded rows, same results.
+// Typed caches: a lone forward on an f32 cache projects K/V straight into the
+// cache, every other call (several sequences, or a typed cache) stores rows
+// converted from scratch: the fused step must still round every row as the
+// lone forward does.
 TEST(ForwardBatch, TypedKvCacheMatchesEachSequenceAlone) {
   CHIMERA_REQUIRE_SHARED(shared);
   using kernels::KvType;
