@@ -92,7 +92,8 @@ void write_logits_rows(const Embeddings& e, const float* x, std::span<const Outp
   const int64_t nv = e.output.rows;
   const int64_t n_rows = (int64_t)picks.size();
   float* h = ws.h.data();  // the caller reserved >= the micro-batch's rows >= n_rows
-  for (int64_t r = 0; r < n_rows; ++r) final_norm(e, x + picks[(size_t)r].src * n_embd, h + r * n_embd, n_embd, eps, norm);
+  for (int64_t r = 0; r < n_rows; ++r)
+    final_norm(e, x + picks[(size_t)r].src * n_embd, h + r * n_embd, n_embd, eps, norm);
   if ((int64_t)scratch.size() < n_rows * nv) scratch.resize((size_t)(n_rows * nv));
   float* out = scratch.data();
   kernels::matmul(e.output, h, n_rows, n_embd, out, nv, pool);
