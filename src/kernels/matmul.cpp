@@ -1,9 +1,14 @@
-// matmul driver: looks the weight type up in the kernel table, packs the m
-// activation rows once into the kernel's layout (thread-local scratch that
-// only grows, so steady-state calls do not allocate), then splits the weight
-// rows over the pool in contiguous, 16-row-aligned ranges. Each y element is
-// produced by exactly one thread, and kernels make it independent of the
-// partition, so any thread count gives bit-identical results.
+// The matmul driver (plain and grouped: a plain matmul is a group of one
+// task): looks each weight type up in the kernel table, packs every task's
+// activation rows once into its kernel's layout (the caller's scratch, or for
+// a plain matmul thread-local scratch that only grows, so steady-state calls
+// do not allocate), then splits the total cost Σ rows_t · m_t over the pool in
+// one contiguous range per thread. A range boundary at cost u maps to (task,
+// row) with the row rounded up to the 16-row grain the kernels tile by; the
+// mapping is monotonic, so the ranges are disjoint and cover every row exactly
+// once. Each y element is produced by exactly one thread, and kernels make it
+// independent of the partition, so any thread count gives bit-identical
+// results.
 #include "kernels/matmul.h"
 
 #include <algorithm>
@@ -19,8 +24,6 @@ namespace chimera::kernels {
 namespace {
 
 constexpr size_t kActAlign = 64;
-// Below this many multiply-adds the pool's wake-up costs more than it saves.
-constexpr int64_t kMinParallelMacs = 1 << 18;
 constexpr int64_t kRowGrain = 16;
 
 struct Scratch {
@@ -45,6 +48,128 @@ struct Scratch {
 uint8_t* act_scratch(size_t bytes) {
   thread_local Scratch s;
   return s.get(bytes);
+}
+
+bool same_packing(const GroupedMatmulTask& a, const MatmulKernel* ka, const GroupedMatmulTask& b,
+                  const MatmulKernel* kb) {
+  return a.x == b.x && a.m == b.m && a.ldx == b.ldx && a.w.cols == b.w.cols && ka->pack_act == kb->pack_act &&
+         ka->act_bytes == kb->act_bytes;
+}
+
+const MatmulKernel* kernel_for(const WeightView& w) {
+  const MatmulKernel* k = matmul_kernel(w.type, active_isa());
+  assert(k && "matmul: unsupported weight type (call check_matmul_type at load)");
+  if (!k) std::abort();
+  return k;
+}
+
+struct Prepared {
+  GemmFn gemm;
+  GemmArgs g;
+  int64_t rows, m;
+};
+
+struct Split {
+  int64_t task, row;
+};
+
+// First (task, row) whose cost offset is >= u, row rounded up to the grain.
+Split split_at(const Prepared* p, int64_t n, int64_t u) {
+  int64_t base = 0;
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t cost = p[t].rows * p[t].m;
+    if (u < base + cost) {
+      int64_t row = (u - base + p[t].m - 1) / p[t].m;
+      row = (row + kRowGrain - 1) / kRowGrain * kRowGrain;
+      if (row >= p[t].rows) return {t + 1, 0};
+      return {t, row};
+    }
+    base += cost;
+  }
+  return {n, 0};
+}
+
+void run_range(const Prepared* p, int64_t np, Split a, Split b) {
+  for (int64_t t = a.task; t < np && (t < b.task || (t == b.task && b.row > 0)); ++t) {
+    const int64_t r0 = t == a.task ? a.row : 0;
+    const int64_t r1 = t == b.task ? b.row : p[t].rows;
+    if (r0 < r1) p[t].gemm(p[t].g, r0, r1, 0, p[t].m);
+  }
+}
+
+// The driver for at most kMax tasks (a template so that a plain matmul keeps
+// one-element arrays on its stack). scratch == nullptr: thread-local packing
+// scratch. The pool packs and multiplies only when the rows span more than
+// one grain (otherwise one thread would get all the work anyway).
+template <int64_t kMax>
+void run_tasks(const GroupedMatmulTask* tasks, int64_t n, uint8_t* scratch, ThreadPool* pool,
+               int64_t min_parallel_macs) {
+  assert(n <= kMax);
+  if (n > kMax) std::abort();
+  Prepared prep[kMax];
+  ActPackJob packs[kMax];
+  size_t pack_off[kMax];
+  int64_t pack_of[kMax];  // prep[i]'s packing job, -1 when its kernel reads f32 in place
+  int64_t np = 0, n_packs = 0, total = 0, all_rows = 0, macs = 0;
+  size_t bytes = 0;
+  const MatmulKernel* prev_kern = nullptr;
+  for (int64_t t = 0; t < n; ++t) {
+    const GroupedMatmulTask& task = tasks[t];
+    if (task.m <= 0 || task.w.rows <= 0) {
+      prev_kern = nullptr;
+      continue;
+    }
+    const MatmulKernel* k = kernel_for(task.w);
+    Prepared& p = prep[np];
+    p.rows = task.w.rows;
+    p.m = task.m;
+    p.gemm = bind_weight(task.w, k, p.g);
+    p.g.y = task.y;
+    p.g.ldy = task.ldy;
+    if (!k->pack_act) {
+      p.g.a = reinterpret_cast<const uint8_t*>(task.x);
+      p.g.a_stride = (size_t)task.ldx * sizeof(float);
+      pack_of[np] = -1;
+    } else if (prev_kern && same_packing(task, k, tasks[t - 1], prev_kern)) {
+      p.g.a_stride = prep[np - 1].g.a_stride;
+      pack_of[np] = pack_of[np - 1];
+    } else {
+      const size_t stride = act_stride(k, task.w.cols);
+      packs[n_packs] = {k, task.x, task.m, task.ldx, task.w.cols, nullptr, stride};
+      pack_off[n_packs] = bytes;
+      bytes += stride * (size_t)task.m;
+      p.g.a_stride = stride;
+      pack_of[np] = n_packs++;
+    }
+    prev_kern = k;
+    total += p.rows * p.m;
+    all_rows += p.rows;
+    macs += p.rows * p.m * task.w.cols;
+    ++np;
+  }
+  if (np == 0) return;
+  if (n_packs > 0) {
+    uint8_t* buf = scratch ? scratch : act_scratch(bytes);
+    for (int64_t j = 0; j < n_packs; ++j) packs[j].out = buf + pack_off[j];
+    for (int64_t i = 0; i < np; ++i)
+      if (pack_of[i] >= 0) prep[i].g.a = packs[pack_of[i]].out;
+  }
+  ThreadPool* const wide = all_rows > kRowGrain ? pool : nullptr;
+  pack_activations(packs, n_packs, wide);
+  if (!wide || wide->size() <= 1 || macs < min_parallel_macs) {
+    for (int64_t t = 0; t < np; ++t) prep[t].gemm(prep[t].g, 0, prep[t].rows, 0, prep[t].m);
+    return;
+  }
+  // One captured pointer keeps the std::function in its small buffer (no heap).
+  struct Job {
+    const Prepared* p;
+    int64_t np, total;
+  } job{prep, np, total};
+  wide->run_on_all([j = &job](int t, int n_threads) {
+    const Split a = split_at(j->p, j->np, j->total * t / n_threads);
+    const Split b = split_at(j->p, j->np, j->total * (t + 1) / n_threads);
+    run_range(j->p, j->np, a, b);
+  });
 }
 
 }  // namespace
@@ -90,42 +215,26 @@ Status check_matmul_shape(format::GgmlType type, int64_t cols) {
 }
 
 void matmul(const WeightView& w, const float* x, int64_t m, int64_t ldx, float* y, int64_t ldy, ThreadPool* pool) {
-  if (m <= 0 || w.rows <= 0) return;
-  const MatmulKernel* kern = matmul_kernel(w.type, active_isa());
-  assert(kern && "matmul: unsupported weight type (call check_matmul_type at load)");
-  if (!kern) std::abort();
+  const GroupedMatmulTask task{w, x, m, ldx, y, ldy};
+  run_tasks<1>(&task, 1, nullptr, pool, kGroupedMatmulMinParallelMacs);
+}
 
-  GemmArgs g;
-  const GemmFn gemm = bind_weight(w, kern, g);
-  g.y = y;
-  g.ldy = ldy;
-  if (kern->pack_act) {
-    const size_t stride = act_stride(kern, w.cols);
-    uint8_t* buf = act_scratch(stride * (size_t)m);
-    // At prefill sizes packing is split over the pool, only where the GEMM
-    // below runs on the pool too.
-    const ActPackJob job{kern, x, m, ldx, w.cols, buf, stride};
-    pack_activations(&job, 1, w.rows > kRowGrain ? pool : nullptr);
-    g.a = buf;
-    g.a_stride = stride;
-  } else {
-    g.a = reinterpret_cast<const uint8_t*>(x);
-    g.a_stride = (size_t)ldx * sizeof(float);
+size_t grouped_matmul_scratch_bytes(const GroupedMatmulTask* tasks, int64_t n) {
+  size_t bytes = 0;
+  const MatmulKernel* prev = nullptr;
+  for (int64_t t = 0; t < n; ++t) {
+    const MatmulKernel* k = matmul_kernel(tasks[t].w.type, active_isa());
+    if (!k) return 0;
+    if (k->pack_act && !(t > 0 && prev && same_packing(tasks[t], k, tasks[t - 1], prev)))
+      bytes += act_stride(k, tasks[t].w.cols) * (size_t)tasks[t].m;
+    prev = k;
   }
+  return bytes;
+}
 
-  const bool parallel = pool && pool->size() > 1 && w.rows > kRowGrain && w.rows * w.cols * m >= kMinParallelMacs;
-  if (!parallel) {
-    gemm(g, 0, w.rows, 0, m);
-    return;
-  }
-  // One captured pointer keeps the std::function in its small buffer (no heap).
-  struct Job {
-    GemmFn gemm;
-    GemmArgs g;
-    int64_t m;
-  } job{gemm, g, m};
-  pool->parallel_for(
-      w.rows, [p = &job](int64_t r0, int64_t r1, int) { p->gemm(p->g, r0, r1, 0, p->m); }, kRowGrain);
+void grouped_matmul(const GroupedMatmulTask* tasks, int64_t n, uint8_t* scratch, ThreadPool* pool,
+                    int64_t min_parallel_macs) {
+  run_tasks<kGroupedMatmulMaxTasks>(tasks, n, scratch, pool, min_parallel_macs);
 }
 
 WeightView WeightView::rows_slice(int64_t r0, int64_t n) const {

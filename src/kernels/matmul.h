@@ -55,9 +55,51 @@ Status check_matmul_type(format::GgmlType type);
 Status check_matmul_shape(format::GgmlType type, int64_t cols);
 
 // y = x · Wᵀ for m activation rows. x rows have stride ldx floats, y rows ldy.
-// pool may be null (single-threaded).
+// pool may be null (single-threaded). A group of one task (grouped_matmul):
+// there is one matmul driver.
 void matmul(const WeightView& w, const float* x, int64_t m, int64_t ldx, float* y, int64_t ldy,
             ThreadPool* pool);
+
+// Grouped matmul: several independent products y = x · Wᵀ (q/k/v, gate/up,
+// the experts of a MoE step) run as ONE parallel job over the concatenation
+// of their output rows instead of one pool job each. In decode every product
+// is a GEMV of a few hundred to a few thousand rows; issuing them separately
+// costs a pool wake-up and a barrier each, and a 448-row GEMV split over 2
+// threads leaves little work per thread. One job over all rows keeps every
+// thread busy until the phase ends.
+//
+// Activation packing (quantization for the integer kernels) is row-wise; each
+// task's rows are packed once (a task whose x, m, ldx, cols and kernel equal
+// the previous task's reuses its packing), over the pool as well when there is
+// enough of it. Work is partitioned by cost (rows × activation rows m), so
+// tasks with different m share the threads fairly, in contiguous ranges whose
+// bounds are rounded to the 16-row grain the kernels tile by. Each y element
+// is computed by exactly one kernel call with the kernel's own fixed summation
+// order, and kernels do not depend on the row bounds they are given, so the
+// results are bit-identical to one task at a time, for any thread count.
+struct GroupedMatmulTask {
+  WeightView w;
+  const float* x = nullptr;  // m activation rows, stride ldx floats
+  int64_t m = 0;
+  int64_t ldx = 0;
+  float* y = nullptr;        // m output rows, stride ldy floats
+  int64_t ldy = 0;
+};
+
+// Most tasks one grouped_matmul call takes.
+constexpr int64_t kGroupedMatmulMaxTasks = 64;
+// Below this many multiply-adds in all tasks together, the pool is not woken.
+constexpr int64_t kGroupedMatmulMinParallelMacs = 1 << 18;
+
+// Bytes of packing scratch grouped_matmul needs for these tasks.
+size_t grouped_matmul_scratch_bytes(const GroupedMatmulTask* tasks, int64_t n);
+
+// Runs all n <= kGroupedMatmulMaxTasks tasks. `scratch` must hold
+// grouped_matmul_scratch_bytes() bytes, 64-byte aligned. pool may be null.
+// Weight types must be supported by matmul. min_parallel_macs: tests pass 0
+// to exercise the parallel split on small sizes.
+void grouped_matmul(const GroupedMatmulTask* tasks, int64_t n, uint8_t* scratch, ThreadPool* pool,
+                    int64_t min_parallel_macs = kGroupedMatmulMinParallelMacs);
 
 // Converts/dequantizes row r of W into n = W.cols floats (embedding lookup).
 void weight_row_to_f32(const WeightView& w, int64_t r, float* out);

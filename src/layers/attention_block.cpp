@@ -1,7 +1,7 @@
-// Attention block implementation. With an f32 cache K and V are projected
-// straight into the cache rows of their positions (no copy) and RoPE is
-// applied in place there; other cache types get the rows through scratch
-// (projected, rotated, then stored converted).
+// Attention block implementation. A lone span with an f32 cache gets K and V
+// projected straight into the cache rows of its positions (no copy) and RoPE
+// applied in place there; otherwise the rows go through scratch (projected,
+// rotated, then stored into each span's cache, converted to its types).
 #include "layers/attention_block.h"
 
 #include <cmath>
@@ -17,11 +17,14 @@ Result<AttentionWeights> bind_attention(const WeightBinder& b, const std::string
   return w;
 }
 
-void AttentionScratch::reserve(const AttentionConfig& c, int64_t max_tokens) {
-  q.resize((size_t)(max_tokens * c.n_head * c.head_dim));
-  attn.resize((size_t)(max_tokens * c.n_head * c.head_dim_v));
-  k.resize((size_t)(max_tokens * c.n_head_kv * c.head_dim));
-  v.resize((size_t)(max_tokens * c.n_head_kv * c.head_dim_v));
+void AttentionScratch::reserve(const AttentionConfig& c, int64_t max_rows) {
+  auto grow = [](AlignedBuffer<float>& b, int64_t n) {
+    if ((int64_t)b.size() < n) b.resize((size_t)n);
+  };
+  grow(q, max_rows * c.n_head * c.head_dim);
+  grow(attn, max_rows * c.n_head * c.head_dim_v);
+  grow(k, max_rows * c.n_head_kv * c.head_dim);
+  grow(v, max_rows * c.n_head_kv * c.head_dim_v);
 }
 
 kernels::AttentionParams attention_params(const AttentionConfig& c) {
@@ -44,26 +47,51 @@ void rope_rows(const AttentionConfig& c, float* q, float* k, int64_t T, int64_t 
   }
 }
 
-void attention_forward(const AttentionConfig& c, const AttentionWeights& w, const float* h, int64_t T, int64_t pos0,
-                       KvCache& cache, AttentionScratch& s, float* out, ThreadPool* pool) {
-  attention_forward(c, w, h, T, pos0, pos0 + T, cache, s, out, pool);  // keys of every token processed so far
-}
+namespace {
 
-void attention_forward(const AttentionConfig& c, const AttentionWeights& w, const float* h, int64_t T, int64_t pos0,
-                       int64_t n_kv, KvCache& cache, AttentionScratch& s, float* out, ThreadPool* pool) {
+// Everything after the projections: per span RoPE, the K/V store (skipped
+// when the rows were projected into the cache already) and the kernel.
+void spans_attention(const AttentionConfig& c, float* q, float* k, const float* v,
+                     std::span<const AttentionSpan> spans, size_t layer, bool kv_in_cache, float* attn,
+                     ThreadPool* pool) {
   const int64_t nq = c.n_head * c.head_dim;
   const int64_t nk = c.n_head_kv * c.head_dim;
   const int64_t nv = c.n_head_kv * c.head_dim_v;
+  const int64_t no = c.n_head * c.head_dim_v;
+  for (const AttentionSpan& sp : spans) {
+    const AttentionConfig& cs = sp.cfg ? *sp.cfg : c;
+    KvCache& cache = *sp.state->kv(layer);
+    float* qs = q + sp.row * nq;
+    float* ks = k + sp.row * nk;
+    rope_rows(cs, qs, ks, sp.T, sp.pos0);
+    if (!kv_in_cache) cache.store(sp.pos0, sp.T, ks, nk, v + sp.row * nv, nv);
+    kernels::attention(attention_params(cs), qs, sp.T, nq, sp.pos0, cache.k_rows(), cache.v_rows(), sp.n_kv,
+                       attn + sp.row * no, no, pool);
+  }
+}
+
+}  // namespace
+
+void attention_core(const AttentionConfig& c, float* q, float* k, const float* v, std::span<const AttentionSpan> spans,
+                    size_t layer, float* attn, ThreadPool* pool) {
+  spans_attention(c, q, k, v, spans, layer, false, attn, pool);
+}
+
+void attention_forward(const AttentionConfig& c, const AttentionWeights& w, const float* h, int64_t rows,
+                       std::span<const AttentionSpan> spans, size_t layer, AttentionScratch& s, float* out,
+                       ThreadPool* pool) {
+  const int64_t nq = c.n_head * c.head_dim;
+  const int64_t nk = c.n_head_kv * c.head_dim;
+  const int64_t nv = c.n_head_kv * c.head_dim_v;
+  const int64_t no = c.n_head * c.head_dim_v;
+  KvCache* lone = spans.size() == 1 && spans[0].row == 0 && spans[0].T == rows ? spans[0].state->kv(layer) : nullptr;
+  const bool in_place = lone && lone->types() == KvCacheTypes{};
   float* q = s.q.data();
-  const bool in_place = cache.types() == KvCacheTypes{};
-  float* k = in_place ? cache.k_row(pos0) : s.k.data();
-  float* v = in_place ? cache.v_row(pos0) : s.v.data();
-  apply_same_input({{&w.wq, q, nq}, {&w.wk, k, nk}, {&w.wv, v, nv}}, h, T, c.n_embd, s.packed, pool);
-  rope_rows(c, q, k, T, pos0);
-  if (!in_place) cache.store(pos0, T, k, nk, v, nv);
-  kernels::attention(attention_params(c), q, T, nq, pos0, cache.k_rows(), cache.v_rows(), n_kv, s.attn.data(),
-                     c.n_head * c.head_dim_v, pool);
-  w.wo.apply(s.attn.data(), T, c.n_head * c.head_dim_v, out, c.n_embd, pool);
+  float* k = in_place ? lone->k_row(spans[0].pos0) : s.k.data();
+  float* v = in_place ? lone->v_row(spans[0].pos0) : s.v.data();
+  apply_same_input({{&w.wq, q, nq}, {&w.wk, k, nk}, {&w.wv, v, nv}}, h, rows, c.n_embd, s.packed, pool);
+  spans_attention(c, q, k, v, spans, layer, in_place, s.attn.data(), pool);
+  w.wo.apply(s.attn.data(), rows, no, out, c.n_embd, pool);
 }
 
 }  // namespace chimera::layers

@@ -2,7 +2,6 @@
 #include "layers/linear.h"
 
 #include "kernels/ops.h"
-#include "layers/moe_grouped.h"
 
 namespace chimera::layers {
 
@@ -16,16 +15,16 @@ void apply_same_input(std::initializer_list<LinearOut> outs, const float* x, int
                       AlignedBuffer<uint8_t>& packed, ThreadPool* pool) {
   bool biased = false;
   for (const LinearOut& o : outs) biased |= o.l->bias.present();
-  if (biased || (int64_t)outs.size() > kGroupedMatmulMaxTasks) {
+  if (biased || (int64_t)outs.size() > kernels::kGroupedMatmulMaxTasks) {
     for (const LinearOut& o : outs) o.l->apply(x, m, ldx, o.y, o.ldy, pool);
     return;
   }
-  GroupedMatmulTask tasks[kGroupedMatmulMaxTasks];
+  kernels::GroupedMatmulTask tasks[kernels::kGroupedMatmulMaxTasks];
   int64_t n = 0;
   for (const LinearOut& o : outs) tasks[n++] = {o.l->w, x, m, ldx, o.y, o.ldy};
-  const size_t need = grouped_matmul_scratch_bytes(tasks, n);
+  const size_t need = kernels::grouped_matmul_scratch_bytes(tasks, n);
   if (packed.size() < need) packed.resize(need);
-  grouped_matmul(tasks, n, packed.data(), pool);
+  kernels::grouped_matmul(tasks, n, packed.data(), pool);
 }
 
 Result<Linear> bind_linear(const WeightBinder& b, const std::string& name, int64_t in, int64_t out) {

@@ -29,7 +29,7 @@ struct LinearOut {
 };
 
 // Several projections of the same activations (q/k/v, gate/up). Without
-// biases they run as one grouped job (layers/moe_grouped.h: activations
+// biases they run as one grouped job (kernels::grouped_matmul: activations
 // packed once per kernel layout, one pool wake-up for all); otherwise one
 // apply() each. Bit-identical either way. `packed` grows on demand.
 void apply_same_input(std::initializer_list<LinearOut> outs, const float* x, int64_t m, int64_t ldx,

@@ -23,7 +23,7 @@ struct MlpScratch {
 };
 
 // out[T][n_embd] = MLP(h[T][n_embd]). Without biases, gate and up run as one
-// grouped job (layers/moe_grouped.h): the activations are packed once and the
+// grouped job (kernels::grouped_matmul): the activations are packed once and the
 // pool is woken once for both; results are bit-identical to two matmuls.
 void gated_mlp_forward(const GatedMlp& m, const float* h, int64_t T, int64_t n_embd, MlpScratch& s, float* out,
                        ThreadPool* pool);

@@ -11,7 +11,6 @@
 #include <limits>
 
 #include "kernels/ops.h"
-#include "layers/moe_grouped.h"
 
 namespace chimera::layers {
 namespace {
@@ -219,20 +218,20 @@ void run_single(const MoeConfig& c, const Seg& q, ThreadPool* pool) {
 // Runs n FFNs as two grouped jobs: gate+up of all of them, SiLU·mul, then
 // every down projection.
 void run_chunk(const MoeConfig& c, const Seg* q, int64_t n, MoeScratch& s, ThreadPool* pool) {
-  GroupedMatmulTask gu[kGroupedMatmulMaxTasks], dn[kGroupedMatmulMaxTasks / 2];
+  kernels::GroupedMatmulTask gu[kernels::kGroupedMatmulMaxTasks], dn[kernels::kGroupedMatmulMaxTasks / 2];
   for (int64_t i = 0; i < n; ++i) {
     gu[2 * i] = {q[i].gate, q[i].x, q[i].m, q[i].ldx, q[i].g, q[i].ff};
     gu[2 * i + 1] = {q[i].up, q[i].x, q[i].m, q[i].ldx, q[i].u, q[i].ff};
     dn[i] = {q[i].down, q[i].g, q[i].m, q[i].ff, q[i].y, c.n_embd};
   }
   const size_t cap = s.packed.size();
-  if (grouped_matmul_scratch_bytes(gu, 2 * n) > cap || grouped_matmul_scratch_bytes(dn, n) > cap) {
+  if (kernels::grouped_matmul_scratch_bytes(gu, 2 * n) > cap || kernels::grouped_matmul_scratch_bytes(dn, n) > cap) {
     for (int64_t i = 0; i < n; ++i) run_single(c, q[i], pool);
     return;
   }
-  grouped_matmul(gu, 2 * n, s.packed.data(), pool);
+  kernels::grouped_matmul(gu, 2 * n, s.packed.data(), pool);
   for (int64_t i = 0; i < n; ++i) kernels::silu_mul(q[i].g, q[i].u, q[i].g, q[i].m * q[i].ff);
-  grouped_matmul(dn, n, s.packed.data(), pool);
+  kernels::grouped_matmul(dn, n, s.packed.data(), pool);
 }
 
 bool shexp_has_bias(const MoeWeights& w) {
@@ -241,7 +240,7 @@ bool shexp_has_bias(const MoeWeights& w) {
 
 // Grouped execution: the shared expert (when it has no biases and its T rows
 // fit) and then consecutive routed experts are collected into chunks of at
-// most s.grouped_rows() rows (and kGroupedMatmulMaxTasks / 2 FFNs), each chunk
+// most s.grouped_rows() rows (and kernels::kGroupedMatmulMaxTasks / 2 FFNs), each chunk
 // run as two grouped jobs. Decode fits one chunk; a prefill of T tokens takes
 // about T*(k+1) / fused_max_rows chunks instead of one pool job per expert
 // projection. An FFN with more rows than a chunk holds runs alone through
@@ -254,7 +253,7 @@ bool run_experts_grouped(const MoeConfig& c, const MoeWeights& w, const float* h
   const int64_t cap = s.grouped_rows();
   *shexp_done = false;
   if (cap <= 0) return false;
-  constexpr int64_t kMaxSeg = kGroupedMatmulMaxTasks / 2;
+  constexpr int64_t kMaxSeg = kernels::kGroupedMatmulMaxTasks / 2;
   Seg seg[kMaxSeg];
   int64_t n_seg = 0, n_rows = 0;
   auto flush = [&] {

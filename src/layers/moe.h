@@ -14,7 +14,7 @@
 // tensor). By default consecutive experts are collected into chunks of up to
 // MoeScratch::fused_max_rows gathered rows; each chunk runs the gate and up
 // projections of all its experts as ONE parallel job over their rows, then
-// all down projections as a second one (layers/moe_grouped.h): 2 pool jobs
+// all down projections as a second one (kernels::grouped_matmul): 2 pool jobs
 // per chunk instead of 3 per expert, and every thread busy across expert
 // boundaries. Decode is one chunk; a 512-token prefill a few. Both paths give
 // identical bits.

@@ -37,11 +37,8 @@
 // Precision/tolerance: f32 everywhere outside the matmuls; golden cases
 // tiny-bitnet / tiny-bitnet-long hold llama.cpp logits to the quantized
 // tolerance (0.03 x scale).
-#include <cmath>
-#include <cstring>
-
-#include "kernels/attention.h"
 #include "kernels/ops.h"
+#include "layers/attention_block.h"
 #include "layers/linear.h"
 #include "layers/weights.h"
 #include "models/hparams.h"
@@ -89,7 +86,7 @@ class BitnetModel final : public MicroBatchedModel {
   BitnetModel(std::string arch, FfnAct act) : arch_(std::move(arch)), act_(act) {}
 
   std::vector<layers::LayerStateSpec> state_specs() const override {
-    return std::vector<layers::LayerStateSpec>(layers_.size(), layers::KvSpec{n_head_kv_ * head_dim_, n_head_kv_ * head_dim_});
+    return std::vector<layers::LayerStateSpec>(layers_.size(), attn_cfg_.kv_spec());
   }
 
   Status init(const format::GgufFile& g) {
@@ -108,7 +105,11 @@ class BitnetModel final : public MicroBatchedModel {
     info_.n_layer = n_layer;
     info_.n_embd = n_embd_;
     CHIMERA_ASSIGN_OR_RETURN(const int64_t n_rot, read_rope_dims(hp, head_dim_));
-    CHIMERA_ASSIGN_OR_RETURN(rope_, read_rope(hp, kernels::RopeMode::kNeox, n_rot, info_.n_ctx_train));
+    attn_cfg_.n_embd = n_embd_;
+    attn_cfg_.n_head = n_head_;
+    attn_cfg_.n_head_kv = n_head_kv_;
+    attn_cfg_.head_dim = attn_cfg_.head_dim_v = head_dim_;
+    CHIMERA_ASSIGN_OR_RETURN(attn_cfg_.rope, read_rope(hp, kernels::RopeMode::kNeox, n_rot, info_.n_ctx_train));
 
     layers::WeightBinder b(g, &packed_);
     CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
@@ -144,11 +145,12 @@ class BitnetModel final : public MicroBatchedModel {
 
  private:
 
-  // Attention of every segment of a fused micro-batch: q/k/v and the output
-  // projection over all rows; RoPE, the K/V writes and the attention kernel
-  // per segment at its own state and positions.
-  void attention(const BitnetLayer& L, const float* h, std::span<const Segment> segs, int64_t rows, size_t layer,
-                 float* out, ThreadPool* pool) {
+  // Attention of every span of a fused micro-batch: q/k/v (each times its
+  // per-tensor scale) and the output projection over all rows; RoPE, the K/V
+  // writes and the attention kernel per sequence (layers::attention_core);
+  // attn_sub_norm before the output projection.
+  void attention(const BitnetLayer& L, const float* h, std::span<const layers::AttentionSpan> spans, int64_t rows,
+                 size_t layer, float* out, ThreadPool* pool) {
     const int64_t nq = n_head_ * head_dim_, nkv = n_head_kv_ * head_dim_;
     float* q = q_.data();
     float* k = k_.data();
@@ -159,26 +161,7 @@ class BitnetModel final : public MicroBatchedModel {
     L.wq.rescale(q, rows, nq);
     L.wk.rescale(k, rows, nkv);
     L.wv.rescale(v, rows, nkv);
-    kernels::AttentionParams ap;
-    ap.n_head = n_head_;
-    ap.n_head_kv = n_head_kv_;
-    ap.head_dim = head_dim_;
-    ap.scale = 1.0f / std::sqrt((float)head_dim_);
-    ap.causal = true;
-    for (const Segment& sg : segs) {
-      layers::KvCache& cache = *sg.state().kv(layer);
-      const int64_t pos0 = sg.state().n_past();
-      float* qs = q + sg.row * nq;
-      float* ks = k + sg.row * nkv;
-      for (int64_t t = 0; t < sg.T; ++t) {
-        kernels::rope(qs + t * nq, n_head_, head_dim_, pos0 + t, rope_);
-        kernels::rope(ks + t * nkv, n_head_kv_, head_dim_, pos0 + t, rope_);
-      }
-      std::memcpy(cache.k_row(pos0), ks, sizeof(float) * (size_t)(sg.T * nkv));
-      std::memcpy(cache.v_row(pos0), v + sg.row * nkv, sizeof(float) * (size_t)(sg.T * nkv));
-      kernels::attention(ap, qs, sg.T, nq, pos0, cache.k(), nkv, cache.v(), nkv, pos0 + sg.T, attn + sg.row * nq, nq,
-                         pool);
-    }
+    layers::attention_core(attn_cfg_, q, k, v, spans, layer, attn, pool);
     for (int64_t t = 0; t < rows; ++t) kernels::rms_norm(attn + t * nq, L.attn_sub_norm.ptr(), attn + t * nq, nq, eps_);
     L.wo.apply(attn, rows, nq, out, n_embd_, pool);
   }
@@ -202,12 +185,6 @@ class BitnetModel final : public MicroBatchedModel {
     L.down.apply(gt, T, n_ff_, out, n_embd_, pool);
   }
 
-  void ubatch(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits, int64_t row0,
-              bool last_chunk, ThreadPool* pool) override {
-    const LoneSegment lone(st, tokens, T, which, logits, row0, last_chunk, info_.n_vocab);
-    ubatch_segments(lone.segs(), T, pool);
-  }
-
   // Norms, projections and the FFN over the rows of all segments; attention
   // per segment (see attention()). The last layer's FFN runs only on the rows
   // whose logits are wanted.
@@ -216,11 +193,12 @@ class BitnetModel final : public MicroBatchedModel {
     float* x = ws_.x.data();
     float* h = ws_.h.data();
     embed_segments(embd_.tok, segs, x);
+    const std::vector<layers::AttentionSpan> spans = attention_spans(segs);
     OutputSegments kept;
     for (size_t l = 0; l < layers_.size(); ++l) {
       const BitnetLayer& L = layers_[l];
       for (int64_t t = 0; t < rows; ++t) kernels::rms_norm(x + t * n_embd_, L.attn_norm.ptr(), h + t * n_embd_, n_embd_, eps_);
-      attention(L, h, segs, rows, l, h, pool);
+      attention(L, h, spans, rows, l, h, pool);
       kernels::add(x, h, rows * n_embd_);
       int64_t n = rows;
       if (l + 1 == layers_.size()) {
@@ -239,7 +217,7 @@ class BitnetModel final : public MicroBatchedModel {
   FfnAct act_;
   int64_t n_embd_ = 0, n_ff_ = 0, n_head_ = 0, n_head_kv_ = 0, head_dim_ = 0;
   float eps_ = 1e-5f;
-  kernels::RopeParams rope_;
+  layers::AttentionConfig attn_cfg_;  // causal, scale 1/sqrt(head_dim), NEOX RoPE
   Embeddings embd_;
   std::vector<BitnetLayer> layers_;
   Workspace ws_;

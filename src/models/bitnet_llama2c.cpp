@@ -237,12 +237,6 @@ class BitnetLlama2cModel final : public MicroBatchedModel {
     for (int64_t r = 0; r < n; ++r) a_[(size_t)r] = bitnorm_quant(v + r * width, width, tmp_.data(), qa_.data() + r * width);
   }
 
-  void ubatch(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits, int64_t row0,
-              bool last_chunk, ThreadPool* pool) override {
-    const LoneSegment lone(st, tokens, T, which, logits, row0, last_chunk, info_.n_vocab);
-    ubatch_segments(lone.segs(), T, pool);
-  }
-
   // Layer by layer over the rows of all segments: each row is computed
   // exactly as the reference computes that token alone (its own bitnorm and
   // int8 scale, the same f32 order), so neither its neighbours nor the

@@ -45,7 +45,7 @@ struct GraniteLayer {
 
 class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObservable {
  public:
-  bool reads_typed_kv() const override { return true; }  // attention via layers/attention_block or attention_segments
+  bool reads_typed_kv() const override { return true; }  // attention via layers::attention_forward
   std::vector<layers::LayerStateSpec> state_specs() const override {
     std::vector<layers::LayerStateSpec> v;
     for (const GraniteLayer& L : layers_) {
@@ -160,7 +160,7 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
     info_.derived = hp.notes();
     ws_.n_embd = n_embd_;
     for (const GraniteLayer& L : layers_)
-      if (L.plan.mixer == Mixer::kAttention) seg_attn_scratch_.reserve(L.attn_cfg, kMaxUbatch);
+      if (L.plan.mixer == Mixer::kAttention) attn_scratch_.reserve(L.attn_cfg, kMaxUbatch);
     if (any_ssm) ssm_scratch_.reserve(m2_, kMaxUbatch);
     if (n_expert > 0)
       moe_scratch_.reserve(moe_cfg_, kMaxUbatch);
@@ -182,11 +182,6 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
     residual_add(x, h, rows * d);
   }
 
-  void ubatch(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits, int64_t row0,
-              bool last_chunk, ThreadPool* pool) override {
-    ubatch_as_segment(st, tokens, T, which, logits, row0, last_chunk, pool);
-  }
-
   // One or several sequences: norms, attention and Mamba-2 projections and the
   // FFN/MoE on all rows; attention (RoPE, KV writes) and the Mamba-2 conv and
   // scan per segment on that sequence's own state and positions. The last
@@ -201,12 +196,13 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
     if (embedding_scale_ != 0.f) kernels::scale(x, embedding_scale_, rows * d);
     std::vector<layers::MixerSegment> mix(segs.size());
     std::vector<OutputRow> out = output_rows(segs, embd_.output.rows);
+    const std::vector<layers::AttentionSpan> spans = attention_spans(segs);
     int64_t n = rows;
     for (size_t l = 0; l < layers_.size(); ++l) {
       const GraniteLayer& L = layers_[l];
       for (int64_t t = 0; t < rows; ++t) kernels::rms_norm(x + t * d, L.attn_norm.ptr(), h + t * d, d, eps_);
       if (L.plan.mixer == Mixer::kAttention) {
-        attention_segments(L.attn_cfg, L.attn, h, segs, rows, l, seg_attn_scratch_, h, pool);
+        layers::attention_forward(L.attn_cfg, L.attn, h, rows, spans, l, attn_scratch_, h, pool);
       } else {
         for (size_t i = 0; i < segs.size(); ++i) mix[i] = {segs[i].row, segs[i].T, segs[i].state().recurrent(l)};
         layers::mamba2_forward_segments(m2_, L.ssm, h, rows, mix, ssm_scratch_, h, pool);
@@ -238,7 +234,7 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
   layers::MoeScratch moe_scratch_;
   layers::MlpScratch mlp_scratch_;
   layers::MoeObserver* observer_ = nullptr;
-  SegmentAttentionScratch seg_attn_scratch_;
+  layers::AttentionScratch attn_scratch_;
   AlignedBuffer<float> logits_scratch_;
 };
 

@@ -44,7 +44,7 @@ struct DlmLayer {
 
 class DiffusionLm final : public Model, public DiffusionModel {
  public:
-  bool reads_typed_kv() const override { return true; }  // attention via layers/attention_block or attention_segments
+  bool reads_typed_kv() const override { return true; }  // attention via layers::attention_forward
   std::vector<layers::LayerStateSpec> state_specs() const override {
     return std::vector<layers::LayerStateSpec>(layers_.size(), attn_cfg_.kv_spec());
   }
@@ -103,7 +103,7 @@ class DiffusionLm final : public Model, public DiffusionModel {
                  int64_t out_row0, int64_t n_out, float* logits, ThreadPool* pool) override {
     float* x = run_layers(st, tokens, pos0, T, n_kv, pool);
     if (n_out > 0 && logits)
-      write_logits(embd_, x + out_row0 * n_embd_, n_out, n_embd_, eps_, Logits::kAll, logits, 0, true, ws_, pool);
+      write_logits(embd_, x + out_row0 * n_embd_, n_out, n_embd_, eps_, logits, ws_, pool);
   }
 
   // Logits for the listed rows only (strictly increasing), packed.
@@ -116,7 +116,7 @@ class DiffusionLm final : public Model, public DiffusionModel {
     for (size_t i = 0; i < rows.size(); ++i)
       if (rows[i] != (int64_t)i)
         std::memcpy(x + (int64_t)i * n_embd_, x + rows[i] * n_embd_, sizeof(float) * (size_t)n_embd_);
-    write_logits(embd_, x, (int64_t)rows.size(), n_embd_, eps_, Logits::kAll, logits, 0, true, ws_, pool);
+    write_logits(embd_, x, (int64_t)rows.size(), n_embd_, eps_, logits, ws_, pool);
   }
 
  protected:
@@ -138,11 +138,12 @@ class DiffusionLm final : public Model, public DiffusionModel {
     float* x = ws_.x.data();
     float* h = ws_.h.data();
     embed_tokens(embd_.tok, tokens, T, x);
+    const layers::AttentionSpan span{&st, 0, T, pos0, n_kv};  // the one sequence, keys [0, n_kv)
     for (size_t l = 0; l < layers_.size(); ++l) {
       const DlmLayer& L = layers_[l];
       for (int64_t t = 0; t < T; ++t)
         kernels::rms_norm(x + t * n_embd_, L.attn_norm.ptr(), h + t * n_embd_, n_embd_, eps_);
-      layers::attention_forward(attn_cfg_, L.attn, h, T, pos0, n_kv, *st.kv(l), attn_scratch_, h, pool);
+      layers::attention_forward(attn_cfg_, L.attn, h, T, {&span, 1}, l, attn_scratch_, h, pool);
       kernels::add(x, h, T * n_embd_);
       for (int64_t t = 0; t < T; ++t)
         kernels::rms_norm(x + t * n_embd_, L.ffn_norm.ptr(), h + t * n_embd_, n_embd_, eps_);

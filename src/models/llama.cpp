@@ -22,7 +22,7 @@ struct LlamaLayer {
 
 class LlamaModel final : public MicroBatchedModel {
  public:
-  bool reads_typed_kv() const override { return true; }  // attention via layers/attention_block or attention_segments
+  bool reads_typed_kv() const override { return true; }  // attention via layers::attention_forward
   std::vector<layers::LayerStateSpec> state_specs() const override {
     return std::vector<layers::LayerStateSpec>(layers_.size(), attn_cfg_.kv_spec());
   }
@@ -67,57 +67,37 @@ class LlamaModel final : public MicroBatchedModel {
     info_.derived = hp.notes();
     ws_.n_embd = n_embd_;
     attn_scratch_.reserve(attn_cfg_, kMaxUbatch);
-    seg_attn_scratch_.reserve(attn_cfg_, kMaxUbatch);
     mlp_scratch_.reserve(n_ff, kMaxUbatch);
     return Status::ok();
   }
 
  private:
-
-  void ubatch(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits,
-              int64_t row0, bool last_chunk, ThreadPool* pool) override {
-    ws_.reserve(T);
-    float* x = ws_.x.data();
-    float* h = ws_.h.data();
-    embed_tokens(embd_.tok, tokens, T, x);
-    const int64_t pos0 = st.n_past();
-    int64_t rows = T;  // rows still needed (all but the last layer's FFN run on every row)
-    for (size_t l = 0; l < layers_.size(); ++l) {
-      const LlamaLayer& L = layers_[l];
-      for (int64_t t = 0; t < T; ++t)
-        kernels::rms_norm(x + t * n_embd_, L.attn_norm.ptr(), h + t * n_embd_, n_embd_, eps_);
-      layers::attention_forward(attn_cfg_, L.attn, h, T, pos0, *st.kv(l), attn_scratch_, h, pool);
-      kernels::add(x, h, T * n_embd_);
-      if (l + 1 == layers_.size() && (rows = keep_output_rows(x, T, n_embd_, which, logits, last_chunk)) == 0) break;
-      for (int64_t t = 0; t < rows; ++t)
-        kernels::rms_norm(x + t * n_embd_, L.ffn_norm.ptr(), h + t * n_embd_, n_embd_, eps_);
-      layers::gated_mlp_forward(L.mlp, h, rows, n_embd_, mlp_scratch_, h, pool);
-      kernels::add(x, h, rows * n_embd_);
-    }
-    st.advance(T);
-    write_logits(embd_, x, rows, n_embd_, eps_, which, logits, row0, last_chunk, ws_, pool);
-  }
-
-  // Several sequences at once: norms, projections and the MLP on all rows;
-  // attention (RoPE, KV writes) per segment at its own state and positions.
+  // The one forward (a lone sequence is one segment): norms, projections and
+  // the MLP over the rows of all segments; RoPE, KV writes and the attention
+  // kernel per segment at its own state and positions. The last layer's MLP
+  // runs only on the rows whose logits are wanted.
   void ubatch_segments(std::span<const Segment> segs, int64_t rows, ThreadPool* pool) override {
     ws_.reserve(rows);
     float* x = ws_.x.data();
     float* h = ws_.h.data();
     embed_segments(embd_.tok, segs, x);
+    std::vector<OutputRow> out = output_rows(segs, embd_.output.rows);
+    const std::vector<layers::AttentionSpan> spans = attention_spans(segs);
+    int64_t n = rows;  // rows still needed (all but the last layer's MLP run on every row)
     for (size_t l = 0; l < layers_.size(); ++l) {
       const LlamaLayer& L = layers_[l];
       for (int64_t t = 0; t < rows; ++t)
         kernels::rms_norm(x + t * n_embd_, L.attn_norm.ptr(), h + t * n_embd_, n_embd_, eps_);
-      attention_segments(attn_cfg_, L.attn, h, segs, rows, l, seg_attn_scratch_, h, pool);
+      layers::attention_forward(attn_cfg_, L.attn, h, rows, spans, l, attn_scratch_, h, pool);
       kernels::add(x, h, rows * n_embd_);
-      for (int64_t t = 0; t < rows; ++t)
+      if (l + 1 == layers_.size() && (n = keep_output_rows(x, out, n_embd_)) == 0) break;
+      for (int64_t t = 0; t < n; ++t)
         kernels::rms_norm(x + t * n_embd_, L.ffn_norm.ptr(), h + t * n_embd_, n_embd_, eps_);
-      layers::gated_mlp_forward(L.mlp, h, rows, n_embd_, mlp_scratch_, h, pool);
-      kernels::add(x, h, rows * n_embd_);
+      layers::gated_mlp_forward(L.mlp, h, n, n_embd_, mlp_scratch_, h, pool);
+      kernels::add(x, h, n * n_embd_);
     }
     advance_segments(segs);
-    write_logits_segments(embd_, x, segs, n_embd_, eps_, ws_, logits_scratch_, pool);
+    write_logits_rows(embd_, x, out, n_embd_, eps_, ws_, logits_scratch_, pool);
   }
 
   int64_t n_embd_ = 0;
@@ -127,9 +107,8 @@ class LlamaModel final : public MicroBatchedModel {
   layers::Vec rope_freqs_;
   std::vector<LlamaLayer> layers_;
   Workspace ws_;
-  layers::AttentionScratch attn_scratch_;
   layers::MlpScratch mlp_scratch_;
-  SegmentAttentionScratch seg_attn_scratch_;
+  layers::AttentionScratch attn_scratch_;
   AlignedBuffer<float> logits_scratch_;
 };
 

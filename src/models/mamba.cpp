@@ -84,11 +84,6 @@ class MambaModel final : public MicroBatchedModel {
 
  private:
 
-  void ubatch(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits, int64_t row0,
-              bool last_chunk, ThreadPool* pool) override {
-    ubatch_as_segment(st, tokens, T, which, logits, row0, last_chunk, pool);
-  }
-
   // One or several sequences: norms and the mixers' projections on all rows,
   // conv and scan per segment on that sequence's own state.
   void ubatch_segments(std::span<const Segment> segs, int64_t rows, ThreadPool* pool) override {

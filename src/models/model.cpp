@@ -103,27 +103,18 @@ std::vector<std::vector<Segment>> pack_segments(std::span<BatchItem> items, int6
   return out;
 }
 
+void MicroBatchedModel::forward_impl(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which,
+                                     float* logits, ThreadPool* pool) {
+  BatchItem item{&st, tokens, n, which, logits};
+  forward_batch_impl({&item, 1}, pool);
+}
+
 void MicroBatchedModel::forward_batch_impl(std::span<BatchItem> items, ThreadPool* pool) {
   for (const auto& mb : pack_segments(items, kMaxUbatch)) {
     int64_t rows = 0;
     for (const Segment& s : mb) rows += s.T;
     ubatch_segments(mb, rows, pool);
   }
-}
-
-void MicroBatchedModel::ubatch_segments(std::span<const Segment> segs, int64_t, ThreadPool* pool) {
-  if (segs.size() > 1) g_unfused_steps.fetch_add(1, std::memory_order_relaxed);
-  for (const Segment& s : segs)
-    ubatch(s.state(), s.tokens(), s.T, s.item->which, s.item->logits, s.offset, s.last(), pool);
-}
-
-void MicroBatchedModel::ubatch_as_segment(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which,
-                                          float* logits, int64_t row0, bool last, ThreadPool* pool) {
-  // The call's item as far as a segment reads it: tokens and logits from row
-  // 0, and a length that ends at this piece exactly when it is the last one.
-  BatchItem item{&st, tokens - row0, row0 + T + (last ? 0 : 1), which, logits};
-  const Segment seg{&item, row0, T, 0};
-  ubatch_segments({&seg, 1}, T, pool);
 }
 
 Result<std::unique_ptr<Model>> load_model(const std::string& path) {

@@ -1,8 +1,13 @@
 // The model interface every family implements, and the loader entry point.
-// A model owns its GGUF mapping, bound weights, tokenizer and scratch space.
+// A model owns its GGUF mapping, bound weights, tokenizer and scratch space;
+// the per-sequence context (KV caches, recurrent state, position) lives in a
+// layers::SequenceState the caller owns.
 // forward() processes any number of tokens of one sequence at the positions
 // that follow the state's n_past(), advancing the state; batched prefill,
-// chunked prefill and single-token decode are the same call.
+// chunked prefill and single-token decode are the same call. forward_batch()
+// does the same for several sequences at once. Autoregressive families derive
+// from MicroBatchedModel and implement one forward over a batch of segments
+// (ubatch_segments) that serves both calls: a lone sequence is one segment.
 #pragma once
 
 #include <cstdint>
@@ -110,10 +115,12 @@ class Model {
   const DiffusionModel* diffusion() const { return const_cast<Model*>(this)->diffusion(); }
 
  protected:
-  // Family implementation: tokens already validated, n >= 1, fits in context.
+  // Family implementation: tokens already validated, n >= 1, fits in context
+  // (MicroBatchedModel implements it as a one-item forward_batch_impl).
   virtual void forward_impl(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which,
                             float* logits, ThreadPool* pool) = 0;
-  // Items already validated. Default: forward_impl per item.
+  // Items already validated. Default: forward_impl per item (counted by
+  // unfused_batch_steps when there are several).
   virtual void forward_batch_impl(std::span<BatchItem> items, ThreadPool* pool);
   // True if the family reads its KV caches through KvCache::k_rows / store
   // (any KvType; Q8_0 also needs head sizes that are multiples of 32).
@@ -130,20 +137,12 @@ class Model {
   friend Result<std::unique_ptr<Model>> load_model(const std::string& path);
 };
 
-// Base for families whose forward pass runs any number of rows per layer: it
-// splits a call into micro-batches of at most kMaxUbatch rows (bounding the
-// scratch a family preallocates) and hands each to ubatch(). row0 is the
-// micro-batch's first row within the call; last is true for the final one.
-//
-// Multi-sequence calls are packed into fused micro-batches of segments
-// (pack_segments below): every item is cut at exactly the row offsets a
-// lone forward() would use, so each sequence sees the same per-call row
-// counts (recurrent kernels pick their algorithm by row count). A family that
-// overrides ubatch_segments() runs the segments' rows through its weights
-// together; the default runs ubatch() per segment.
+// One sequence's share of a fused micro-batch (MicroBatchedModel): rows
+// [row, row + T) of the micro-batch are tokens [offset, offset + T) of the
+// item, at positions state().n_past() .. n_past() + T - 1.
 struct Segment {
   BatchItem* item = nullptr;
-  int64_t offset = 0;  // first token within the item (row0 of the lone call)
+  int64_t offset = 0;  // first token within the item
   int64_t T = 0;       // rows
   int64_t row = 0;     // first row within the fused micro-batch
   const int32_t* tokens() const { return item->tokens + offset; }
@@ -151,42 +150,42 @@ struct Segment {
   bool last() const { return offset + T == item->n; }
 };
 
-// Cuts every item into pieces of max_rows rows (the last shorter), as a lone
-// forward() does, and packs them in order into micro-batches of at most
-// max_rows rows holding at most one piece per item; an item's pieces land in
-// later and later micro-batches, in order, so running the micro-batches in
-// order advances each sequence exactly as forward() would.
+// Cuts every item into pieces of max_rows rows (the last shorter) and packs
+// them in order into micro-batches of at most max_rows rows holding at most
+// one piece per item; an item's pieces land in later and later micro-batches,
+// in order, so running the micro-batches in order advances each sequence
+// exactly as forward() on that item alone (which is the one-item case: the
+// same pieces, so each sequence sees the same per-call row counts whether it
+// runs alone or with others; recurrent kernels pick their algorithm by row
+// count).
 std::vector<std::vector<Segment>> pack_segments(std::span<BatchItem> items, int64_t max_rows);
 
+// Base for the families with one batched forward: every call, a lone
+// forward() being a one-item batch, is packed into micro-batches of segments
+// (pack_segments, at most kMaxUbatch rows: bounds the scratch a family
+// preallocates) and each is handed to ubatch_segments(), the family's one
+// layer loop. It runs the rows of all segments through each weight together;
+// attention, KV writes and recurrent updates stay per segment, on that
+// sequence's own state and positions; the states advance by their rows.
 class MicroBatchedModel : public Model {
  public:
   static constexpr int64_t kMaxUbatch = 256;
 
  protected:
+  void forward_impl(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
+                    ThreadPool* pool) final;
   void forward_batch_impl(std::span<BatchItem> items, ThreadPool* pool) final;
   // segs: at most one segment per sequence, rows [seg.row, seg.row + seg.T) of
-  // the fused micro-batch, rows in total (<= kMaxUbatch).
-  virtual void ubatch_segments(std::span<const Segment> segs, int64_t rows, ThreadPool* pool);
-
-  void forward_impl(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
-                    ThreadPool* pool) final {
-    for (int64_t done = 0; done < n; done += kMaxUbatch) {
-      const int64_t T = n - done < kMaxUbatch ? n - done : kMaxUbatch;
-      ubatch(st, tokens + done, T, which, logits, done, done + T == n, pool);
-    }
-  }
-  virtual void ubatch(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits,
-                      int64_t row0, bool last, ThreadPool* pool) = 0;
-  // ubatch() for a family whose ubatch_segments() covers a lone sequence too:
-  // runs the piece as a one-segment micro-batch (one layer loop for both).
-  void ubatch_as_segment(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits,
-                         int64_t row0, bool last, ThreadPool* pool);
+  // the fused micro-batch, rows in total (<= kMaxUbatch). Writes the logits
+  // each segment's item asks for (transformer_util.h: output_rows /
+  // write_logits_rows place them) and advances every segment's state.
+  virtual void ubatch_segments(std::span<const Segment> segs, int64_t rows, ThreadPool* pool) = 0;
 };
 
 // Fused steps that ran one sequence at a time (process-wide count): calls of
-// the default Model::forward_batch_impl with several items, and micro-batches
-// of several segments run by the default ubatch_segments. Families that fuse
-// never add to it; tests read it to check that they do.
+// the default Model::forward_batch_impl with several items (families that are
+// not MicroBatchedModels, the diffusion LMs). Families that fuse never add to
+// it; tests read it to check that they do.
 int64_t unfused_batch_steps();
 
 // Registry loaders: runs a freshly constructed family model's init(gguf, extra...)

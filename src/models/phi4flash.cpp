@@ -198,12 +198,6 @@ class Phi4FlashModel final : public MicroBatchedModel {
     kernels::add(x, h, rows * d);
   }
 
-  void ubatch(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits, int64_t row0,
-              bool last_chunk, ThreadPool* pool) override {
-    const LoneSegment lone(st, tokens, T, which, logits, row0, last_chunk, info_.n_vocab);
-    ubatch_segments(lone.segs(), T, pool);
-  }
-
   void ubatch_segments(std::span<const Segment> segs, int64_t rows, ThreadPool* pool) override {
     ws_.reserve(rows);
     float* x = ws_.x.data();

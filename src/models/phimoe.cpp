@@ -35,9 +35,9 @@ struct PhiMoeLayer {
   layers::MoeWeights moe;
 };
 
-class PhiMoeModel final : public Model, public layers::MoeObservable {
+class PhiMoeModel final : public MicroBatchedModel, public layers::MoeObservable {
  public:
-  bool reads_typed_kv() const override { return true; }  // attention via layers/attention_block or attention_segments
+  bool reads_typed_kv() const override { return true; }  // attention via layers::attention_forward
   std::vector<layers::LayerStateSpec> state_specs() const override {
     return std::vector<layers::LayerStateSpec>(layers_.size(), attn_cfg_.kv_spec());
   }
@@ -105,30 +105,12 @@ class PhiMoeModel final : public Model, public layers::MoeObservable {
     info_.weight_bytes = g.tensor_bytes();  // all weights, as the field documents (decode reads k/E of the experts)
     info_.derived = hp.notes();
     ws_.n_embd = n_embd_;
-    seg_attn_scratch_.reserve(attn_cfg_, kMaxUbatch);
+    attn_scratch_.reserve(attn_cfg_, kMaxUbatch);
     moe_scratch_.reserve(moe_cfg_, kMaxUbatch);
     return Status::ok();
   }
 
- protected:
-  // A lone sequence is a one-item batch: the same micro-batches and code path.
-  void forward_impl(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
-                    ThreadPool* pool) override {
-    BatchItem item{&st, tokens, n, which, logits};
-    forward_batch_impl({&item, 1}, pool);
-  }
-
-  void forward_batch_impl(std::span<BatchItem> items, ThreadPool* pool) override {
-    for (const auto& mb : pack_segments(items, kMaxUbatch)) {
-      int64_t rows = 0;
-      for (const Segment& s : mb) rows += s.T;
-      ubatch_segments(mb, rows, pool);
-    }
-  }
-
  private:
-  static constexpr int64_t kMaxUbatch = 256;
-
   Status bind_longrope(const layers::WeightBinder& b, const HParams& hp, int64_t n_rot) {
     CHIMERA_ASSIGN_OR_RETURN(rope_long_, b.optional_vector("rope_factors_long.weight", n_rot / 2));
     CHIMERA_ASSIGN_OR_RETURN(rope_short_, b.optional_vector("rope_factors_short.weight", n_rot / 2));
@@ -172,7 +154,7 @@ class PhiMoeModel final : public Model, public layers::MoeObservable {
   // segment with the factors of its sequence's forward call. The last layer's
   // MoE runs only on rows that need logits (not while expert statistics are
   // collected: they count every routed token).
-  void ubatch_segments(std::span<const Segment> segs, int64_t rows, ThreadPool* pool) {
+  void ubatch_segments(std::span<const Segment> segs, int64_t rows, ThreadPool* pool) override {
     ws_.reserve(rows);
     float* x = ws_.x.data();
     float* h = ws_.h.data();
@@ -181,11 +163,12 @@ class PhiMoeModel final : public Model, public layers::MoeObservable {
     for (const Segment& sg : segs)  // the call began at n_past - offset and reaches n_past - offset + n
       seg_cfg_.push_back(call_config(sg.state().n_past() - sg.offset + sg.item->n));
     std::vector<OutputRow> out = output_rows(segs, embd_.output.rows);
+    const std::vector<layers::AttentionSpan> spans = attention_spans(segs, seg_cfg_);
     int64_t n = rows;
     for (size_t l = 0; l < layers_.size(); ++l) {
       const PhiMoeLayer& L = layers_[l];
       layer_norm_rows(x, L.attn_norm, L.attn_norm_b, h, rows);
-      attention_segments(attn_cfg_, L.attn, h, segs, rows, l, seg_attn_scratch_, h, pool, seg_cfg_);
+      layers::attention_forward(attn_cfg_, L.attn, h, rows, spans, l, attn_scratch_, h, pool);
       kernels::add(x, h, rows * n_embd_);
       if (l + 1 == layers_.size() && !observer_ && (n = keep_output_rows(x, out, n_embd_)) == 0) break;
       layer_norm_rows(x, L.ffn_norm, L.ffn_norm_b, h, n);
@@ -206,7 +189,7 @@ class PhiMoeModel final : public Model, public layers::MoeObservable {
   float mscale_short_ = 1.f, mscale_long_ = 1.f;
   std::vector<PhiMoeLayer> layers_;
   Workspace ws_;
-  SegmentAttentionScratch seg_attn_scratch_;
+  layers::AttentionScratch attn_scratch_;
   std::vector<layers::AttentionConfig> seg_cfg_;
   AlignedBuffer<float> logits_scratch_;
   layers::MoeScratch moe_scratch_;

@@ -30,36 +30,25 @@ void embed_tokens(const kernels::WeightView& tok, const int32_t* tokens, int64_t
   for (int64_t t = 0; t < T; ++t) kernels::weight_row_to_f32(tok, tokens[t], x + t * tok.cols);
 }
 
-void write_logits(const Embeddings& e, const float* x, int64_t T, int64_t n_embd, float eps, Logits which,
-                  float* logits, int64_t row0, bool last_chunk, Workspace& ws, ThreadPool* pool, FinalNorm norm) {
-  if (which == Logits::kNone || logits == nullptr) return;
-  int64_t first = 0, n_rows = T;
-  float* out = logits + row0 * e.output.rows;
-  if (which == Logits::kLast) {
-    if (!last_chunk) return;
-    first = T - 1;
-    n_rows = 1;
-    out = logits;
-  }
-  float* h = ws.h.data();
-  for (int64_t r = 0; r < n_rows; ++r) {
-    const float* xr = x + (first + r) * n_embd;
-    if (norm == FinalNorm::kRms)
-      kernels::rms_norm(xr, e.output_norm.ptr(), h + r * n_embd, n_embd, eps);
-    else
-      kernels::layer_norm(xr, e.output_norm.ptr(), e.output_norm_b.ptr(), h + r * n_embd, n_embd, eps);
-  }
-  kernels::matmul(e.output, h, n_rows, n_embd, out, e.output.rows, pool);
-  if (e.output_b.present())
-    for (int64_t r = 0; r < n_rows; ++r) kernels::add(out + r * e.output.rows, e.output_b.ptr(), e.output.rows);
+namespace {
+
+// The final norm of one residual row.
+void final_norm(const Embeddings& e, const float* xr, float* hr, int64_t n_embd, float eps, FinalNorm norm) {
+  if (norm == FinalNorm::kRms)
+    kernels::rms_norm(xr, e.output_norm.ptr(), hr, n_embd, eps);
+  else
+    kernels::layer_norm(xr, e.output_norm.ptr(), e.output_norm_b.ptr(), hr, n_embd, eps);
 }
 
-int64_t keep_output_rows(float* x, int64_t T, int64_t n_embd, Logits which, const float* logits, bool last_chunk) {
-  if (which == Logits::kNone || logits == nullptr) return 0;
-  if (which == Logits::kAll) return T;
-  if (!last_chunk) return 0;
-  if (T > 1) std::memmove(x, x + (T - 1) * n_embd, sizeof(float) * (size_t)n_embd);
-  return 1;
+}  // namespace
+
+void write_logits(const Embeddings& e, const float* x, int64_t T, int64_t n_embd, float eps, float* logits,
+                  Workspace& ws, ThreadPool* pool, FinalNorm norm) {
+  float* h = ws.h.data();
+  for (int64_t r = 0; r < T; ++r) final_norm(e, x + r * n_embd, h + r * n_embd, n_embd, eps, norm);
+  kernels::matmul(e.output, h, T, n_embd, logits, e.output.rows, pool);
+  if (e.output_b.present())
+    for (int64_t r = 0; r < T; ++r) kernels::add(logits + r * e.output.rows, e.output_b.ptr(), e.output.rows);
 }
 
 void embed_segments(const kernels::WeightView& tok, std::span<const Segment> segs, float* x) {
@@ -103,13 +92,8 @@ void write_logits_rows(const Embeddings& e, const float* x, std::span<const Outp
   const int64_t nv = e.output.rows;
   const int64_t n_rows = (int64_t)picks.size();
   float* h = ws.h.data();  // the caller reserved >= the micro-batch's rows >= n_rows
-  for (int64_t r = 0; r < n_rows; ++r) {
-    const float* xr = x + picks[(size_t)r].src * n_embd;
-    if (norm == FinalNorm::kRms)
-      kernels::rms_norm(xr, e.output_norm.ptr(), h + r * n_embd, n_embd, eps);
-    else
-      kernels::layer_norm(xr, e.output_norm.ptr(), e.output_norm_b.ptr(), h + r * n_embd, n_embd, eps);
-  }
+  for (int64_t r = 0; r < n_rows; ++r)
+    final_norm(e, x + picks[(size_t)r].src * n_embd, h + r * n_embd, n_embd, eps, norm);
   if ((int64_t)scratch.size() < n_rows * nv) scratch.resize((size_t)(n_rows * nv));
   float* out = scratch.data();
   kernels::matmul(e.output, h, n_rows, n_embd, out, nv, pool);
@@ -121,56 +105,20 @@ void write_logits_rows(const Embeddings& e, const float* x, std::span<const Outp
   }
 }
 
-void SegmentAttentionScratch::reserve(const layers::AttentionConfig& c, int64_t max_rows) {
-  // Grows only, so one scratch serves layers of different shapes.
-  auto grow = [](AlignedBuffer<float>& b, int64_t n) {
-    if ((int64_t)b.size() < n) b.resize((size_t)n);
-  };
-  grow(base.q, max_rows * c.n_head * c.head_dim);
-  grow(base.attn, max_rows * c.n_head * c.head_dim_v);
-  grow(k, max_rows * c.n_head_kv * c.head_dim);
-  grow(v, max_rows * c.n_head_kv * c.head_dim_v);
-}
-
-void attention_segments(const layers::AttentionConfig& c, const layers::AttentionWeights& w, const float* h,
-                        std::span<const Segment> segs, int64_t rows, size_t layer, SegmentAttentionScratch& s,
-                        float* out, ThreadPool* pool, std::span<const layers::AttentionConfig> seg_cfg) {
-  const int64_t nq = c.n_head * c.head_dim;
-  const int64_t nk = c.n_head_kv * c.head_dim;
-  const int64_t nv = c.n_head_kv * c.head_dim_v;
-  const int64_t no = c.n_head * c.head_dim_v;
-  float* q = s.base.q.data();
-  float* k = s.k.data();
-  float* v = s.v.data();
-  float* attn = s.base.attn.data();
-  layers::apply_same_input({{&w.wq, q, nq}, {&w.wk, k, nk}, {&w.wv, v, nv}}, h, rows, c.n_embd, s.base.packed, pool);
+std::vector<layers::AttentionSpan> attention_spans(std::span<const Segment> segs,
+                                                   std::span<const layers::AttentionConfig> seg_cfg) {
+  std::vector<layers::AttentionSpan> spans;
+  spans.reserve(segs.size());
   for (size_t i = 0; i < segs.size(); ++i) {
     const Segment& sg = segs[i];
-    const layers::AttentionConfig& cs = seg_cfg.empty() ? c : seg_cfg[i];
-    const kernels::AttentionParams ap = layers::attention_params(cs);
-    layers::KvCache& cache = *sg.state().kv(layer);
     const int64_t pos0 = sg.state().n_past();
-    float* qs = q + sg.row * nq;
-    float* ks = k + sg.row * nk;
-    layers::rope_rows(cs, qs, ks, sg.T, pos0);
-    cache.store(pos0, sg.T, ks, nk, v + sg.row * nv, nv);
-    kernels::attention(ap, qs, sg.T, nq, pos0, cache.k_rows(), cache.v_rows(), pos0 + sg.T, attn + sg.row * no, no,
-                       pool);
+    spans.push_back({&sg.state(), sg.row, sg.T, pos0, pos0 + sg.T, seg_cfg.empty() ? nullptr : &seg_cfg[i]});
   }
-  w.wo.apply(attn, rows, no, out, c.n_embd, pool);
+  return spans;
 }
 
 void advance_segments(std::span<const Segment> segs) {
   for (const Segment& s : segs) s.state().advance(s.T);
-}
-
-LoneSegment::LoneSegment(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits,
-                         int64_t row0, bool last_chunk, int64_t n_vocab) {
-  // Offset 0 within an item of T rows (T + 1 when more chunks follow, so
-  // last() says whether this is the last chunk); kAll rows go to row0.. .
-  item_ = {&st, tokens, last_chunk ? T : T + 1, which,
-           logits && which == Logits::kAll ? logits + row0 * n_vocab : logits};
-  seg_ = {&item_, 0, T, 0};
 }
 
 OutputSegments keep_output_segments(std::span<const Segment> segs, std::initializer_list<RowBuffer> bufs) {

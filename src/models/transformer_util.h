@@ -1,6 +1,7 @@
-// Pieces shared by decoder-only families: token embedding lookup, the final
-// norm + lm-head for only the rows whose logits are wanted (output-row
-// pruning), and the residual-stream workspace.
+// Pieces shared by the families' forwards (MicroBatchedModel::ubatch_segments):
+// token embedding lookup, the attention spans and state advance of a
+// micro-batch's segments, output-row pruning and the final norm + lm-head for
+// only the rows whose logits are wanted, and the residual-stream workspace.
 #pragma once
 
 #include <initializer_list>
@@ -42,31 +43,20 @@ struct Workspace {
   }
 };
 
-// Final RMSNorm (or LayerNorm when norm_kind says so) and lm-head on the rows
-// `which` selects. Row t of this ubatch is written to logits row row0 + t
-// (kAll), or to row 0 when it is the sequence's last token (kLast).
+// Final RMSNorm (or LayerNorm when norm says so) and lm-head on the T rows of
+// x, written to logits rows 0 .. T-1 (the diffusion LMs' canvas slices).
 enum class FinalNorm { kRms, kLayer };
-void write_logits(const Embeddings& e, const float* x, int64_t T, int64_t n_embd, float eps, Logits which,
-                  float* logits, int64_t row0, bool last_chunk, Workspace& ws, ThreadPool* pool,
-                  FinalNorm norm = FinalNorm::kRms);
-
-// Last-layer row pruning (llama.cpp does the same): after the last layer's
-// token mixer only the rows whose logits are wanted feed anything, so the rest
-// of that layer (its FFN / MoE) runs on those rows alone. Moves the kept rows
-// of x to the front and returns how many there are (0 when no logits are
-// wanted: the caller may skip the remainder of the layer). Afterwards call
-// write_logits with T = the returned count; which / row0 / last_chunk stay as
-// they were (a kLast row kept is then row 0 of a one-row batch).
-int64_t keep_output_rows(float* x, int64_t T, int64_t n_embd, Logits which, const float* logits, bool last_chunk);
+void write_logits(const Embeddings& e, const float* x, int64_t T, int64_t n_embd, float eps, float* logits,
+                  Workspace& ws, ThreadPool* pool, FinalNorm norm = FinalNorm::kRms);
 
 // Fused multi-sequence micro-batches (MicroBatchedModel::ubatch_segments):
 // x row seg.row + t = embedding of segment token t, for every segment.
 void embed_segments(const kernels::WeightView& tok, std::span<const Segment> segs, float* x);
 
 // Final norm + lm-head for the rows of every segment whose item wants them
-// (as write_logits per segment would, one lm-head GEMM for all), each row
-// scattered to its item's logits buffer; out_scale != 0 multiplies the logits
-// (Granite's 1 / logit_scale).
+// (kAll: every row, to logits row offset + t; kLast: the item's last token, to
+// row 0), one lm-head GEMM for all, each row scattered to its item's logits
+// buffer; out_scale != 0 multiplies the logits (Granite's 1 / logit_scale).
 void write_logits_segments(const Embeddings& e, const float* x, std::span<const Segment> segs, int64_t n_embd,
                            float eps, Workspace& ws, AlignedBuffer<float>& scratch, ThreadPool* pool,
                            FinalNorm norm = FinalNorm::kRms, float out_scale = 0.f);
@@ -79,9 +69,12 @@ struct OutputRow {
 };
 std::vector<OutputRow> output_rows(std::span<const Segment> segs, int64_t n_vocab);
 
-// keep_output_rows for a fused micro-batch: moves the rows `out` names to the
-// front of x (out[i].src becomes i) and returns how many there are, so the
-// rest of the last layer runs on those rows alone (0: skip it).
+// Last-layer row pruning (llama.cpp does the same): after the last layer's
+// token mixer only the rows whose logits are wanted feed anything, so the rest
+// of that layer (its FFN / MoE) runs on those rows alone. Moves the rows `out`
+// names to the front of x (out[i].src becomes i) and returns how many there
+// are (0 when no logits are wanted: skip the rest of the layer); then
+// write_logits_rows(out) writes them.
 int64_t keep_output_rows(float* x, std::vector<OutputRow>& out, int64_t n_embd);
 
 // write_logits_segments on the rows `out` names.
@@ -89,46 +82,19 @@ void write_logits_rows(const Embeddings& e, const float* x, std::span<const Outp
                        Workspace& ws, AlignedBuffer<float>& scratch, ThreadPool* pool,
                        FinalNorm norm = FinalNorm::kRms, float out_scale = 0.f);
 
-// layers::attention_forward for every segment of a fused micro-batch, with the
-// q/k/v/o projections run once over all rows: K/V rows go to each segment's
-// cache (layer `layer`) at its positions, RoPE and the attention kernel run per
-// segment. Bit-identical to attention_forward per segment (matmul rows are
-// independent). h[rows][n_embd] -> out (may alias h). seg_cfg, when not
-// empty, holds one config per segment for its RoPE and attention kernel
-// (PhiMoE's LongRoPE factors follow each sequence's length); the projections'
-// shapes come from c.
-struct SegmentAttentionScratch {
-  layers::AttentionScratch base;  // q, attn
-  AlignedBuffer<float> k, v;
-  void reserve(const layers::AttentionConfig& c, int64_t max_rows);  // grows only
-};
-void attention_segments(const layers::AttentionConfig& c, const layers::AttentionWeights& w, const float* h,
-                        std::span<const Segment> segs, int64_t rows, size_t layer, SegmentAttentionScratch& s,
-                        float* out, ThreadPool* pool, std::span<const layers::AttentionConfig> seg_cfg = {});
+// The spans of layers::attention_forward for the segments of a micro-batch:
+// each at its state's next position, attending to every key so far; seg_cfg,
+// when not empty, holds segment i's RoPE / kernel config (PhiMoE's LongRoPE
+// factors follow each sequence's length; the spans point into it).
+std::vector<layers::AttentionSpan> attention_spans(std::span<const Segment> segs,
+                                                   std::span<const layers::AttentionConfig> seg_cfg = {});
 
 // Advances every segment's state by its row count (end of a micro-batch).
 void advance_segments(std::span<const Segment> segs);
 
-// A lone micro-batch (MicroBatchedModel::ubatch's arguments) as the one
-// segment of a fused one, so a family with ubatch_segments needs no second
-// layer loop: ubatch_segments(lone.segs(), T, pool). Logits land where
-// write_logits would put them (kAll: rows row0.., kLast: row 0 on the last
-// chunk). Not copyable (the segment points at the item).
-class LoneSegment {
- public:
-  LoneSegment(layers::SequenceState& st, const int32_t* tokens, int64_t T, Logits which, float* logits,
-              int64_t row0, bool last_chunk, int64_t n_vocab);
-  LoneSegment(const LoneSegment&) = delete;
-  LoneSegment& operator=(const LoneSegment&) = delete;
-  std::span<const Segment> segs() const { return {&seg_, 1}; }
-
- private:
-  BatchItem item_;
-  Segment seg_;
-};
-
-// Output-row pruning for a fused micro-batch (keep_output_rows for every
-// segment): the rows whose logits are wanted, in segment order, moved to the
+// Output-row pruning as keep_output_rows, with the kept rows described as
+// segments (phi4flash's cross decoder runs per-sequence attention on them):
+// the rows whose logits are wanted, in segment order, moved to the
 // front of each buffer in `bufs` (pointer, floats per row) and described by
 // `segs` (row renumbered, offset / T narrowed to the kept rows: a kLast
 // segment keeps its last row on the item's last piece, kAll all rows, others

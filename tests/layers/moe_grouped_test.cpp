@@ -1,7 +1,8 @@
-// grouped_matmul (the fused decode path of the MoE block) against separate
-// kernels::matmul calls: bit-identical for every weight type the MoE files
-// use, odd row counts (not multiples of the 16-row grain), several activation
-// row counts, shared and unshared packing, 1-3 threads and every ISA.
+// kernels::grouped_matmul (the fused decode path of the MoE block, q/k/v and
+// gate/up) against separate kernels::matmul calls (a group of one task each):
+// bit-identical for every weight type the MoE files use, odd row counts (not
+// multiples of the 16-row grain), several activation row counts, shared and
+// unshared packing, 1-3 threads and every ISA.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,7 +15,6 @@
 #include "kernels/dispatch.h"
 #include "kernels/matmul.h"
 #include "layers/mlp.h"
-#include "layers/moe_grouped.h"
 #include "models/synth/synth.h"
 
 namespace chimera::layers {
@@ -80,7 +80,7 @@ TEST_P(GroupedMatmul, MatchesSeparateMatmulsBitForBit) {
     for (int threads : {1, 2, 3}) {
       ThreadPool pool(threads);
       std::vector<std::vector<float>> got(ws.size());
-      std::vector<GroupedMatmulTask> tasks;
+      std::vector<kernels::GroupedMatmulTask> tasks;
       // Shared activations must be the same pointer for packing to be shared.
       const float* prev_x = nullptr;
       for (size_t t = 0; t < ws.size(); ++t) {
@@ -89,8 +89,8 @@ TEST_P(GroupedMatmul, MatchesSeparateMatmulsBitForBit) {
         prev_x = x;
         tasks.push_back({ws[t].view, x, shapes[t].m, c.cols + 3, got[t].data(), shapes[t].rows + 1});
       }
-      AlignedBuffer<uint8_t> scratch(grouped_matmul_scratch_bytes(tasks.data(), (int64_t)tasks.size()) + 1);
-      grouped_matmul(tasks.data(), (int64_t)tasks.size(), scratch.data(), &pool, /*min_parallel_macs=*/0);
+      AlignedBuffer<uint8_t> scratch(kernels::grouped_matmul_scratch_bytes(tasks.data(), (int64_t)tasks.size()) + 1);
+      kernels::grouped_matmul(tasks.data(), (int64_t)tasks.size(), scratch.data(), &pool, /*min_parallel_macs=*/0);
       for (size_t t = 0; t < ws.size(); ++t)
         for (size_t i = 0; i < want[t].size(); ++i)
           ASSERT_EQ(got[t][i], want[t][i]) << kernels::isa_name(isa) << " threads " << threads << " task " << t
@@ -108,11 +108,11 @@ TEST(GroupedMatmulScratch, SharedPackingCountsOnce) {
   std::mt19937 rng(5);
   Weights a = make_weights(GgmlType::Q8_0, 8, 64, rng), b = make_weights(GgmlType::Q8_0, 8, 64, rng);
   std::vector<float> x(64), y1(8), y2(8);
-  GroupedMatmulTask t[2] = {{a.view, x.data(), 1, 64, y1.data(), 8}, {b.view, x.data(), 1, 64, y2.data(), 8}};
-  const size_t shared = grouped_matmul_scratch_bytes(t, 2);
+  kernels::GroupedMatmulTask t[2] = {{a.view, x.data(), 1, 64, y1.data(), 8}, {b.view, x.data(), 1, 64, y2.data(), 8}};
+  const size_t shared = kernels::grouped_matmul_scratch_bytes(t, 2);
   std::vector<float> x2(64);
   t[1].x = x2.data();
-  const size_t separate = grouped_matmul_scratch_bytes(t, 2);
+  const size_t separate = kernels::grouped_matmul_scratch_bytes(t, 2);
   EXPECT_GT(shared, 0u);
   EXPECT_EQ(separate, 2 * shared);
 }

@@ -159,8 +159,10 @@ TEST(ForwardBatch, GraniteHybridMatchesEachSequenceAlone) {
   expect_fused_matches_alone(shared, "tiny-granitehybrid");
 }
 
-// The fused step writes typed caches through attention_segments, the lone
-// forward through attention_forward: same rounded rows, same results.
+// Typed caches: a lone forward on an f32 cache projects K/V straight into the
+// cache, every other call (several sequences, or a typed cache) stores rows
+// converted from scratch: the fused step must still round every row as the
+// lone forward does.
 TEST(ForwardBatch, TypedKvCacheMatchesEachSequenceAlone) {
   CHIMERA_REQUIRE_SHARED(shared);
   using kernels::KvType;
@@ -213,19 +215,19 @@ TEST(ForwardBatch, PhiMoeLongRopeFollowsEachSequencesCall) {
   EXPECT_EQ(models::unfused_batch_steps(), unfused);
 }
 
-// A family without a fused step (MicroBatchedModel's default ubatch_segments):
-// results still match, and the fallback is counted.
-class PerSequenceModel final : public models::MicroBatchedModel {
+// A family without a fused step (Model's default forward_batch_impl, as the
+// diffusion LMs): each sequence runs alone, and the fallback is counted.
+class PerSequenceModel final : public models::Model {
  public:
   PerSequenceModel() { info_.n_vocab = 4; }
   std::vector<layers::LayerStateSpec> state_specs() const override { return {}; }
   int64_t calls = 0;
 
  private:
-  void ubatch(layers::SequenceState& st, const int32_t*, int64_t T, models::Logits, float*, int64_t, bool,
-              ThreadPool*) override {
+  void forward_impl(layers::SequenceState& st, const int32_t*, int64_t n, models::Logits, float*,
+                    ThreadPool*) override {
     ++calls;
-    st.advance(T);
+    st.advance(n);
   }
 };
 
