@@ -1,7 +1,5 @@
-// Attention block implementation. With an f32 cache K and V are projected
-// straight into the cache rows of their positions (no copy) and RoPE is
-// applied in place there; other cache types get the rows through scratch
-// (projected, rotated, then stored converted).
+// Attention block implementation. K and V are projected into scratch, rotated,
+// then stored into the (paged) cache, converted to its types.
 #include "layers/attention_block.h"
 
 #include <cmath>
@@ -55,12 +53,12 @@ void attention_forward(const AttentionConfig& c, const AttentionWeights& w, cons
   const int64_t nk = c.n_head_kv * c.head_dim;
   const int64_t nv = c.n_head_kv * c.head_dim_v;
   float* q = s.q.data();
-  const bool in_place = cache.types() == KvCacheTypes{};
-  float* k = in_place ? cache.k_row(pos0) : s.k.data();
-  float* v = in_place ? cache.v_row(pos0) : s.v.data();
+  float* k = s.k.data();
+  float* v = s.v.data();
   apply_same_input({{&w.wq, q, nq}, {&w.wk, k, nk}, {&w.wv, v, nv}}, h, T, c.n_embd, s.packed, pool);
   rope_rows(c, q, k, T, pos0);
-  if (!in_place) cache.store(pos0, T, k, nk, v, nv);
+  cache.store(pos0, T, k, nk, v, nv);
+  if (n_kv > pos0 + T) cache.allocate(n_kv);  // keys past this slice (diffusion LMs): stored earlier, or zeros
   kernels::attention(attention_params(c), q, T, nq, pos0, cache.k_rows(), cache.v_rows(), n_kv, s.attn.data(),
                      c.n_head * c.head_dim_v, pool);
   w.wo.apply(s.attn.data(), T, c.n_head * c.head_dim_v, out, c.n_embd, pool);

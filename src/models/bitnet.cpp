@@ -174,9 +174,8 @@ class BitnetModel final : public MicroBatchedModel {
         kernels::rope(qs + t * nq, n_head_, head_dim_, pos0 + t, rope_);
         kernels::rope(ks + t * nkv, n_head_kv_, head_dim_, pos0 + t, rope_);
       }
-      std::memcpy(cache.k_row(pos0), ks, sizeof(float) * (size_t)(sg.T * nkv));
-      std::memcpy(cache.v_row(pos0), v + sg.row * nkv, sizeof(float) * (size_t)(sg.T * nkv));
-      kernels::attention(ap, qs, sg.T, nq, pos0, cache.k(), nkv, cache.v(), nkv, pos0 + sg.T, attn + sg.row * nq, nq,
+      cache.store(pos0, sg.T, ks, nkv, v + sg.row * nkv, nkv);
+      kernels::attention(ap, qs, sg.T, nq, pos0, cache.k_rows(), cache.v_rows(), pos0 + sg.T, attn + sg.row * nq, nq,
                          pool);
     }
     for (int64_t t = 0; t < rows; ++t) kernels::rms_norm(attn + t * nq, L.attn_sub_norm.ptr(), attn + t * nq, nq, eps_);
