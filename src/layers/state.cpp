@@ -180,15 +180,10 @@ void KvCache::truncate(int64_t n_rows) {
 
 void KvCache::copy_from(const KvCache& o, int64_t n_rows) {
   if (&o == this) return truncate(n_rows);
+  // Shares o's blocks: the first store into a shared block copies it (writable).
+  const int64_t nb = std::min<int64_t>((int64_t)o.blocks_.size(), (n_rows + kBlockRows - 1) / kBlockRows);
   truncate(0);
-  const size_t rk = k_row_bytes(), rv = v_row_bytes();
-  for (int64_t b = 0; b * kBlockRows < n_rows && b < (int64_t)o.blocks_.size(); ++b) {
-    if (!o.blocks_[(size_t)b]) continue;  // never stored
-    const int64_t rows = std::min(kBlockRows, n_rows - b * kBlockRows);
-    writable(b, rows);
-    std::memcpy(blocks_[(size_t)b]->k(), o.kptr_[(size_t)b], rk * (size_t)rows);
-    std::memcpy(blocks_[(size_t)b]->v(), o.vptr_[(size_t)b], rv * (size_t)rows);
-  }
+  for (int64_t b = 0; b < nb; ++b) set_block(b, o.blocks_[(size_t)b]);
 }
 
 RecurrentState::RecurrentState(const RecurrentSpec& spec)

@@ -10,7 +10,13 @@
 //                   reset() / truncate(), so a state's bytes grow with the
 //                   tokens it holds, not with n_ctx. Readers go through the
 //                   block table (k_rows / v_rows for the attention kernels,
-//                   load_k / load_v, k_row / v_row for f32 rows).
+//                   load_k / load_v, k_row / v_row for f32 rows). Copies
+//                   (copy_from, snapshot: prefix-cache entries and restores,
+//                   forked choices) share blocks, refcounted; a store into a
+//                   shared block first copies that block (copy on write), so
+//                   a prefix held by several states is stored once. Caches
+//                   sharing blocks may be used from different threads, but
+//                   one cache from one thread at a time.
 //   RecurrentState: conv state ([K-1][C], the last K-1 raw conv inputs, oldest
 //                   row first) + SSM state (Mamba-1 [D][N], Mamba-2 [H][P][N]),
 //                   both float32 (layers/mamba*.h own their interpretation).
@@ -24,7 +30,7 @@
 // recurrent states and no KV blocks (ring rows are written before they are
 // read), so a new sequence never sees a previous one's state.
 // copy_from() gives fork / snapshot-restore semantics for every kind
-// (snapshot() returns a copy). truncate() rolls a KV-only state back to any
+// (snapshot() returns a copy; KV blocks are shared until written). truncate() rolls a KV-only state back to any
 // prefix; a state with recurrent layers cannot be rolled back (it holds no
 // per-position history), so truncate(n) is an error unless n == n_past(); a
 // ring layer can roll back only while the W − 1 keys the next token needs are
@@ -119,7 +125,9 @@ class KvCache {
   size_t v_row_bytes() const { return kernels::kv_row_bytes(types_.v, spec_.n_embd_v); }
   // Keeps rows 0..n_rows-1: releases every block past the one holding row n_rows - 1.
   void truncate(int64_t n_rows);
-  // Holds o's rows 0..n_rows-1 (and nothing else).
+  // Holds o's rows 0..n_rows-1 (and nothing else) by sharing o's blocks: no
+  // bytes are copied until one of the two stores into a shared block, which
+  // then gets its own copy of that block only (copy on write).
   void copy_from(const KvCache& o, int64_t n_rows);
   // Bytes of KV blocks alive in this process (every cache; a shared block once).
   static size_t live_bytes();

@@ -536,7 +536,7 @@ void Engine::snapshot_into_cache(Sequence& s) {
   if (!opts_.prefix_cache || n <= 0 || model_.info().is_diffusion) return;
   std::span<const int32_t> toks(s.tokens.data(), (size_t)n);
   if (cache_->covers(s.p.cache_scope, toks, !recurrent_)) return;
-  auto snap = model_.new_state(n);  // compact: holds exactly n positions
+  auto snap = model_.new_state(n);  // shares s.state's KV blocks (copy on write)
   if (!snap->copy_from(*s.state)) return;
   if (!ensure_room(snap->bytes())) return;
   cache_->insert(s.p.cache_scope, std::vector<int32_t>(toks.begin(), toks.end()), std::move(snap));

@@ -142,7 +142,9 @@ TEST(KvPaging, RowsReadBackAcrossBlocks) {
 }
 
 // A copy holds the source's rows and is independent of later writes to
-// either; copy_from and reset release what the destination held before.
+// either; copy_from and reset release what the destination held before. A
+// copy shares the source's blocks: the process's KV bytes do not grow until
+// one of them writes a shared block, which copies that block only.
 TEST(KvPaging, CopiesAreIndependent) {
   const size_t live = KvCache::live_bytes();
   const std::vector<LayerStateSpec> specs = {KvSpec{8, 8}};
@@ -152,16 +154,22 @@ TEST(KvPaging, CopiesAreIndependent) {
   a.advance(100);
   b.kv(0)->store(0, 300, k.data(), 8, v.data(), 8);
   b.advance(300);
+  const size_t block = (size_t)B * a.kv(0)->row_bytes();
+  EXPECT_EQ(KvCache::live_bytes() - live, 2 * block + 5 * block);
   ASSERT_TRUE(b.copy_from(a).is_ok());
   EXPECT_EQ(b.bytes(), a.bytes());
   EXPECT_EQ(b.n_past(), 100);
+  EXPECT_EQ(KvCache::live_bytes() - live, 2 * block) << "b's own blocks are released, a's shared";
   const float mark[8] = {9, 9, 9, 9, 9, 9, 9, 9};
-  a.kv(0)->store(99, 1, mark, 8, mark, 8);   // inside the last block of both
-  b.kv(0)->store(100, 1, mark, 8, mark, 8);  // past a's rows
+  a.kv(0)->store(99, 1, mark, 8, mark, 8);   // inside the last block of both: a copies it
+  EXPECT_EQ(KvCache::live_bytes() - live, 3 * block);
+  b.kv(0)->store(100, 1, mark, 8, mark, 8);  // b now holds block 1 alone: written in place
+  EXPECT_EQ(KvCache::live_bytes() - live, 3 * block);
   EXPECT_EQ(b.kv(0)->k_row(99)[0], k[99 * 8]);
   EXPECT_EQ(a.kv(0)->k_row(99)[0], 9.f);
   EXPECT_EQ(a.kv(0)->k_row(98)[7], b.kv(0)->k_row(98)[7]);
   auto snap = a.snapshot();
+  EXPECT_EQ(KvCache::live_bytes() - live, 3 * block);
   a.reset();
   EXPECT_EQ(a.bytes(), 0u);
   EXPECT_EQ(snap->kv(0)->k_row(99)[0], 9.f);
