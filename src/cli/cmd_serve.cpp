@@ -152,7 +152,8 @@ int run(const ServeOptions& o) {
   auto port = http.bind();
   if (!port) return report_error(port.status());
   std::fprintf(stderr,
-               "chimera: serving '%s' (context %lld, parallel %d, state %.1f MiB each, budget %.1f MiB)\n"
+               "chimera: serving '%s' (context %lld, parallel %d, state up to %.1f MiB each, allocated as tokens arrive; "
+               "budget %.1f MiB)\n"
                "chimera: listening on http://%s:%d\n",
                so.model_id.c_str(), (long long)eo.n_ctx, eo.max_running, engine.state_bytes() / 1048576.0,
                engine.budget_bytes() / 1048576.0, o.host.c_str(), *port);

@@ -6,7 +6,12 @@
 //      same order of operations as llama.cpp's non-flash path (KQ, scale/mask,
 //      soft_max, then V * softmax);
 //   2. out = sum_j p_j * v_j, accumulated in float registers with FMAs in key
-//      order, over chunks of keys that stay in L1.
+//      order, over chunks of keys that stay in L1 (and never cross a block of
+//      a paged cache: a chunk only decides when the running sums go through
+//      `out`, which is exact, so chunk boundaries never change a bit).
+// Paged K / V (KvRows::blocks) are read through a block table: every key row
+// is addressed on its own (Dot4 takes four row pointers), so the arithmetic
+// per key and the accumulation order are those of contiguous rows.
 // Work units are (block of query rows, KV head, block of the heads sharing it),
 // so K/V rows are loaded once for every query vector in the unit (GQA and
 // prefill reuse); units are taken from an atomic counter, largest first.
@@ -27,6 +32,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -39,12 +45,19 @@
 #ifndef CHIMERA_KERNELS_ATTENTION_ONCE_
 #define CHIMERA_KERNELS_ATTENTION_ONCE_
 namespace chimera::kernels::attn_detail {
+// K / V rows as a block table (contiguous rows are one block of 2^62 rows).
+struct Table {
+  const void* const* blocks;
+  int shift;   // log2(rows per block)
+  int64_t ld;  // elements per row
+};
 // Everything a unit needs; shared by all Highway targets.
 struct Task {
   const AttentionParams* p;
   const float* q;
   int64_t ldq, q_pos0;
-  KvRows k, v;
+  Table k, v;
+  KvType k_type, v_type;
   int64_t n_kv;
   float* out;
   int64_t ldo;
@@ -64,6 +77,23 @@ inline float f16_bits_to_f32(uint16_t h) { return f16_to_f32(h); }
 // Elements per storage unit of a row pointer of type T.
 template <class T>
 constexpr int64_t kKvUnit = std::is_same_v<T, Q8Block> ? 32 : 1;
+// Row pointers of one KV head (element offset `off` into every row), in
+// storage units of T.
+template <class T>
+struct RowsOf {
+  const void* const* blocks;
+  int shift;
+  int64_t mask, ld, off;  // ld, off in units of T
+  RowsOf(const Table& t, int64_t off_elems)
+      : blocks(t.blocks),
+        shift(t.shift),
+        mask((int64_t(1) << t.shift) - 1),
+        ld(t.ld / kKvUnit<T>),
+        off(off_elems / kKvUnit<T>) {}
+  const T* operator()(int64_t j) const { return static_cast<const T*>(blocks[j >> shift]) + (j & mask) * ld + off; }
+  // First row of the block after the one holding row j.
+  int64_t block_end(int64_t j) const { return ((j >> shift) + 1) << shift; }
+};
 inline void key_range(const AttentionParams& p, int64_t pos, int64_t n_kv, int64_t* lo, int64_t* hi) {
   int64_t h = p.causal ? std::min(n_kv, pos + 1) : n_kv;
   int64_t l = p.window > 0 ? std::max<int64_t>(0, pos - p.window + 1) : 0;
@@ -164,14 +194,11 @@ HWY_INLINE float Dot1(D d, const float* HWY_RESTRICT q, const TK* HWY_RESTRICT k
   return r[0];
 }
 
-// Four keys k, k+ldk, k+2ldk, k+3ldk at once, bit-identical to four Dot1 calls.
+// Four keys k, k1, k2, k3 at once, bit-identical to four Dot1 calls.
 template <class D, class TK>
-HWY_INLINE void Dot4(D d, const float* HWY_RESTRICT q, const TK* HWY_RESTRICT k, size_t ldk, size_t hd,
-                     float* HWY_RESTRICT s) {
+HWY_INLINE void Dot4(D d, const float* HWY_RESTRICT q, const TK* HWY_RESTRICT k, const TK* HWY_RESTRICT k1,
+                     const TK* HWY_RESTRICT k2, const TK* HWY_RESTRICT k3, size_t hd, float* HWY_RESTRICT s) {
   const size_t N = hn::Lanes(d);
-  const TK* k1 = k + ldk;
-  const TK* k2 = k + 2 * ldk;
-  const TK* k3 = k + 3 * ldk;
   auto a0 = hn::Zero(d), b0 = hn::Zero(d), c0 = hn::Zero(d), e0 = hn::Zero(d);
   auto a1 = hn::Zero(d), b1 = hn::Zero(d), c1 = hn::Zero(d), e1 = hn::Zero(d);
   size_t i = 0;
@@ -255,23 +282,25 @@ HWY_NOINLINE void RunUnit(D d, const Task& t, const Unit& u, float* scores, int6
   for (int64_t m = 0; m < M; ++m) std::fill(orow(m), orow(m) + hd, 0.0f);
   if (jmin >= jmax) return;
   const int64_t span = jmax - jmin;
-  // Row pointers and strides in storage units (kKvUnit).
-  const int64_t ldk = t.k.ld / attn_detail::kKvUnit<TK>, ldv = t.v.ld / attn_detail::kKvUnit<TV>;
-  const TK* kg = static_cast<const TK*>(t.k.data) + u.g * (int64_t)hd / attn_detail::kKvUnit<TK>;
-  const TV* vg = static_cast<const TV*>(t.v.data) + u.g * (int64_t)hd / attn_detail::kKvUnit<TV>;
+  // Rows of KV head g (pointers in storage units, kKvUnit).
+  const attn_detail::RowsOf<TK> krow(t.k, u.g * (int64_t)hd);
+  const attn_detail::RowsOf<TV> vrow(t.v, u.g * (int64_t)hd);
 
   // Pass 1: scores, four keys at a time where all four are visible.
   for (int64_t j = jmin; j < jmax; j += 4) {
     const int64_t je = std::min(j + 4, jmax);
+    const TK* k4[4] = {krow(j), nullptr, nullptr, nullptr};
+    if (je - j == 4)
+      for (int c = 1; c < 4; ++c) k4[c] = krow(j + c);
     for (int64_t m = 0; m < M; ++m) {
       float* srow = scores + m * span;  // index j - jmin
       const float* qm = qrow(m);
       if (j >= lo[m] && je - j == 4 && je <= hi[m]) {
-        Dot4(d, qm, kg + j * ldk, (size_t)ldk, hd, srow + (j - jmin));
+        Dot4(d, qm, k4[0], k4[1], k4[2], k4[3], hd, srow + (j - jmin));
         for (int64_t c = j; c < je; ++c) srow[c - jmin] *= p.scale;
       } else {
         for (int64_t c = std::max(j, lo[m]); c < std::min(je, hi[m]); ++c) {
-          srow[c - jmin] = Dot1(d, qm, kg + c * ldk, hd) * p.scale;
+          srow[c - jmin] = Dot1(d, qm, krow(c), hd) * p.scale;
         }
       }
     }
@@ -283,19 +312,21 @@ HWY_NOINLINE void RunUnit(D d, const Task& t, const Unit& u, float* scores, int6
     if (p.softcap > 0.f) Softcap(d, row, (size_t)(hi[m] - lo[m]), p.softcap);
     softmax(row, hi[m] - lo[m]);
   }
-  // Pass 2: out += p_j * v_j in key order, chunked so the V rows stay in L1.
+  // Pass 2: out += p_j * v_j in key order, chunked so the V rows stay in L1
+  // (a chunk ends at a block end too, so its rows are ldv apart).
   const int64_t kc = std::max<int64_t>(16, 6144 / (int64_t)hd);
-  for (int64_t jc = jmin; jc < jmax; jc += kc) {
-    const int64_t je = std::min(jc + kc, jmax);
+  const size_t ldv = (size_t)vrow.ld;
+  for (int64_t jc = jmin, je = jmin; jc < jmax; jc = je) {
+    je = std::min({jc + kc, jmax, vrow.block_end(jc)});
     for (int64_t m = 0; m < M; ++m) {
       const int64_t a = std::max(jc, lo[m]), b = std::min(je, hi[m]);
       if (a >= b) continue;
       const float* prow = scores + m * span + (a - jmin);  // p of key a
-      const TV* va = vg + a * ldv;
+      const TV* va = vrow(a);
       float* o = orow(m);
       size_t c = 0;
-      for (; c + 4 * N <= hd; c += 4 * N) AccumulatePV<4>(d, prow, va, c, (size_t)ldv, b - a, o + c);
-      for (; c < hd; c += N) AccumulatePV<1>(d, prow, va, c, (size_t)ldv, b - a, o + c);
+      for (; c + 4 * N <= hd; c += 4 * N) AccumulatePV<4>(d, prow, va, c, ldv, b - a, o + c);
+      for (; c < hd; c += N) AccumulatePV<1>(d, prow, va, c, ldv, b - a, o + c);
     }
   }
 }
@@ -318,7 +349,7 @@ void UnitForTypes(const Task& t, const Unit& u, float* scores, int64_t* lo, int6
 
 template <class TK>
 void UnitForK(const Task& t, const Unit& u, float* scores, int64_t* lo, int64_t* hi) {
-  switch (t.v.type) {
+  switch (t.v_type) {
     case KvType::kF32: return UnitForTypes<TK, float>(t, u, scores, lo, hi);
     case KvType::kF16: return UnitForTypes<TK, hwy::float16_t>(t, u, scores, lo, hi);
     case KvType::kQ8_0: return UnitForTypes<TK, attn_detail::Q8Block>(t, u, scores, lo, hi);
@@ -326,7 +357,7 @@ void UnitForK(const Task& t, const Unit& u, float* scores, int64_t* lo, int64_t*
 }
 
 void AttentionUnitImpl(const Task& t, const Unit& u, float* scores, int64_t* lo, int64_t* hi) {
-  switch (t.k.type) {
+  switch (t.k_type) {
     case KvType::kF32: return UnitForK<float>(t, u, scores, lo, hi);
     case KvType::kF16: return UnitForK<hwy::float16_t>(t, u, scores, lo, hi);
     case KvType::kQ8_0: return UnitForK<attn_detail::Q8Block>(t, u, scores, lo, hi);
@@ -371,7 +402,19 @@ void attention(const AttentionParams& p, const float* q, int64_t n_q, int64_t ld
   const int64_t qb = std::min(n_q, std::max<int64_t>(1, 16 / hb));
   const int64_t n_qb = (n_q + qb - 1) / qb, n_hb = (n_rep + hb - 1) / hb;
   const int64_t total = n_qb * p.n_head_kv * n_hb;
-  const attn_detail::Task task{&p, q, ldq, q_pos0, k, v, n_kv, out, ldo};
+  // Contiguous rows: one block of 2^62 rows (the block index is always 0).
+  const void* const k_one[1] = {k.data};
+  const void* const v_one[1] = {v.data};
+  auto table = [](const KvRows& r, const void* const* one) {
+    if (!r.blocks) return attn_detail::Table{one, 62, r.ld};
+    if (r.block_rows <= 0 || (r.block_rows & (r.block_rows - 1)) != 0) {
+      std::fprintf(stderr, "chimera: internal error: KV block rows must be a power of two (got %lld)\n",
+                   (long long)r.block_rows);
+      std::abort();
+    }
+    return attn_detail::Table{r.blocks, std::countr_zero((uint64_t)r.block_rows), r.ld};
+  };
+  const attn_detail::Task task{&p, q, ldq, q_pos0, table(k, k_one), table(v, v_one), k.type, v.type, n_kv, out, ldo};
 
   std::atomic<int64_t> next{0};
   auto worker = [&](int, int) {

@@ -41,12 +41,18 @@ inline size_t kv_row_bytes(KvType t, int64_t n) {
 }
 const char* kv_type_name(KvType t);  // "f32", "f16", "q8_0"
 
-// Rows of a KV store: row j starts ld elements after row j-1 (Q8_0: ld % 32
-// == 0, row j at data + kv_row_bytes(type, j * ld)).
+// Rows of a KV store, ld elements apart (Q8_0: ld % 32 == 0, row r of a run
+// at kv_row_bytes(type, r * ld) bytes). Contiguous (blocks == nullptr): row j
+// at data. Paged (blocks != nullptr, data unused): row j is row
+// j % block_rows of blocks[j / block_rows]; block_rows is a power of two.
+// The result does not depend on the layout (the same rows give the same bits
+// contiguous or paged, for any block size).
 struct KvRows {
   const void* data = nullptr;
   int64_t ld = 0;
   KvType type = KvType::kF32;
+  const void* const* blocks = nullptr;
+  int64_t block_rows = 0;
 };
 
 void attention(const AttentionParams& p, const float* q, int64_t n_q, int64_t ldq, int64_t q_pos0, KvRows k,

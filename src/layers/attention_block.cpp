@@ -1,7 +1,5 @@
-// Attention block implementation. A lone span with an f32 cache gets K and V
-// projected straight into the cache rows of its positions (no copy) and RoPE
-// applied in place there; otherwise the rows go through scratch (projected,
-// rotated, then stored into each span's cache, converted to its types).
+// Attention block implementation. K and V are projected into scratch, rotated,
+// then stored into the (paged) cache, converted to its types.
 #include "layers/attention_block.h"
 
 #include <cmath>
@@ -49,11 +47,10 @@ void rope_rows(const AttentionConfig& c, float* q, float* k, int64_t T, int64_t 
 
 namespace {
 
-// Everything after the projections: per span RoPE, the K/V store (skipped
-// when the rows were projected into the cache already) and the kernel.
+// Everything after the projections: per span RoPE, the K/V store into the
+// (paged) cache and the kernel.
 void spans_attention(const AttentionConfig& c, float* q, float* k, const float* v,
-                     std::span<const AttentionSpan> spans, size_t layer, bool kv_in_cache, float* attn,
-                     ThreadPool* pool) {
+                     std::span<const AttentionSpan> spans, size_t layer, float* attn, ThreadPool* pool) {
   const int64_t nq = c.n_head * c.head_dim;
   const int64_t nk = c.n_head_kv * c.head_dim;
   const int64_t nv = c.n_head_kv * c.head_dim_v;
@@ -64,7 +61,8 @@ void spans_attention(const AttentionConfig& c, float* q, float* k, const float* 
     float* qs = q + sp.row * nq;
     float* ks = k + sp.row * nk;
     rope_rows(cs, qs, ks, sp.T, sp.pos0);
-    if (!kv_in_cache) cache.store(sp.pos0, sp.T, ks, nk, v + sp.row * nv, nv);
+    cache.store(sp.pos0, sp.T, ks, nk, v + sp.row * nv, nv);
+    if (sp.n_kv > sp.pos0 + sp.T) cache.allocate(sp.n_kv);  // keys past this slice (diffusion LMs): stored earlier, or zeros
     kernels::attention(attention_params(cs), qs, sp.T, nq, sp.pos0, cache.k_rows(), cache.v_rows(), sp.n_kv,
                        attn + sp.row * no, no, pool);
   }
@@ -74,7 +72,7 @@ void spans_attention(const AttentionConfig& c, float* q, float* k, const float* 
 
 void attention_core(const AttentionConfig& c, float* q, float* k, const float* v, std::span<const AttentionSpan> spans,
                     size_t layer, float* attn, ThreadPool* pool) {
-  spans_attention(c, q, k, v, spans, layer, false, attn, pool);
+  spans_attention(c, q, k, v, spans, layer, attn, pool);
 }
 
 void attention_forward(const AttentionConfig& c, const AttentionWeights& w, const float* h, int64_t rows,
@@ -84,13 +82,11 @@ void attention_forward(const AttentionConfig& c, const AttentionWeights& w, cons
   const int64_t nk = c.n_head_kv * c.head_dim;
   const int64_t nv = c.n_head_kv * c.head_dim_v;
   const int64_t no = c.n_head * c.head_dim_v;
-  KvCache* lone = spans.size() == 1 && spans[0].row == 0 && spans[0].T == rows ? spans[0].state->kv(layer) : nullptr;
-  const bool in_place = lone && lone->types() == KvCacheTypes{};
   float* q = s.q.data();
-  float* k = in_place ? lone->k_row(spans[0].pos0) : s.k.data();
-  float* v = in_place ? lone->v_row(spans[0].pos0) : s.v.data();
+  float* k = s.k.data();
+  float* v = s.v.data();
   apply_same_input({{&w.wq, q, nq}, {&w.wk, k, nk}, {&w.wv, v, nv}}, h, rows, c.n_embd, s.packed, pool);
-  spans_attention(c, q, k, v, spans, layer, in_place, s.attn.data(), pool);
+  spans_attention(c, q, k, v, spans, layer, s.attn.data(), pool);
   w.wo.apply(s.attn.data(), rows, no, out, c.n_embd, pool);
 }
 

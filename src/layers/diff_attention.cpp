@@ -48,10 +48,10 @@ void DiffAttentionScratch::reserve(const DiffAttentionConfig& c, int64_t T) {
 namespace {
 
 // Runs the kernel for every (query row, query pair); runs_of(t, g, runs) fills
-// the key runs (position order) of row t and KV pair g, returns their count.
+// at most max_runs key runs (position order) of row t and KV pair g, returns their count.
 template <class RunsOf>
 void attend(const DiffAttentionConfig& c, const DiffAttentionWeights& w, const float* q, int64_t ldq, int64_t T,
-            float* o, ThreadPool* pool, int64_t max_keys, const RunsOf& runs_of) {
+            float* o, ThreadPool* pool, int64_t max_keys, int64_t max_runs, const RunsOf& runs_of) {
   const int64_t hd = c.head_dim, H = c.n_head, nq = H * hd;
   const int64_t pairs = H / 2, rep = H / c.n_head_kv;
   kernels::DiffAttentionParams kp;
@@ -64,7 +64,9 @@ void attend(const DiffAttentionConfig& c, const DiffAttentionWeights& w, const f
   parallel_range(pool, T * pairs, 1, [&](int64_t i0, int64_t i1) {
     thread_local std::vector<float> scores;
     if (scores.size() < (size_t)(2 * max_keys)) scores.resize((size_t)(2 * max_keys));
-    kernels::KvRun runs[4];
+    thread_local std::vector<kernels::KvRun> runs_buf;
+    if (runs_buf.size() < (size_t)max_runs) runs_buf.resize((size_t)max_runs);
+    kernels::KvRun* runs = runs_buf.data();
     for (int64_t it = i0; it < i1; ++it) {
       const int64_t t = it / pairs, p = it % pairs;
       const int n_runs = runs_of(t, p / rep, runs);
@@ -84,21 +86,20 @@ void diff_attention_core(const DiffAttentionConfig& c, const DiffAttentionWeight
                          int64_t pos0, KvCache& kv, float* o, ThreadPool* pool) {
   const int64_t hd = c.head_dim, nq = c.n_head * hd, nkv = c.n_head_kv * hd;
   const int64_t ld = diff_attention_qkv_width(c);
-  if (!c.cross) {
-    for (int64_t t = 0; t < T; ++t) {
-      std::memcpy(kv.k_row(pos0 + t), qkv + t * ld + nq, sizeof(float) * (size_t)nkv);
-      std::memcpy(kv.v_row(pos0 + t), qkv + t * ld + nq + nkv, sizeof(float) * (size_t)nkv);
-    }
-  }
-  const float* K = kv.k();
-  const float* V = kv.v();
-  const int64_t W = c.window;
-  attend(c, w, qkv, ld, T, o, pool, W > 0 ? std::min(W, pos0 + T) : pos0 + T,
+  if (!c.cross) kv.store(pos0, T, qkv + nq, ld, qkv + nq + nkv, ld);
+  const int64_t W = c.window, B = KvCache::kBlockRows;
+  const int64_t max_keys = W > 0 ? std::min(W, pos0 + T) : pos0 + T;
+  // One run per cache block the keys span.
+  attend(c, w, qkv, ld, T, o, pool, max_keys, (max_keys + B - 1) / B + 1,
          [&](int64_t t, int64_t g, kernels::KvRun* runs) {
            const int64_t pos = pos0 + t;
-           const int64_t k0 = W > 0 ? std::max<int64_t>(0, pos - W + 1) : 0;
-           runs[0] = {K + k0 * nkv + 2 * g * hd, V + k0 * nkv + 2 * g * hd, nkv, nkv, pos - k0 + 1};
-           return 1;
+           int n = 0;
+           for (int64_t j = W > 0 ? std::max<int64_t>(0, pos - W + 1) : 0; j <= pos; n++) {
+             const int64_t cnt = std::min(pos + 1, (j / B + 1) * B) - j;
+             runs[n] = {kv.k_row(j) + 2 * g * hd, kv.v_row(j) + 2 * g * hd, nkv, nkv, cnt};
+             j += cnt;
+           }
+           return n;
          });
 }
 
@@ -109,7 +110,7 @@ void diff_attention_core(const DiffAttentionConfig& c, const DiffAttentionWeight
   const int64_t W = c.window, R = ring.rows();
   const float* K = ring.k();
   const float* V = ring.v();
-  attend(c, w, qkv, ld, T, o, pool, std::min(W, pos0 + T), [&](int64_t t, int64_t g, kernels::KvRun* runs) {
+  attend(c, w, qkv, ld, T, o, pool, std::min(W, pos0 + T), 3, [&](int64_t t, int64_t g, kernels::KvRun* runs) {
     const int64_t pos = pos0 + t, off = 2 * g * hd;
     const int64_t lo = std::max<int64_t>(0, pos - W + 1);
     int n = 0;

@@ -3,6 +3,7 @@
 #include "layers/state.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -45,43 +46,144 @@ void load_rows(const uint8_t* src, KvType type, int64_t width, int64_t n, float*
   }
 }
 
+// Rows pos..pos+n-1 of a block table (KvCache::kBlockRows rows per block), as f32.
+void load_blocks(const std::vector<const void*>& ptr, KvType type, int64_t width, int64_t pos, int64_t n,
+                 float* out) {
+  const int64_t B = KvCache::kBlockRows;
+  const size_t rb = kernels::kv_row_bytes(type, width);
+  for (int64_t t = 0; t < n;) {
+    const int64_t b = (pos + t) / B, r = (pos + t) % B, cnt = std::min(n - t, B - r);
+    load_rows(static_cast<const uint8_t*>(ptr[(size_t)b]) + rb * (size_t)r, type, width, cnt, out + t * width);
+    t += cnt;
+  }
+}
+
+std::atomic<size_t> g_live_bytes{0};  // KvCache::live_bytes()
+
 }  // namespace
 
-KvCache::KvCache(const KvSpec& spec, int64_t n_ctx, KvCacheTypes types)
-    : spec_(spec),
-      n_ctx_(n_ctx),
-      types_(types),
-      k_(kernels::kv_row_bytes(types.k, spec.n_embd_k) * (size_t)n_ctx),
-      v_(kernels::kv_row_bytes(types.v, spec.n_embd_v) * (size_t)n_ctx) {}
+// `rows` K rows, then (at the next 64-byte boundary) `rows` V rows; zeroed,
+// so a row read before it is stored (a diffusion LM's key range may run past
+// what was written) reads as zeros, never as another sequence's data.
+struct KvCache::Block {
+  Block(int64_t rows_, size_t k_row_bytes, size_t v_row_bytes)
+      : rows(rows_),
+        v_offset(aligned_size(k_row_bytes * (size_t)rows_)),
+        bytes((k_row_bytes + v_row_bytes) * (size_t)rows_),
+        data(v_offset + v_row_bytes * (size_t)rows_) {
+    g_live_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  }
+  ~Block() { g_live_bytes.fetch_sub(bytes, std::memory_order_relaxed); }
+  Block(const Block&) = delete;
+  Block& operator=(const Block&) = delete;
+  uint8_t* k() { return data.data(); }
+  uint8_t* v() { return data.data() + v_offset; }
+  const uint8_t* k() const { return data.data(); }
+  const uint8_t* v() const { return data.data() + v_offset; }
+  const int64_t rows;
+  const size_t v_offset, bytes;
+  AlignedBuffer<uint8_t> data;
+};
 
-float* KvCache::f32(AlignedBuffer<uint8_t>& b, KvType t) {
+size_t KvCache::live_bytes() { return g_live_bytes.load(std::memory_order_relaxed); }
+
+KvCache::KvCache(const KvSpec& spec, int64_t n_ctx, KvCacheTypes types) : spec_(spec), n_ctx_(n_ctx), types_(types) {}
+
+int64_t KvCache::n_blocks() const {
+  int64_t n = 0;
+  for (const auto& b : blocks_) n += b != nullptr;
+  return n;
+}
+
+const float* KvCache::f32(const std::vector<const void*>& ptr, KvType t, int64_t pos, int64_t width) {
   if (t != KvType::kF32) {
     std::fprintf(stderr, "chimera: internal error: f32 row access to an f16 KV cache\n");
     std::abort();
   }
-  return reinterpret_cast<float*>(b.data());
+  return static_cast<const float*>(ptr[(size_t)(pos / kBlockRows)]) + (pos % kBlockRows) * width;
+}
+
+void KvCache::set_block(int64_t b, std::shared_ptr<Block> blk) {
+  if ((int64_t)blocks_.size() <= b) {
+    blocks_.resize((size_t)b + 1);
+    kptr_.resize((size_t)b + 1, nullptr);
+    vptr_.resize((size_t)b + 1, nullptr);
+  }
+  auto& slot = blocks_[(size_t)b];
+  if (slot) bytes_ -= slot->bytes;
+  if (blk) bytes_ += blk->bytes;
+  kptr_[(size_t)b] = blk ? blk->k() : nullptr;
+  vptr_[(size_t)b] = blk ? blk->v() : nullptr;
+  slot = std::move(blk);
+}
+
+void KvCache::writable(int64_t b, int64_t rows) {
+  const Block* cur = (int64_t)blocks_.size() > b ? blocks_[(size_t)b].get() : nullptr;
+  // use_count() == 1: no other cache holds the block (the fence orders our
+  // writes after the other holder's last reads before it let go).
+  if (cur && cur->rows >= rows && blocks_[(size_t)b].use_count() == 1) {
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return;
+  }
+  // Blocks are kBlockRows rows, the last one of a context only what n_ctx needs.
+  const int64_t n = std::max(rows, std::min(kBlockRows, n_ctx_ - b * kBlockRows));
+  const size_t rk = k_row_bytes(), rv = v_row_bytes();
+  auto blk = std::make_shared<Block>(n, rk, rv);
+  if (cur) {  // copy on write (the rows past what was stored are copied too: harmless)
+    const int64_t keep = std::min(cur->rows, n);
+    std::memcpy(blk->k(), cur->k(), rk * (size_t)keep);
+    std::memcpy(blk->v(), cur->v(), rv * (size_t)keep);
+  }
+  set_block(b, std::move(blk));
+}
+
+void KvCache::allocate(int64_t n_rows) {
+  for (int64_t b = 0; b * kBlockRows < std::min(n_rows, n_ctx_); ++b)
+    if ((int64_t)blocks_.size() <= b || !blocks_[(size_t)b]) writable(b, std::min(kBlockRows, n_ctx_ - b * kBlockRows));
 }
 
 void KvCache::store(int64_t pos, int64_t n, const float* k, int64_t ldk, const float* v, int64_t ldv) {
-  store_rows(k_.data() + kernels::kv_row_bytes(types_.k, spec_.n_embd_k) * (size_t)pos, types_.k, spec_.n_embd_k, k,
-             ldk, n);
-  store_rows(v_.data() + kernels::kv_row_bytes(types_.v, spec_.n_embd_v) * (size_t)pos, types_.v, spec_.n_embd_v, v,
-             ldv, n);
+  if (pos < 0 || n < 0 || pos + n > n_ctx_) {
+    std::fprintf(stderr, "chimera: internal error: KV store of rows %lld..%lld past the context (%lld)\n",
+                 (long long)pos, (long long)(pos + n), (long long)n_ctx_);
+    std::abort();
+  }
+  const size_t rk = k_row_bytes(), rv = v_row_bytes();
+  for (int64_t t = 0; t < n;) {
+    const int64_t b = (pos + t) / kBlockRows, r = (pos + t) % kBlockRows;
+    const int64_t cnt = std::min(n - t, kBlockRows - r);
+    writable(b, r + cnt);
+    Block& blk = *blocks_[(size_t)b];
+    store_rows(blk.k() + rk * (size_t)r, types_.k, spec_.n_embd_k, k + t * ldk, ldk, cnt);
+    store_rows(blk.v() + rv * (size_t)r, types_.v, spec_.n_embd_v, v + t * ldv, ldv, cnt);
+    t += cnt;
+  }
 }
 
 void KvCache::load_k(int64_t pos, int64_t n, float* out) const {
-  load_rows(k_.data() + kernels::kv_row_bytes(types_.k, spec_.n_embd_k) * (size_t)pos, types_.k, spec_.n_embd_k, n,
-            out);
+  load_blocks(kptr_, types_.k, spec_.n_embd_k, pos, n, out);
 }
 
 void KvCache::load_v(int64_t pos, int64_t n, float* out) const {
-  load_rows(v_.data() + kernels::kv_row_bytes(types_.v, spec_.n_embd_v) * (size_t)pos, types_.v, spec_.n_embd_v, n,
-            out);
+  load_blocks(vptr_, types_.v, spec_.n_embd_v, pos, n, out);
+}
+
+void KvCache::truncate(int64_t n_rows) {
+  const size_t keep = (size_t)((std::max<int64_t>(n_rows, 0) + kBlockRows - 1) / kBlockRows);
+  for (size_t b = keep; b < blocks_.size(); ++b) set_block((int64_t)b, nullptr);
+  if (blocks_.size() > keep) {
+    blocks_.resize(keep);
+    kptr_.resize(keep);
+    vptr_.resize(keep);
+  }
 }
 
 void KvCache::copy_from(const KvCache& o, int64_t n_rows) {
-  std::memcpy(k_.data(), o.k_.data(), kernels::kv_row_bytes(types_.k, spec_.n_embd_k) * (size_t)n_rows);
-  std::memcpy(v_.data(), o.v_.data(), kernels::kv_row_bytes(types_.v, spec_.n_embd_v) * (size_t)n_rows);
+  if (&o == this) return truncate(n_rows);
+  // Shares o's blocks: the first store into a shared block copies it (writable).
+  const int64_t nb = std::min<int64_t>((int64_t)o.blocks_.size(), (n_rows + kBlockRows - 1) / kBlockRows);
+  truncate(0);
+  for (int64_t b = 0; b < nb; ++b) set_block(b, o.blocks_[(size_t)b]);
 }
 
 RecurrentState::RecurrentState(const RecurrentSpec& spec)
@@ -141,8 +243,10 @@ bool SequenceState::has_recurrent() const {
 
 void SequenceState::reset() {
   n_past_ = 0;
-  for (auto& l : layers_)
+  for (auto& l : layers_) {
     if (auto* r = std::get_if<std::unique_ptr<RecurrentState>>(&l)) (*r)->zero();
+    if (auto* kv = std::get_if<std::unique_ptr<KvCache>>(&l)) (*kv)->truncate(0);
+  }
 }
 
 Status SequenceState::truncate(int64_t n) {
@@ -163,6 +267,8 @@ Status SequenceState::truncate(int64_t n) {
                             std::to_string(n) +
                             " tokens: it keeps no per-position history; restore a snapshot or reset() instead");
   n_past_ = n;
+  for (auto& l : layers_)
+    if (auto* kv = std::get_if<std::unique_ptr<KvCache>>(&l)) (*kv)->truncate(n);
   return Status::ok();
 }
 
@@ -209,10 +315,24 @@ std::unique_ptr<SequenceState> SequenceState::snapshot() const {
   return s;
 }
 
-size_t SequenceState::bytes() const {
+size_t SequenceState::bytes(bool full_context) const {
   size_t b = 0;
   for (const auto& l : layers_) {
-    if (const auto* p = std::get_if<std::unique_ptr<KvCache>>(&l)) b += (*p)->bytes();
+    if (const auto* p = std::get_if<std::unique_ptr<KvCache>>(&l))
+      b += full_context ? (*p)->capacity_bytes() : (*p)->bytes();
+    if (const auto* r = std::get_if<std::unique_ptr<RecurrentState>>(&l)) b += (*r)->bytes();
+    if (const auto* rk = std::get_if<std::unique_ptr<RingKvCache>>(&l)) b += (*rk)->bytes();
+  }
+  return b;
+}
+
+size_t SequenceState::bytes_at(int64_t n_tokens) const {
+  const int64_t n = std::min(std::max<int64_t>(n_tokens, 0), n_ctx_);
+  // Blocks of kBlockRows rows; the last block of a context holds only what n_ctx needs.
+  const int64_t rows = std::min(n_ctx_, (n + KvCache::kBlockRows - 1) / KvCache::kBlockRows * KvCache::kBlockRows);
+  size_t b = 0;
+  for (const auto& l : layers_) {
+    if (const auto* p = std::get_if<std::unique_ptr<KvCache>>(&l)) b += (*p)->row_bytes() * (size_t)rows;
     if (const auto* r = std::get_if<std::unique_ptr<RecurrentState>>(&l)) b += (*r)->bytes();
     if (const auto* rk = std::get_if<std::unique_ptr<RingKvCache>>(&l)) b += (*rk)->bytes();
   }

@@ -209,7 +209,7 @@ class BitnetLlama2cModel final : public MicroBatchedModel {
       const float* qh = q + h * head_dim_;
       float* att = att_scores_.data();
       for (int64_t t = 0; t <= pos; ++t) {
-        const float* k = kv.k() + t * kv_dim_ + (h / kv_mul) * head_dim_;
+        const float* k = kv.k_row(t) + (h / kv_mul) * head_dim_;
         float score = 0.f;
         for (int64_t i = 0; i < head_dim_; ++i) score += qh[i] * k[i];
         att[t] = score / inv;
@@ -225,7 +225,7 @@ class BitnetLlama2cModel final : public MicroBatchedModel {
       float* o = out + h * head_dim_;
       for (int64_t i = 0; i < head_dim_; ++i) o[i] = 0.f;
       for (int64_t t = 0; t <= pos; ++t) {
-        const float* v = kv.v() + t * kv_dim_ + (h / kv_mul) * head_dim_;
+        const float* v = kv.v_row(t) + (h / kv_mul) * head_dim_;
         const float a = att[t];
         for (int64_t i = 0; i < head_dim_; ++i) o[i] += a * v[i];
       }
@@ -276,8 +276,7 @@ class BitnetLlama2cModel final : public MicroBatchedModel {
           rope_row(q + (sg.row + t) * dim_, dim_, pos0 + t);
           rope_row(k + (sg.row + t) * kv_dim_, kv_dim_, pos0 + t);
         }
-        std::memcpy(kv.k_row(pos0), k + sg.row * kv_dim_, sizeof(float) * (size_t)(sg.T * kv_dim_));
-        std::memcpy(kv.v_row(pos0), v + sg.row * kv_dim_, sizeof(float) * (size_t)(sg.T * kv_dim_));
+        kv.store(pos0, sg.T, k + sg.row * kv_dim_, kv_dim_, v + sg.row * kv_dim_, kv_dim_);
         for (int64_t t = 0; t < sg.T; ++t) attend(kv, q + (sg.row + t) * dim_, pos0 + t, att + (sg.row + t) * dim_);
       }
       quant_rows(att, rows, dim_);

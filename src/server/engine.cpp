@@ -55,6 +55,7 @@ struct Engine::Sequence {
   GenerationParams p;
   std::shared_ptr<RequestChannel> ch;
   std::unique_ptr<layers::SequenceState> state;
+  size_t reserved = 0;  // budget bytes held for state: what prompt + max_tokens positions take
   std::vector<int32_t> tokens;
   int64_t n_prompt = 0, n_cached = 0, n_generated = 0;
   std::unique_ptr<runtime::Sampler> sampler;
@@ -84,15 +85,15 @@ Status Engine::start() {
   if (opts_.prefill_chunk < 1) opts_.prefill_chunk = 1;
   if (opts_.checkpoint_interval < 1) opts_.checkpoint_interval = 256;
   auto probe = model_.new_state(opts_.n_ctx);
-  state_bytes_ = probe->bytes();
+  state_bytes_ = probe->bytes(true);  // a full context; KV blocks are allocated as tokens arrive
   recurrent_ = probe->has_recurrent();
   budget_ = opts_.mem_budget_bytes ? opts_.mem_budget_bytes : 2 * (size_t)opts_.max_running * state_bytes_;
   if (budget_ < state_bytes_)
     return invalid_argument("the memory budget (" + std::to_string(budget_ >> 20) + " MiB) is smaller than one " +
                             std::to_string(opts_.n_ctx) + "-token sequence state (" +
                             std::to_string((state_bytes_ + (1 << 20) - 1) >> 20) + " MiB); raise it or lower -c");
+  pooled_bytes_ = probe->bytes();
   free_states_.push_back(std::move(probe));
-  allocated_bytes_ = state_bytes_;
   logits_.resize((size_t)model_.info().n_vocab);
   std::lock_guard<std::mutex> lk(mu_);
   if (started_) return invalid_argument("engine already started");
@@ -261,7 +262,9 @@ void Engine::publish_gauges() {
   EngineGauges g;
   g.waiting = n_waiting_.load();
   g.running = n_running_.load();
-  g.state_bytes = (int64_t)allocated_bytes_;
+  size_t held = pooled_bytes_;  // allocated now: grows with the tokens in use
+  for (const auto& s : running_) held += s->state ? s->state->bytes() : 0;
+  g.state_bytes = (int64_t)held;
   g.cache_bytes = (int64_t)cache_->bytes();
   g.cache_entries = (int64_t)cache_->entries();
   g.budget_bytes = (int64_t)budget_;
@@ -269,9 +272,9 @@ void Engine::publish_gauges() {
 }
 
 bool Engine::ensure_room(size_t need) {
-  while (allocated_bytes_ + cache_->bytes() + need > budget_) {
+  while (reserved_bytes_ + pooled_bytes_ + cache_->bytes() + need > budget_) {
     if (!free_states_.empty()) {
-      allocated_bytes_ -= free_states_.back()->bytes();
+      pooled_bytes_ -= free_states_.back()->bytes();
       free_states_.pop_back();
     } else if (!cache_->evict_lru()) {
       return false;
@@ -280,24 +283,31 @@ bool Engine::ensure_room(size_t need) {
   return true;
 }
 
-std::unique_ptr<layers::SequenceState> Engine::acquire_state() {
+size_t Engine::reservation(const Sequence& s) const {
+  // A pooled state (or the probe's shape) tells what n positions take.
+  const int64_t n = std::min<int64_t>(opts_.n_ctx, s.n_prompt + std::max<int64_t>(s.p.max_tokens, 1));
+  if (!free_states_.empty()) return free_states_.back()->bytes_at(n);
+  return model_.new_state(opts_.n_ctx)->bytes_at(n);  // no KV block allocated: cheap
+}
+
+std::unique_ptr<layers::SequenceState> Engine::acquire_state(size_t reserve) {
+  if (!ensure_room(reserve)) return nullptr;
+  reserved_bytes_ += reserve;
   if (!free_states_.empty()) {
     auto st = std::move(free_states_.back());
     free_states_.pop_back();
-    st->reset();
-    return st;
+    pooled_bytes_ -= st->bytes();
+    return st;  // reset when released
   }
-  if (!ensure_room(state_bytes_)) return nullptr;
-  auto st = model_.new_state(opts_.n_ctx);
-  allocated_bytes_ += st->bytes();
-  return st;
+  return model_.new_state(opts_.n_ctx);
 }
 
-void Engine::release_state(std::unique_ptr<layers::SequenceState> st) {
+void Engine::release_state(std::unique_ptr<layers::SequenceState> st, size_t reserved) {
+  reserved_bytes_ -= reserved;
+  st->reset();  // releases its KV blocks now
   if ((int)free_states_.size() < opts_.max_running) {
+    pooled_bytes_ += st->bytes();
     free_states_.push_back(std::move(st));
-  } else {
-    allocated_bytes_ -= st->bytes();
   }
 }
 
@@ -307,18 +317,23 @@ void Engine::admit() {
     // A request with n choices takes n slots and n states, all or none.
     const int need = 1 + (int)s.forks.size();
     if (running_slots() + need > opts_.max_running) break;
+    const size_t reserve = reservation(s);
     std::vector<std::unique_ptr<layers::SequenceState>> got;
     while ((int)got.size() < need) {
-      auto st = acquire_state();
+      auto st = acquire_state(reserve);
       if (!st) break;
       got.push_back(std::move(st));
     }
     if ((int)got.size() < need) {  // FIFO: the head waits for memory
-      for (auto& st : got) release_state(std::move(st));
+      for (auto& st : got) release_state(std::move(st), reserve);
       break;
     }
     s.state = std::move(got[0]);
-    for (size_t i = 1; i < got.size(); ++i) s.forks[i - 1]->state = std::move(got[i]);
+    s.reserved = reserve;
+    for (size_t i = 1; i < got.size(); ++i) {
+      s.forks[i - 1]->state = std::move(got[i]);
+      s.forks[i - 1]->reserved = reserve;
+    }
     restore_prefix(s);
     s.sampler = std::make_unique<runtime::Sampler>(s.p.sampling);
     for (int32_t t : s.p.prompt) s.sampler->accept(t);
@@ -521,7 +536,7 @@ void Engine::snapshot_into_cache(Sequence& s) {
   if (!opts_.prefix_cache || n <= 0 || model_.info().is_diffusion) return;
   std::span<const int32_t> toks(s.tokens.data(), (size_t)n);
   if (cache_->covers(s.p.cache_scope, toks, !recurrent_)) return;
-  auto snap = model_.new_state(n);  // compact: holds exactly n positions
+  auto snap = model_.new_state(n);  // shares s.state's KV blocks (copy on write)
   if (!snap->copy_from(*s.state)) return;
   if (!ensure_room(snap->bytes())) return;
   cache_->insert(s.p.cache_scope, std::vector<int32_t>(toks.begin(), toks.end()), std::move(snap));
@@ -606,7 +621,7 @@ void Engine::finish(Sequence& s, FinishReason r, const std::string& error) {
       snapshot_turn(s);
     else if (r != FinishReason::kError)
       snapshot_into_cache(s);
-    release_state(std::move(s.state));
+    release_state(std::move(s.state), s.reserved);
   }
 }
 

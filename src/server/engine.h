@@ -5,9 +5,11 @@
 //
 // Each loop iteration: take new submissions into a FIFO queue; drop cancelled
 // requests; admit from the queue head while the running count is below
-// max_running and the memory budget (state bytes + prefix-cache bytes, LRU
-// cache entries evicted first) allows; then build a step plan — one decode
-// token for every decoding sequence plus prefill chunks (at most
+// max_running and the memory budget allows (each admitted sequence reserves
+// what its prompt + max_tokens positions take, SequenceState::bytes_at — its
+// KV blocks are allocated only as tokens arrive and released when it ends —
+// plus prefix-cache bytes, LRU cache entries evicted first); then build a
+// step plan — one decode token for every decoding sequence plus prefill chunks (at most
 // prefill_chunk prompt tokens per iteration, oldest sequence first) — execute
 // it, and sample / emit / finish. Decodes progress every iteration and the
 // prefill budget is bounded, so no admitted request starves; admission is
@@ -136,7 +138,7 @@ class RequestChannel {
 struct EngineOptions {
   int64_t n_ctx = 4096;               // per-sequence context
   int max_running = 4;                // sequences admitted at once
-  size_t mem_budget_bytes = 0;        // states + prefix cache; 0 = 2 x max_running states
+  size_t mem_budget_bytes = 0;        // states + prefix cache; 0 = 2 x max_running full-context states
   int64_t prefill_chunk = 256;        // prompt tokens per iteration (all sequences)
   bool prefix_cache = true;
   int64_t checkpoint_interval = 256;  // recurrent states: checkpoint every N prompt tokens
@@ -167,6 +169,8 @@ class Engine {
   const tokenizer::Tokenizer& tokenizer() const { return model_.tokenizer(); }
   const models::ModelInfo& info() const { return model_.info(); }
   int64_t n_ctx() const { return opts_.n_ctx; }
+  // Bytes of one state at a full context (n_ctx positions); states allocate
+  // KV blocks as tokens arrive.
   size_t state_bytes() const { return state_bytes_; }
   size_t budget_bytes() const { return budget_; }
   // The largest n a request may ask for: the running-sequence limit
@@ -190,8 +194,9 @@ class Engine {
   void take_submissions(std::deque<std::unique_ptr<Sequence>>& incoming);
   void admit();
   int running_slots() const;
-  std::unique_ptr<layers::SequenceState> acquire_state();
-  void release_state(std::unique_ptr<layers::SequenceState> st);
+  size_t reservation(const Sequence& s) const;
+  std::unique_ptr<layers::SequenceState> acquire_state(size_t reserve);
+  void release_state(std::unique_ptr<layers::SequenceState> st, size_t reserved);
   void fork_choices(Sequence& s, const float* logits);
   void sample_and_emit(Sequence& s, float* logits);
   bool ensure_room(size_t need);
@@ -231,8 +236,9 @@ class Engine {
   // Loop-thread only.
   std::deque<std::unique_ptr<Sequence>> queue_;
   std::vector<std::unique_ptr<Sequence>> running_;
-  std::vector<std::unique_ptr<layers::SequenceState>> free_states_;
-  size_t allocated_bytes_ = 0;  // running + pooled states
+  std::vector<std::unique_ptr<layers::SequenceState>> free_states_;  // reset: no KV block held
+  size_t pooled_bytes_ = 0;    // their bytes (recurrent / ring states; KV blocks are released)
+  size_t reserved_bytes_ = 0;  // Sequence::reserved of the states in use
   std::unique_ptr<class PrefixCache> cache_;
   std::vector<float> logits_;
   std::thread thread_;

@@ -120,10 +120,13 @@ TEST(Phi4FlashCli, SynthSmallFileLoadsAndRuns) {
   std::vector<float> logits(512);
   ASSERT_TRUE((*m)->forward(*st, toks.data(), (int64_t)toks.size(), models::Logits::kLast, logits.data(), &pool).is_ok());
   for (float x : logits) ASSERT_TRUE(std::isfinite(x));
-  // --layers 4: Mamba, SWA (ring of 512 rows), Mamba (memory), full KV (600 rows);
-  // K and V rows of 20·64 floats; Mamba conv 3 × 5120 + SSM 5120 × 16.
+  // --layers 4: Mamba, SWA (ring of 512 rows), Mamba (memory), full KV (600 rows
+  // at a full context, one 64-row block after 8 tokens); K and V rows of 20·64
+  // floats; Mamba conv 3 × 5120 + SSM 5120 × 16.
   const size_t kv_row = 2 * 1280 * sizeof(float);
-  EXPECT_EQ(st->bytes(), (512 + 600) * kv_row + 2 * (size_t)(5120 * 3 + 5120 * 16) * sizeof(float));
+  const size_t mamba = 2 * (size_t)(5120 * 3 + 5120 * 16) * sizeof(float);
+  EXPECT_EQ(st->bytes(true), (512 + 600) * kv_row + mamba);
+  EXPECT_EQ(st->bytes(), (512 + layers::KvCache::kBlockRows) * kv_row + mamba);
 }
 
 }  // namespace

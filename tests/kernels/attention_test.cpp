@@ -1,6 +1,8 @@
 // Tests kernels::attention against the naive reference (ref/attention_ref.h) on
-// every ISA (f16 / Q8_0 K/V rows: bit-identical to the f32 kernel on the decoded rows): GQA shapes, head sizes that do and do not fill a vector, decode on
-// an existing cache (q_pos0 > 0), sliding window, non-causal, softcap, padded
+// every ISA (f16 / Q8_0 K/V rows: bit-identical to the f32 kernel on the
+// decoded rows; paged rows: bit-identical to contiguous ones): GQA shapes,
+// head sizes that do and do not fill a vector, decode on an existing cache
+// (q_pos0 > 0), sliding window, non-causal, softcap, padded
 // row strides and misaligned pointers; and that 1 and 2 threads (and no pool)
 // give bit-identical results.
 //
@@ -9,6 +11,7 @@
 // reference: |out - ref| <= 3e-5 (the outputs are bounded by max|v| = 1).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -103,6 +106,47 @@ void check(const Shape& s, ThreadPool* p1, ThreadPool* p2, std::mt19937& rng) {
     }
   }
   ASSERT_EQ(bad, 0);
+}
+
+// Encodes rows [rows][width] (source stride ld, from x[1]) as `type`;
+// rewrites the source with the decoded values; returns the packed rows
+// (stride width).
+std::vector<uint8_t> encode(std::vector<float>& x, int64_t rows, int64_t ld, int64_t width, KvType type) {
+  std::vector<uint8_t> out(kv_row_bytes(type, width) * (size_t)rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x.data() + 1 + r * ld;
+    uint8_t* dst = out.data() + kv_row_bytes(type, width) * (size_t)r;
+    if (type == KvType::kF16) {
+      for (int64_t i = 0; i < width; ++i) {
+        const uint16_t h = f32_to_f16(row[i]);
+        std::memcpy(dst + 2 * i, &h, 2);
+        row[i] = f16_to_f32(h);
+      }
+    } else {
+      quant::quantize_row_q8_0(row, reinterpret_cast<quant::block_q8_0*>(dst), width);
+      quant::dequantize_row_q8_0(reinterpret_cast<const quant::block_q8_0*>(dst), row, width);
+    }
+  }
+  return out;
+}
+
+// The rows of a contiguous KvRows split into blocks of block_rows rows, each
+// its own allocation; the rows past the last one are 0xFF bytes (NaN in every
+// type), so a kernel that read them would not give the contiguous result.
+struct Paged {
+  std::vector<std::vector<uint8_t>> blocks;
+  std::vector<const void*> table;
+};
+KvRows page(const KvRows& c, int64_t rows, int64_t block_rows, Paged* out) {
+  const size_t rb = kv_row_bytes(c.type, c.ld);
+  const auto* src = static_cast<const uint8_t*>(c.data);
+  for (int64_t r0 = 0; r0 < rows; r0 += block_rows) {
+    const int64_t n = std::min(block_rows, rows - r0);
+    out->blocks.emplace_back(rb * (size_t)block_rows, uint8_t{0xFF});
+    std::memcpy(out->blocks.back().data(), src + rb * (size_t)r0, rb * (size_t)n);
+  }
+  for (const auto& b : out->blocks) out->table.push_back(b.data());
+  return KvRows{nullptr, c.ld, c.type, out->table.data(), block_rows};
 }
 
 class AttentionTest : public ::testing::Test {
@@ -200,26 +244,6 @@ TEST_F(AttentionTest, TypedRowsEqualF32KernelOnDecodedRows) {
       {2, 1, 128, 7, 0, 13, false, 0, 30.f},  // non-causal + softcap
       {4, 2, 20, 3, 5, 8, true, 0, 0.f},      // odd head size: f16 only
   };
-  // Encodes rows [rows][width] (source stride ld) as `type`; rewrites the
-  // source with the decoded values; returns the packed rows (stride width).
-  auto encode = [](std::vector<float>& x, int64_t rows, int64_t ld, int64_t width, KvType type) {
-    std::vector<uint8_t> out(kv_row_bytes(type, width) * (size_t)rows);
-    for (int64_t r = 0; r < rows; ++r) {
-      float* row = x.data() + 1 + r * ld;
-      uint8_t* dst = out.data() + kv_row_bytes(type, width) * (size_t)r;
-      if (type == KvType::kF16) {
-        for (int64_t i = 0; i < width; ++i) {
-          const uint16_t h = f32_to_f16(row[i]);
-          std::memcpy(dst + 2 * i, &h, 2);
-          row[i] = f16_to_f32(h);
-        }
-      } else {
-        quant::quantize_row_q8_0(row, reinterpret_cast<quant::block_q8_0*>(dst), width);
-        quant::dequantize_row_q8_0(reinterpret_cast<const quant::block_q8_0*>(dst), row, width);
-      }
-    }
-    return out;
-  };
   for (Isa isa : available_isas()) {
     ScopedIsa si(isa);
     for (const Shape& s : shapes) {
@@ -241,6 +265,53 @@ TEST_F(AttentionTest, TypedRowsEqualF32KernelOnDecodedRows) {
             ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
                 << isa_name(isa) << " head_dim " << s.head_dim << " k " << kv_type_name(kt) << " v "
                 << kv_type_name(vt) << " threads " << pool->size();
+          }
+        }
+      }
+    }
+  }
+}
+
+// Paged K / V (a block table, KvRows::blocks) give exactly the contiguous
+// result, on every ISA, for 1 and 2 threads, every KV type, block sizes from 1
+// row to more than the cache, odd lengths, windows that start inside a block
+// or a Dot4 group, non-causal and softcap.
+TEST_F(AttentionTest, PagedRowsEqualContiguous) {
+  const Shape shapes[] = {
+      {8, 2, 64, 1, 130, 131, true, 0, 0.f},  // decode across blocks
+      {4, 4, 32, 33, 13, 46, true, 0, 0.f},   // prefill chunk at an odd position
+      {4, 2, 64, 7, 61, 68, true, 37, 0.f},   // window starting inside a block and a quad
+      {2, 1, 128, 5, 0, 77, false, 9, 0.f},   // non-causal with a window
+      {6, 3, 32, 3, 50, 53, true, 0, 20.f},   // softcap
+      {4, 2, 20, 9, 3, 12, true, 5, 0.f},     // odd head size: f32 / f16
+  };
+  for (Isa isa : available_isas()) {
+    ScopedIsa si(isa);
+    for (const Shape& s : shapes) {
+      for (KvType kt : {KvType::kF32, KvType::kF16, KvType::kQ8_0}) {
+        for (KvType vt : {KvType::kF32, KvType::kF16, KvType::kQ8_0}) {
+          if ((kt == KvType::kQ8_0 || vt == KvType::kQ8_0) && s.head_dim % 32) continue;
+          Data d = make_data(s, rng_);
+          const int64_t w = s.n_head_kv * s.head_dim, rows = std::max<int64_t>(s.n_kv, 1);
+          std::vector<uint8_t> kb, vb;
+          if (kt != KvType::kF32) kb = encode(d.k, rows, d.ldk, w, kt);
+          if (vt != KvType::kF32) vb = encode(d.v, rows, d.ldv, w, vt);
+          const KvRows k = kt == KvType::kF32 ? KvRows{d.k.data() + 1, d.ldk, kt} : KvRows{kb.data(), w, kt};
+          const KvRows v = vt == KvType::kF32 ? KvRows{d.v.data() + 1, d.ldv, vt} : KvRows{vb.data(), w, vt};
+          std::vector<float> want((size_t)(s.n_q * d.ldo + 1), kSentinel);
+          attention(params(s), d.q.data() + 1, s.n_q, d.ldq, s.q_pos0, k, v, s.n_kv, want.data() + 1, d.ldo, &pool1_);
+          for (int64_t br : {1, 4, 16, 64, 256}) {
+            Paged pk, pv;
+            const KvRows kp = page(k, rows, br, &pk), vp = page(v, rows, br == 16 ? 4 : br, &pv);
+            for (ThreadPool* pool : {&pool1_, &pool2_}) {
+              std::vector<float> got((size_t)(s.n_q * d.ldo + 1), kSentinel);
+              attention(params(s), d.q.data() + 1, s.n_q, d.ldq, s.q_pos0, kp, vp, s.n_kv, got.data() + 1, d.ldo,
+                        pool);
+              ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+                  << isa_name(isa) << " head_dim " << s.head_dim << " n_q " << s.n_q << " pos0 " << s.q_pos0
+                  << " n_kv " << s.n_kv << " window " << s.window << " k " << kv_type_name(kt) << " v "
+                  << kv_type_name(vt) << " block rows " << br << " threads " << pool->size();
+            }
           }
         }
       }

@@ -31,7 +31,10 @@ TEST(SequenceState, FreshHybridStateIsZeroAndTyped) {
   EXPECT_EQ(st.recurrent(2), nullptr);
   for (int i = 0; i < 30; ++i) EXPECT_EQ(st.recurrent(3)->conv()[i], 0.f);
   for (int i = 0; i < 40; ++i) EXPECT_EQ(st.recurrent(3)->ssm()[i], 0.f);
-  EXPECT_EQ(st.bytes(), (size_t)(2 * (30 + 40) + 2 * 8 * 16) * sizeof(float));
+  // KV blocks are allocated as rows are stored: none yet.
+  EXPECT_EQ(st.bytes(), (size_t)(2 * (30 + 40)) * sizeof(float));
+  EXPECT_EQ(st.bytes(true), (size_t)(2 * (30 + 40) + 2 * 8 * 16) * sizeof(float));
+  EXPECT_EQ(st.kv(1)->n_blocks(), 0);
 }
 
 TEST(SequenceState, TruncateRules) {
@@ -54,7 +57,8 @@ TEST(SequenceState, ResetSnapshotAndCopy) {
   SequenceState st(hybrid_specs(), 16);
   st.recurrent(0)->ssm()[5] = 3.f;
   st.recurrent(3)->conv()[29] = -2.f;
-  st.kv(1)->k_row(1)[2] = 7.f;
+  float row[8] = {0, 0, 7.f, 0, 0, 0, 0, 0};
+  st.kv(1)->store(1, 1, row, 8, row, 8);
   st.advance(2);
   auto snap = st.snapshot();
   EXPECT_EQ(snap->n_past(), 2);
@@ -88,7 +92,7 @@ TEST(SequenceState, ResetSnapshotAndCopy) {
 TEST(KvCache, F16StoresRoundedRowsInHalfTheBytes) {
   const KvSpec spec{4, 2};
   KvCache f32(spec, 8), f16(spec, 8, {kernels::KvType::kF16, kernels::KvType::kF16});
-  EXPECT_EQ(f16.bytes() * 2, f32.bytes());
+  EXPECT_EQ(f16.capacity_bytes() * 2, f32.capacity_bytes());
   EXPECT_EQ(f16.row_bytes(), (4 + 2) * 2u);
   const float k[2][4] = {{1.f, 1.0f + 1.0f / 4096, -65504.f, 3.14159f}, {1e-8f, 0.1f, -0.f, 70000.f}};
   const float v[2][2] = {{0.5f, -2.f}, {1.0f / 3, 1e5f}};
@@ -123,11 +127,11 @@ TEST(KvCache, Q8_0StoresQuantizedRows) {
   const KvSpec spec{64, 32, 32, 32};
   KvCache q8(spec, 4, {kernels::KvType::kQ8_0, kernels::KvType::kQ8_0}), f32(spec, 4);
   EXPECT_EQ(q8.row_bytes(), (2 + 1) * 34u);
-  EXPECT_EQ(q8.bytes(), 4 * q8.row_bytes());
   std::vector<float> k(2 * 64), v(2 * 32);
   for (size_t i = 0; i < k.size(); ++i) k[i] = std::sin(0.37f * (float)i) * 3.f;
   for (size_t i = 0; i < v.size(); ++i) v[i] = std::cos(0.11f * (float)i);
   q8.store(1, 2, k.data(), 64, v.data(), 32);
+  EXPECT_EQ(q8.bytes(), 4 * q8.row_bytes());  // one block: the 4 rows of the context
   std::vector<quant::block_q8_0> blk(4);
   std::vector<float> want(2 * 64), got(2 * 64);
   quant::quantize_row_q8_0(k.data(), blk.data(), 128);

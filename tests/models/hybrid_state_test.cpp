@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "format/gguf/gguf.h"
 #include "golden_case.h"
@@ -135,8 +136,14 @@ float state_diff(layers::SequenceState& x, layers::SequenceState& y, bool with_k
     }
     if (auto* k = x.kv(l); k && with_kv) {
       auto* k2 = y.kv(l);
-      d = std::max(d, max_diff(k->k(), k2->k(), (size_t)(x.n_past() * k->spec().n_embd_k)));
-      d = std::max(d, max_diff(k->v(), k2->v(), (size_t)(x.n_past() * k->spec().n_embd_v)));
+      const int64_t n = x.n_past(), w = std::max(k->spec().n_embd_k, k->spec().n_embd_v);
+      std::vector<float> a((size_t)(n * w)), b((size_t)(n * w));  // rows as f32 (the cache is paged)
+      k->load_k(0, n, a.data());
+      k2->load_k(0, n, b.data());
+      d = std::max(d, max_diff(a.data(), b.data(), (size_t)(n * k->spec().n_embd_k)));
+      k->load_v(0, n, a.data());
+      k2->load_v(0, n, b.data());
+      d = std::max(d, max_diff(a.data(), b.data(), (size_t)(n * k->spec().n_embd_v)));
     }
   }
   return d;

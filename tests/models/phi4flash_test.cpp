@@ -197,7 +197,8 @@ std::vector<float> all_logits(models::Model& m, const std::vector<int32_t>& seq,
 }
 
 // The sliding-window layers keep a ring of W = 16 rows: per-sequence state
-// bytes grow with n_ctx only through the one full KV layer (L/2 + 1), and a
+// bytes at a full context grow with n_ctx only through the one full KV layer
+// (L/2 + 1; its blocks are allocated as tokens arrive), and a
 // sequence 4.5× the window, fed in chunks longer than the window (20), of 7,
 // and step by step, matches batch prefill and the reference (whose SWA cache
 // holds every position) — the ring wraps many times along the way.
@@ -211,7 +212,9 @@ TEST(Phi4FlashRing, StateBytesAndChunksLongerThanTheWindow) {
   // Tiny case: hidden 64, 4 heads / 2 KV heads (head_dim 16): 32 floats per K and V row.
   auto s64 = m.new_state(64), s4k = m.new_state(4096);
   const size_t full_row_bytes = 2 * 32 * sizeof(float);
-  EXPECT_EQ(s4k->bytes() - s64->bytes(), (4096 - 64) * full_row_bytes) << "only the shared full-KV layer may grow";
+  EXPECT_EQ(s4k->bytes(true) - s64->bytes(true), (4096 - 64) * full_row_bytes)
+      << "only the shared full-KV layer may grow";
+  EXPECT_EQ(s4k->bytes(), s64->bytes()) << "no KV block is allocated before a token arrives";
   size_t ring_bytes = 0;
   for (size_t l = 0; l < s4k->n_layers(); ++l)
     if (auto* r = s4k->ring(l)) {

@@ -16,8 +16,11 @@ using layers::SequenceState;
 std::unique_ptr<SequenceState> kv_state(const std::vector<int32_t>& toks) {
   std::vector<LayerStateSpec> specs = {KvSpec{4, 4}, KvSpec{4, 4}};
   auto st = std::make_unique<SequenceState>(specs, (int64_t)toks.size());
-  for (size_t p = 0; p < toks.size(); ++p)
-    for (int i = 0; i < 4; ++i) st->kv(0)->k_row((int64_t)p)[i] = (float)(toks[p] * 10 + i);
+  for (size_t p = 0; p < toks.size(); ++p) {
+    float row[4];
+    for (int i = 0; i < 4; ++i) row[i] = (float)(toks[p] * 10 + i);
+    st->kv(0)->store((int64_t)p, 1, row, 4, row, 4);
+  }
   st->advance((int64_t)toks.size());
   return st;
 }
