@@ -7,6 +7,7 @@
 // nothing.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -149,13 +150,27 @@ TEST_F(RepackCacheTest, AnUnwritableCacheLeavesTheLoadAsItWas) {
   ASSERT_TRUE(r.model);
   EXPECT_NE(r.model->repack_cache_status().find("not written"), std::string::npos) << r.model->repack_cache_status();
   EXPECT_GT(r.model->repacked_bytes(), 0u);
-  // And the shared folder (read-only) loads as before.
+  // And the shared model loads as before (with the cache off: the shared
+  // folder may be writable, and tests never write into it).
+  kernels::set_repack_cache_enabled(false);
   const LoadedRun shared_run = load_and_run(shared + "/golden/models/quant-llama-Q4_K_M.gguf");
   EXPECT_EQ(shared_run.logits, r.logits);
 }
 
 TEST(RepackCacheCli, WrittenByDefaultAndNotWithTheFlag) {
   CHIMERA_REQUIRE_SHARED(shared);
+  // Test binaries start with CHIMERA_REPACK_CACHE=0 (tests/test_env.cpp);
+  // this one needs the default, on, for its subprocesses.
+  const char* prev = std::getenv("CHIMERA_REPACK_CACHE");
+  const std::string saved = prev ? prev : "";
+  ::unsetenv("CHIMERA_REPACK_CACHE");
+  struct Restore {
+    bool had;
+    std::string value;
+    ~Restore() {
+      if (had) ::setenv("CHIMERA_REPACK_CACHE", value.c_str(), 1);
+    }
+  } restore{prev != nullptr, saved};
   const fs::path dir = temp_path("repack-cache-cli");
   fs::remove_all(dir);
   fs::create_directories(dir);
