@@ -33,6 +33,8 @@ struct BenchOptions {
   int reps = 5;
   std::string isa;
   bool no_probe = false;
+  bool no_repack_cache = false;
+  std::string cache_type_k, cache_type_v;  // "" = the default (f32)
   DiffusionCliOptions diffusion;  // diffusion LMs (cmd_bench_diffusion.h)
   std::string diffusion_modes;
 };
@@ -77,6 +79,9 @@ int run(const BenchOptions& o) {
   if (o.depth < 0) return report_error("-d must be >= 0");
   ComputeOptions co;
   co.isa = o.isa;
+  co.no_repack_cache = o.no_repack_cache;
+  co.cache_type_k = o.cache_type_k;
+  co.cache_type_v = o.cache_type_v;
   if (Status s = co.apply(); !s) return report_error(s);
   auto mr = load_model_verbose(o.model, o.output != "md");
   if (!mr) return report_error(mr.status());
@@ -207,6 +212,12 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("-o,--output", o->output, "md | json | csv")->capture_default_str();
   sub->add_option("--isa", o->isa, "Restrict kernels to an instruction set");
   sub->add_flag("--no-probe", o->no_probe, "Skip the memory-bandwidth probe");
+  sub->add_flag("--no-repack-cache", o->no_repack_cache,
+                "Do not read or write MODEL.gguf.chimera-cache (the repacked weight layouts kept next to the model)");
+  sub->add_option("--cache-type-k", o->cache_type_k, "KV cache storage type of the keys: f32, f16 or q8_0 (default: f32)")
+      ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
+  sub->add_option("--cache-type-v", o->cache_type_v, "KV cache storage type of the values: f32, f16 or q8_0 (default: f32)")
+      ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
   o->diffusion.add_to(sub);
   sub->add_option("--diffusion-modes", o->diffusion_modes,
                   "Diffusion LMs: modes to time, e.g. exact,prefix,dual,dual+threshold (default: the flags given, "

@@ -3,6 +3,7 @@
 // test, as llama-bench -d) and bad arguments.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <filesystem>
 #include <string>
 
 #include "test_util.h"
@@ -44,6 +45,28 @@ TEST(BenchCli, ZeroSkipsATest) {
   const json b = bench_json(model, "-p 8 -n 0");
   EXPECT_GT(b["prefill_tok_s"].get<double>(), 0);
   EXPECT_EQ(b["decode_tok_s"].get<double>(), 0);
+}
+
+// bench takes the load options of run/serve: --no-repack-cache writes no
+// cache next to the model, and --cache-type-k/-v reach the KV cache (a family
+// that reads only f32 caches refuses them by name).
+TEST(BenchCli, TakesTheRepackCacheAndKvCacheOptions) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  const std::filesystem::path dir = test::temp_path("bench-load-options");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string model = (dir / "m.gguf").string();
+  std::filesystem::copy_file(shared + "/golden/models/quant-llama-Q4_K_M.gguf", model);
+  const json j = bench_json(model, "-p 8 -n 4 --no-repack-cache --cache-type-k q8_0 --cache-type-v f16");
+  EXPECT_GT(j["decode_tok_s"].get<double>(), 0);
+  EXPECT_FALSE(std::filesystem::exists(model + ".chimera-cache"));
+  const test::SplitResult bad = test::run_chimera_split("bench -m " + test::shell_quote(shared + "/golden/models/tiny-bitnet-TQ2_0.gguf") +
+                                            " -p 8 -n 4 -r 1 --no-probe --cache-type-k f16");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--cache-type-k"), std::string::npos) << bad.err;
+  const test::SplitResult typo = test::run_chimera_split("bench -m " + test::shell_quote(model) + " -p 8 -n 4 --cache-type-v q4");
+  EXPECT_NE(typo.exit_code, 0);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(BenchCli, DepthFillsTheContextBeforeEachTest) {
