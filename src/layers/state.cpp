@@ -316,10 +316,10 @@ std::unique_ptr<SequenceState> SequenceState::snapshot() const {
 }
 
 size_t SequenceState::bytes(bool full_context) const {
+  if (full_context) return bytes_at(n_ctx_);
   size_t b = 0;
   for (const auto& l : layers_) {
-    if (const auto* p = std::get_if<std::unique_ptr<KvCache>>(&l))
-      b += full_context ? (*p)->capacity_bytes() : (*p)->bytes();
+    if (const auto* p = std::get_if<std::unique_ptr<KvCache>>(&l)) b += (*p)->bytes();
     if (const auto* r = std::get_if<std::unique_ptr<RecurrentState>>(&l)) b += (*r)->bytes();
     if (const auto* rk = std::get_if<std::unique_ptr<RingKvCache>>(&l)) b += (*rk)->bytes();
   }
