@@ -283,11 +283,17 @@ bool Engine::ensure_room(size_t need) {
   return true;
 }
 
-size_t Engine::reservation(const Sequence& s) const {
-  // A pooled state (or the probe's shape) tells what n positions take.
+size_t Engine::reservation(const Sequence& s) {
+  // A pooled state tells what n positions take. With the pool empty, the state
+  // the admission will take is made now (instead of a throwaway one: a fresh
+  // state allocates its recurrent layers in full).
   const int64_t n = std::min<int64_t>(opts_.n_ctx, s.n_prompt + std::max<int64_t>(s.p.max_tokens, 1));
-  if (!free_states_.empty()) return free_states_.back()->bytes_at(n);
-  return model_.new_state(opts_.n_ctx)->bytes_at(n);  // no KV block allocated: cheap
+  if (free_states_.empty()) {
+    auto st = model_.new_state(opts_.n_ctx);
+    pooled_bytes_ += st->bytes();
+    free_states_.push_back(std::move(st));
+  }
+  return free_states_.back()->bytes_at(n);
 }
 
 std::unique_ptr<layers::SequenceState> Engine::acquire_state(size_t reserve) {

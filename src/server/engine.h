@@ -194,7 +194,7 @@ class Engine {
   void take_submissions(std::deque<std::unique_ptr<Sequence>>& incoming);
   void admit();
   int running_slots() const;
-  size_t reservation(const Sequence& s) const;
+  size_t reservation(const Sequence& s);
   std::unique_ptr<layers::SequenceState> acquire_state(size_t reserve);
   void release_state(std::unique_ptr<layers::SequenceState> st, size_t reserved);
   void fork_choices(Sequence& s, const float* logits);
