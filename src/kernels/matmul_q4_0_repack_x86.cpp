@@ -35,18 +35,6 @@
 // exact int32 multiply-add of unsigned codes u and signed activations a.
 #define CHIMERA_Q4R_TILE(NAME, TARGET, DOT)                                                                    \
   struct NAME {                                                                                                 \
-    TARGET static __m256i bcast_sum8(const int32_t* p) {                                                        \
-      const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(p));                                 \
-      __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));                     \
-      s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));                                                         \
-      s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));                                                         \
-      return _mm256_broadcastd_epi32(s);                                                                        \
-    }                                                                                                           \
-    TARGET static __m256i bcast4(const int8_t* p) {                                                             \
-      int32_t v;                                                                                                \
-      std::memcpy(&v, p, 4);                                                                                    \
-      return _mm256_set1_epi32(v);                                                                              \
-    }                                                                                                           \
     template <int R, int M>                                                                                     \
     TARGET static void tile(const GemmArgs& g, int64_t grp, int64_t i) {                                        \
       const int64_t nb = g.k / 32;                                                                              \
@@ -64,7 +52,7 @@
       for (int64_t b = 0; b < nb; ++b) {                                                                        \
         __m256i sum[R][M];                                                                                      \
         CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {                                                         \
-          const __m256i s0 = bcast_sum8(av[mm].bias + 8 * b);                                                  \
+          const __m256i s0 = x86::bcast_sum8(av[mm].bias + 8 * b);                                                  \
           CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) sum[rr][mm] = s0;                                       \
         }                                                                                                       \
         const uint8_t* cb = codes + (size_t)b * 128;                                                            \
@@ -79,8 +67,8 @@
         CHIMERA_UNROLL for (int c = 0; c < 4; ++c) {                                                            \
           __m256i alo[M], ahi[M];                                                                               \
           CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {                                                       \
-            alo[mm] = bcast4(av[mm].qs + 32 * b + 4 * c);                                                       \
-            ahi[mm] = bcast4(av[mm].qs + 32 * b + 16 + 4 * c);                                                  \
+            alo[mm] = x86::bcast4(av[mm].qs + 32 * b + 4 * c);                                                       \
+            ahi[mm] = x86::bcast4(av[mm].qs + 32 * b + 16 + 4 * c);                                                  \
           }                                                                                                     \
           CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {                                                       \
             const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cb + rr * gbytes + 32 * c)); \

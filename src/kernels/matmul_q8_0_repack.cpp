@@ -31,30 +31,13 @@ void repack(const uint8_t* src, size_t src_stride, int64_t n, int64_t k, uint8_t
 }
 
 void gemm_packed_scalar(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
-  const int64_t nb = g.k / 32;
-  for (int64_t r = r0; r < r1; ++r) {
-    const int64_t grp = r / kGroup;
-    const int rr = (int)(r % kGroup);
-    const uint8_t* base = g.w + (size_t)grp * kGroup * g.w_stride;
-    const uint8_t* codes = base + codes_offset(nb);
-    for (int64_t i = i0; i < i1; ++i) {
-      const ActView a = act_view(g.a + (size_t)i * g.a_stride, g.k);
-      float acc = 0.f;
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* cb = codes + (size_t)b * 256;
-        const int8_t* q = a.qs + 32 * b;
-        int32_t sumi = 0;
-        for (int c = 0; c < 8; ++c) {
-          for (int j = 0; j < 4; ++j) sumi += ((int)cb[32 * c + 4 * rr + j] - 128) * q[4 * c + j];
-        }
-        uint16_t h;
-        std::memcpy(&h, base + (size_t)b * 16 + 2 * rr, 2);
-        const float scale = f16_to_f32(h) * a.dexp[8 * b];
-        acc = std::fma((float)sumi, scale, acc);
-      }
-      g.y[i * g.ldy + r] = acc;
+  gemm_packed_groups_scalar(g, r0, r1, i0, i1, 256, [](const uint8_t* cb, int rr, const int8_t* q) {
+    int32_t sumi = 0;
+    for (int c = 0; c < 8; ++c) {
+      for (int j = 0; j < 4; ++j) sumi += ((int)cb[32 * c + 4 * rr + j] - 128) * q[4 * c + j];
     }
-  }
+    return sumi;
+  });
 }
 
 }  // namespace chimera::kernels::legacy::q8r

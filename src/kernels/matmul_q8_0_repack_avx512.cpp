@@ -32,20 +32,8 @@
 namespace chimera::kernels::legacy::q8r {
 namespace {
 
-// The sum of the 8 int32 lanes at p, broadcast.
-CHIMERA_T_Q8R inline __m256i bcast_sum8(const int32_t* p) {
-  const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-  return _mm256_broadcastd_epi32(s);
-}
-
-CHIMERA_T_Q8R inline __m256i bcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
+using x86::bcast4;
+using x86::bcast_sum8;
 
 struct Vnni {
   // R groups starting at group `grp`, M activation rows starting at i.

@@ -19,10 +19,13 @@
 // d_w * d_a with one vector op.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
+#include "core/fp16.h"
 #include "format/gguf/ggml_types.h"
 #include "kernels/type_traits.h"
 
@@ -99,6 +102,35 @@ MatmulKernel legacy_quant_kernel_scalar(format::GgmlType t);
 MatmulKernel legacy_quant_kernel_avx2(format::GgmlType t);
 MatmulKernel legacy_quant_kernel_avx512vnni(format::GgmlType t);
 
+// The scalar reference of the load-time packed 8-row-group layouts (Q8_0:
+// matmul_q8_0_repack.h, Q4_0: matmul_q4_0_repack.h): a group holds the f16
+// scales d[nb][8] first, then codes_per_block bytes of codes per block;
+// block_sumi(codes of block b, row rr in the group, activation qs of block b)
+// is the exact int32 sum of the row's block, and per output
+// acc = fma((float)sumi_b, d_w * d_a, acc) over the blocks in order.
+template <class BlockSumi>
+void gemm_packed_groups_scalar(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1,
+                               size_t codes_per_block, BlockSumi block_sumi) {
+  constexpr int kGroupRows = 8;
+  const int64_t nb = g.k / 32;
+  for (int64_t r = r0; r < r1; ++r) {
+    const int rr = (int)(r % kGroupRows);
+    const uint8_t* base = g.w + (size_t)(r / kGroupRows) * kGroupRows * g.w_stride;
+    const uint8_t* codes = base + (size_t)nb * 16;
+    for (int64_t i = i0; i < i1; ++i) {
+      const ActView a = act_view(g.a + (size_t)i * g.a_stride, g.k);
+      float acc = 0.f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const int32_t sumi = block_sumi(codes + (size_t)b * codes_per_block, rr, a.qs + 32 * b);
+        uint16_t h;
+        std::memcpy(&h, base + (size_t)b * 16 + 2 * rr, 2);
+        acc = std::fma((float)sumi, f16_to_f32(h) * a.dexp[8 * b], acc);
+      }
+      g.y[i * g.ldy + r] = acc;
+    }
+  }
+}
+
 }  // namespace chimera::kernels::legacy
 
 #if defined(__x86_64__)
@@ -119,6 +151,22 @@ CHIMERA_T_QL_AVX2 __m256 f16_bcast(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
   return _mm256_cvtph_ps(_mm_set1_epi16((short)h));
+}
+
+// The sum of the 8 int32 lanes at p (a block's activation bias), broadcast.
+CHIMERA_T_QL_AVX2 __m256i bcast_sum8(const int32_t* p) {
+  const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm256_broadcastd_epi32(s);
+}
+
+// The 4 activation bytes at p in every 32-bit lane.
+CHIMERA_T_QL_AVX2 __m256i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
 }
 
 // 16 bytes of nibbles -> 32 bytes: low nibbles (elements 0..15), then high.
