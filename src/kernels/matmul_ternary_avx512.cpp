@@ -342,8 +342,90 @@ CHIMERA_T_TQ512 void gemv_packed(const GemmArgs& g, int64_t r0, int64_t r1) {
   }
 }
 
-// GEMM on packed weights: decode each row of a group into the plane-order
-// panel (same values as decode<kTq2>) and reuse panel_dot.
+// GEMM on packed weights: gemv_packed for M <= 4 activation rows at once.
+// Each 64-byte qs unit is loaded and split into its four planes once and
+// dotted with every activation row of the tile (vpdpbusd with the activation
+// chunk as a memory operand); per activation row, per row pair, the fold,
+// correction, conversion and FMA are exactly gemv_packed's, so every output
+// is bit-identical to it (and so to the storage-layout kernel) for any tile
+// split. Registers at M = 4: 8 accumulators, 8 pair sums, 4 planes.
+// (Before: each row decoded into a plane-order panel, re-read per 4
+// activation rows, with the per-block fold and update for every row alone.)
+template <bool kVnni, int M>
+CHIMERA_T_TQ512 void gemm_packed_tile(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i) {
+  constexpr int G = kTqGroup;
+  constexpr int P = G / 2;
+  static_assert(G == 4 || G == 8);
+  const int64_t nsb = g.k / q::kQK_K;
+  const TqAct8* act[M];
+  CHIMERA_UNROLL for (int m = 0; m < M; ++m) act[m] = reinterpret_cast<const TqAct8*>(g.a + (size_t)(i + m) * g.a_stride);
+  const size_t sc_bytes = tq_packed_scale_bytes(g.k);
+  const size_t group_bytes = (size_t)G * g.w_stride;
+  const __m512i mask = _mm512_set1_epi8(3);
+  const __m512i ones = _mm512_set1_epi16(1);
+  __m512i idx[P];
+  CHIMERA_UNROLL for (int p = 0; p < P; ++p) {
+    idx[p] = _mm512_inserti64x4(_mm512_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1), 1);
+  }
+  for (int64_t r = r0; r < r1; r += G) {
+    const uint8_t* grp = g.w + (size_t)(r / G) * group_bytes;
+    const auto* sc = reinterpret_cast<const uint16_t*>(grp);
+    const uint8_t* qs = grp + sc_bytes;
+    __m512 acc[M][P];
+    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+      CHIMERA_UNROLL for (int p = 0; p < P; ++p) acc[m][p] = _mm512_setzero_ps();
+    }
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      const uint8_t* blk = qs + (size_t)sb * G * 64;
+      __m256 d8;
+      if constexpr (G == 8) {
+        d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(sc + sb * G)));
+      } else {
+        d8 = _mm256_castps128_ps256(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i*)(sc + sb * G))));
+      }
+      CHIMERA_UNROLL for (int p = 0; p < P; ++p) {
+        __m512i s[2][M];
+        CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
+          const __m512i x = _mm512_load_si512((const void*)(blk + 64 * (2 * p + h)));
+          __m512i t[4];
+          CHIMERA_UNROLL for (int n = 0; n < 4; ++n) t[n] = _mm512_and_si512(_mm512_srli_epi16(x, 2 * n), mask);
+          CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+            const int8_t* a = act[m][sb].qs;
+            __m512i v = _mm512_setzero_si512();
+            CHIMERA_UNROLL for (int n = 0; n < 4; ++n) {
+              const __m512i y = _mm512_load_si512((const void*)(a + 64 * n));
+              if constexpr (kVnni) {
+                v = _mm512_dpbusd_epi32(v, t[n], y);
+              } else {
+                v = _mm512_add_epi32(v, _mm512_madd_epi16(_mm512_maddubs_epi16(t[n], y), ones));
+              }
+            }
+            s[h][m] = v;
+          }
+        }
+        CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+          const TqAct8& a = act[m][sb];
+          const __m512 dz = _mm512_castps256_ps512(_mm256_mul_ps(d8, _mm256_set1_ps(a.d)));
+          const __m512i corr = _mm512_broadcast_i64x4(_mm256_load_si256((const __m256i*)a.corr));
+          const __m512i lo = _mm512_shuffle_i64x2(s[0][m], s[1][m], 0x44);
+          const __m512i hi = _mm512_shuffle_i64x2(s[0][m], s[1][m], 0xEE);
+          const __m512i v = _mm512_sub_epi32(_mm512_add_epi32(lo, hi), corr);
+          acc[m][p] = _mm512_fmadd_ps(_mm512_permutexvar_ps(idx[p], dz), _mm512_cvtepi32_ps(v), acc[m][p]);
+        }
+      }
+    }
+    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+      float* y = g.y + (i + m) * g.ldy;
+      CHIMERA_UNROLL for (int p = 0; p < P; ++p) {
+        alignas(64) float l[16];
+        _mm512_store_ps(l, acc[m][p]);
+        y[r + 2 * p] = detail::tq_finish(l);
+        y[r + 2 * p + 1] = detail::tq_finish(l + 8);
+      }
+    }
+  }
+}
+
 template <bool kVnni>
 CHIMERA_T_TQ512 void gemm_packed(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
   if (i1 - i0 == 1) {
@@ -353,24 +435,17 @@ CHIMERA_T_TQ512 void gemm_packed(const GemmArgs& g, int64_t r0, int64_t r1, int6
     gemv_packed<kVnni>(g1, r0, r1);
     return;
   }
+  // Row groups outer (a group's weights stay in L1 across its activation
+  // tiles), activation tiles of 4 inner.
   constexpr int G = kTqGroup;
-  const int64_t nsb = g.k / q::kQK_K;
-  RowPanel& pr = row_panel(nsb, 4);
-  const size_t sc_bytes = tq_packed_scale_bytes(g.k);
-  const size_t group_bytes = (size_t)G * g.w_stride;
-  const __m512i mask = _mm512_set1_epi8(3);
   for (int64_t r = r0; r < r1; r += G) {
-    const uint8_t* grp = g.w + (size_t)(r / G) * group_bytes;
-    const uint8_t* qs = grp + sc_bytes;
-    for (int j = 0; j < G; ++j) {
-      for (int64_t sb = 0; sb < nsb; ++sb) {
-        const __m512i x = _mm512_load_si512((const void*)(qs + (size_t)(sb * G + j) * 64));
-        CHIMERA_UNROLL for (int n = 0; n < 4; ++n) {
-          _mm512_store_si512((void*)pr.block(sb * 4 + n), _mm512_and_si512(_mm512_srli_epi16(x, 2 * n), mask));
-        }
-        pr.dd[(size_t)sb] = f16_at(grp + (size_t)(sb * G + j) * 2);
-      }
-      panel_rows<Kind::kTq2, kVnni>(pr, g, nsb, i0, i1, r + j);
+    int64_t i = i0;
+    for (; i + 4 <= i1; i += 4) gemm_packed_tile<kVnni, 4>(g, r, r + G, i);
+    switch (i1 - i) {
+      case 3: gemm_packed_tile<kVnni, 3>(g, r, r + G, i); break;
+      case 2: gemm_packed_tile<kVnni, 2>(g, r, r + G, i); break;
+      case 1: gemm_packed_tile<kVnni, 1>(g, r, r + G, i); break;
+      default: break;
     }
   }
 }
