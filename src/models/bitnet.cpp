@@ -88,6 +88,7 @@ class BitnetModel final : public MicroBatchedModel {
   std::vector<layers::LayerStateSpec> state_specs() const override {
     return std::vector<layers::LayerStateSpec>(layers_.size(), attn_cfg_.kv_spec());
   }
+  bool reads_typed_kv() const override { return true; }  // attention via layers::attention_core
 
   Status init(const format::GgufFile& g) {
     HParams hp(g, arch_);
