@@ -2,19 +2,23 @@
 // contexts on one model run different sequences concurrently in two threads
 // (each with its own thread pool) and every logits row is bit-identical to
 // running each sequence alone, for every family with a golden tiny model
-// (llama, granitehybrid, mamba, mamba2, phimoe, bitnet, llada); expert
+// (llama, granitehybrid, mamba, mamba2, phimoe, bitnet, llada) and the
+// converted bitnet-llama2c and phi4flash models; expert
 // statistics attached to the model count the routings of both contexts; a
 // context's KV cache types apply to its states only, and a refused type
 // leaves the context unchanged.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <latch>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "format/bitnet_llama2c/bitnet_llama2c.h"
+#include "format/hf/hf_convert.h"
 #include "models/context.h"
 #include "models/model.h"
 #include "runtime/expert_stats.h"
@@ -79,6 +83,31 @@ void run_concurrently(const models::Model& m, const Sequence& a, const Sequence&
   tb.join();
 }
 
+// Two threads, two contexts on m, different sequences at once: every row
+// bit-identical to each sequence alone (a buffer shared between contexts
+// shows up as a mismatch in some of the rounds).
+void expect_concurrent_matches_alone(const models::Model& m, int rounds = 10) {
+  const int64_t nv = m.info().n_vocab;
+  // Different lengths, so the two threads are at different layers / steps.
+  const Sequence a = make_sequence(nv, 37, 24, 1), b = make_sequence(nv, 61, 17, 2);
+  std::string err;
+  ThreadPool pool(1);
+  models::Context alone = m.new_context();
+  const std::vector<float> want_a = run(alone, a, &pool, &err), want_b = run(alone, b, &pool, &err);
+  ASSERT_TRUE(err.empty()) << err;
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<float> got_a, got_b;
+    std::string err_a, err_b;
+    run_concurrently(m, a, b, &got_a, &got_b, &err_a, &err_b);
+    ASSERT_TRUE(err_a.empty()) << err_a;
+    ASSERT_TRUE(err_b.empty()) << err_b;
+    ASSERT_EQ(got_a.size(), want_a.size());
+    ASSERT_EQ(got_b.size(), want_b.size());
+    EXPECT_EQ(0, std::memcmp(got_a.data(), want_a.data(), want_a.size() * sizeof(float))) << "round " << round;
+    EXPECT_EQ(0, std::memcmp(got_b.data(), want_b.data(), want_b.size() * sizeof(float))) << "round " << round;
+  }
+}
+
 TEST(Context, ConcurrentContextsMatchEachSequenceAlone) {
   CHIMERA_REQUIRE_SHARED(shared);
   for (const char* name : {"tiny-llama", "tiny-granitehybrid", "tiny-mamba", "tiny-mamba2", "tiny-phimoe-hf",
@@ -86,26 +115,37 @@ TEST(Context, ConcurrentContextsMatchEachSequenceAlone) {
     SCOPED_TRACE(name);
     auto m = load(shared, name);
     ASSERT_TRUE(m);
-    const int64_t nv = m->info().n_vocab;
-    // Different lengths, so the two threads are at different layers / steps.
-    const Sequence a = make_sequence(nv, 37, 24, 1), b = make_sequence(nv, 61, 17, 2);
-    std::string err;
-    ThreadPool pool(1);
-    models::Context alone = m->new_context();
-    const std::vector<float> want_a = run(alone, a, &pool, &err), want_b = run(alone, b, &pool, &err);
-    ASSERT_TRUE(err.empty()) << err;
-    for (int round = 0; round < 10; ++round) {  // races (a shared buffer) show up in some rounds
-      std::vector<float> got_a, got_b;
-      std::string err_a, err_b;
-      run_concurrently(*m, a, b, &got_a, &got_b, &err_a, &err_b);
-      ASSERT_TRUE(err_a.empty()) << err_a;
-      ASSERT_TRUE(err_b.empty()) << err_b;
-      ASSERT_EQ(got_a.size(), want_a.size());
-      ASSERT_EQ(got_b.size(), want_b.size());
-      EXPECT_EQ(0, std::memcmp(got_a.data(), want_a.data(), want_a.size() * sizeof(float))) << "round " << round;
-      EXPECT_EQ(0, std::memcmp(got_b.data(), want_b.data(), want_b.size() * sizeof(float))) << "round " << round;
-    }
+    expect_concurrent_matches_alone(*m);
   }
+}
+
+// The families without a golden GGUF, converted into a temporary file.
+void expect_converted_concurrent_matches_alone(const std::string& path) {
+  auto r = models::load_model(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  expect_concurrent_matches_alone(*r.value(), 4);  // larger models: fewer, longer rounds
+}
+
+TEST(Context, ConcurrentBitnetLlama2cContextsMatchEachSequenceAlone) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  const std::string dir = shared + "/models/bitnet-llama2c";
+  const std::string path = temp_path("context-bitnet-1M.gguf");
+  format::bitnet_llama2c::ConvertOptions opts;
+  opts.name = "bitnet-1M";
+  const Status st = format::bitnet_llama2c::convert(dir + "/bitnet-1M.bin", dir + "/tok512.bin", path, opts);
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  expect_converted_concurrent_matches_alone(path);
+}
+
+TEST(Context, ConcurrentPhi4FlashContextsMatchEachSequenceAlone) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  const std::string path = temp_path("context-phi4flash.gguf");
+  format::hf::ConvertOptions o;
+  o.out_type = "f32";
+  const Status st = format::hf::convert(shared + "/golden/hf/phi4flash-tiny-a", path, o);
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  expect_converted_concurrent_matches_alone(path);
 }
 
 // The MoE observer is model-wide: statistics attached to the model count
