@@ -1,4 +1,4 @@
-// Fused multi-sequence decode (Model::forward_batch) vs one forward() per
+// Fused multi-sequence decode (Context::forward_batch) vs one forward() per
 // sequence, on a real GGUF: $CHIMERA_BENCH_MODEL (skipped when unset), e.g. a
 // `chimera synth` file. Each iteration is one decode step (1 token) of
 // range(0) sequences that already hold a 64-token prefix; arg 1 selects the
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "models/context.h"
 #include "models/model.h"
 
 namespace {
@@ -39,12 +40,13 @@ void BM_DecodeStep(benchmark::State& state) {
   std::unique_ptr<ThreadPool> tp = state.range(2) > 1 ? std::make_unique<ThreadPool>((int)state.range(2)) : nullptr;
   ThreadPool* pool = tp.get();
   const int64_t nv = m->info().n_vocab;
+  models::Context ctx = m->new_context();
   std::vector<std::unique_ptr<layers::SequenceState>> st;
   std::vector<int32_t> prefix(64);
   for (size_t i = 0; i < prefix.size(); ++i) prefix[i] = (int32_t)((i * 7919) % (size_t)nv);
   for (int64_t i = 0; i < n_seq; ++i) {
-    st.push_back(m->new_state(4096));
-    (void)m->forward(*st.back(), prefix.data(), (int64_t)prefix.size(), models::Logits::kNone, nullptr, nullptr);
+    st.push_back(ctx.new_state(4096));
+    (void)ctx.forward(*st.back(), prefix.data(), (int64_t)prefix.size(), models::Logits::kNone, nullptr, nullptr);
   }
   std::vector<float> logits((size_t)(n_seq * nv));
   std::vector<int32_t> tok((size_t)n_seq, 1);
@@ -53,10 +55,10 @@ void BM_DecodeStep(benchmark::State& state) {
       std::vector<models::BatchItem> items;
       for (int64_t i = 0; i < n_seq; ++i)
         items.push_back({st[(size_t)i].get(), &tok[(size_t)i], 1, models::Logits::kLast, logits.data() + i * nv});
-      (void)m->forward_batch(items, pool);
+      (void)ctx.forward_batch(items, pool);
     } else {
       for (int64_t i = 0; i < n_seq; ++i)
-        (void)m->forward(*st[(size_t)i], &tok[(size_t)i], 1, models::Logits::kLast, logits.data() + i * nv, pool);
+        (void)ctx.forward(*st[(size_t)i], &tok[(size_t)i], 1, models::Logits::kLast, logits.data() + i * nv, pool);
     }
   }
   state.counters["tok/s"] = benchmark::Counter((double)(state.iterations() * n_seq), benchmark::Counter::kIsRate);

@@ -26,7 +26,8 @@
  *   - A context or a sampler is used by one thread at a time (several contexts: several threads), except
  *     chimera_context_cancel, which any thread may call while the context exists. A call on a context
  *     made from inside that context's own generation callback is refused with CHIMERA_ERR_BUSY.
- *   - The contexts of one model share its compute buffers: calls that run the model (chimera_decode,
+ *   - Each context has its own compute buffers, but the contexts of one model share its worker
+ *     threads: calls that run the model (chimera_decode,
  *     chimera_generate, chimera_sampler_sample) on contexts of the same model are serialized by a
  *     per-model lock. chimera_generate holds it while it computes and releases it around every
  *     callback, so generations on several contexts of one model interleave token by token, and a

@@ -1,7 +1,8 @@
 // Contexts (one sequence each on a shared model): create, reset, decode with
 // logits, and saved states. A context is the runtime's Generator for the
-// model (the CLI's and the server's generation code); forwards of one model's
-// contexts are serialized by the model's run_mu.
+// model (the CLI's and the server's generation code), on a models::Context of
+// its own; forwards of one model's contexts are serialized by the model's
+// run_mu because they share its thread pool.
 #include "capi/capi_internal.h"
 #include "runtime/session_io.h"
 

@@ -89,7 +89,7 @@ chimera_status check_capacity(ErrorSlot* slot, const void* buf, size_t capacity,
 struct chimera_model {
   std::unique_ptr<chimera::models::Model> model;
   std::unique_ptr<chimera::ThreadPool> pool;
-  std::mutex run_mu;  // one forward at a time: the model's scratch buffers are shared
+  std::mutex run_mu;  // one forward at a time: the thread pool is shared (each context has its own scratch)
   int64_t n_ctx = 4096;
   const char* isa = "";  // kernels::isa_name of the instruction set its weights were prepared for
   std::optional<std::string> template_source;                 // tokenizer.chat_template
@@ -107,7 +107,7 @@ struct chimera_model {
 
 struct chimera_context {
   chimera_model* owner = nullptr;
-  std::unique_ptr<chimera::runtime::Generator> gen;
+  std::unique_ptr<chimera::runtime::Generator> gen;  // owns the context's models::Context (scratch, states)
   chimera::runtime::AutoregressiveGenerator* ar = nullptr;  // gen, when the model is autoregressive
   std::atomic<bool> busy{false};    // a call is running (a callback calling back in is refused)
   std::atomic<bool> cancel{false};  // chimera_context_cancel

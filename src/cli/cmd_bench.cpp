@@ -93,6 +93,9 @@ int run(const BenchOptions& o) {
   for (auto& t : prompt) t = (int32_t)(rng() % (uint32_t)nv);
   std::vector<float> logits((size_t)nv);
   nlohmann::json rows = nlohmann::json::array();
+  auto cr = new_context(m);
+  if (!cr) return report_error(cr.status());
+  models::Context& ctx = *cr;
   for (int32_t threads : thread_list) {
     ThreadPool pool(threads);
     BandwidthResult bw;
@@ -102,14 +105,14 @@ int run(const BenchOptions& o) {
     // -d: the context is filled once (untimed); every test starts from a copy.
     std::unique_ptr<layers::SequenceState> base;
     if (o.depth > 0) {
-      std::vector<int32_t> ctx((size_t)o.depth);
-      for (auto& t : ctx) t = (int32_t)(rng() % (uint32_t)nv);
-      base = m.new_state(n_ctx);
-      if (Status s = m.forward(*base, ctx.data(), o.depth, models::Logits::kNone, nullptr, &pool); !s)
+      std::vector<int32_t> fill((size_t)o.depth);
+      for (auto& t : fill) t = (int32_t)(rng() % (uint32_t)nv);
+      base = ctx.new_state(n_ctx);
+      if (Status s = ctx.forward(*base, fill.data(), o.depth, models::Logits::kNone, nullptr, &pool); !s)
         return report_error(s);
     }
     auto fresh_state = [&]() -> Result<std::unique_ptr<layers::SequenceState>> {
-      auto st = m.new_state(n_ctx);
+      auto st = ctx.new_state(n_ctx);
       if (base) CHIMERA_RETURN_IF_ERROR(st->copy_from(*base));
       return st;
     };
@@ -119,7 +122,7 @@ int run(const BenchOptions& o) {
         if (!sr) return report_error(sr.status());
         auto& st = *sr;
         Stopwatch sw;
-        Status s = m.forward(*st, prompt.data(), o.n_prompt, models::Logits::kLast, logits.data(), &pool);
+        Status s = ctx.forward(*st, prompt.data(), o.n_prompt, models::Logits::kLast, logits.data(), &pool);
         const double t = sw.elapsed();
         if (!s) return report_error(s);
         if (r >= 0) {
@@ -134,7 +137,7 @@ int run(const BenchOptions& o) {
         int32_t tok = prompt[0];
         Stopwatch sw;
         for (int64_t i = 0; i < o.n_gen; ++i) {
-          Status s = m.forward(*st, &tok, 1, models::Logits::kLast, logits.data(), &pool);
+          Status s = ctx.forward(*st, &tok, 1, models::Logits::kLast, logits.data(), &pool);
           if (!s) return report_error(s);
           tok = (int32_t)(rng() % (uint32_t)nv);
         }

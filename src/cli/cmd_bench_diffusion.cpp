@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cli/bench_stats.h"
+#include "cli/common.h"
 #include "core/memory.h"
 #include "core/timer.h"
 #include "kernels/dispatch.h"
@@ -67,7 +68,8 @@ Status bench_diffusion(models::Model& m, const DiffusionBenchConfig& cfg, Thread
     while (t == spec.mask_id);
   }
   const int64_t n_ctx = cfg.n_prompt + cfg.n_gen;
-  runtime::DiffusionGenerator gen(m, n_ctx, &pool);
+  CHIMERA_ASSIGN_OR_RETURN(models::Context ctx, new_context(m));
+  runtime::DiffusionGenerator gen(std::move(ctx), n_ctx, &pool);
   auto sink = [](int32_t) { return true; };
   for (const DiffusionBenchMode& mode : cfg.modes) {
     CHIMERA_ASSIGN_OR_RETURN(const runtime::DiffusionSchedule sched, runtime::diffusion_schedule(mode.options, cfg.n_gen));

@@ -81,7 +81,9 @@ int run(const ChatOptions& o) {
   }
 
   const int64_t n_ctx = resolve_ctx(model, o.n_ctx);
-  auto gen = runtime::make_generator(model, n_ctx, &global_thread_pool());
+  auto ctx = new_context(model);
+  if (!ctx) return report_error(ctx.status());
+  auto gen = runtime::make_generator(std::move(ctx).value(), n_ctx, &global_thread_pool());
   runtime::GenerateOptions go;
   go.n_predict = o.n_predict;
   go.sampling = o.sampling.p;

@@ -55,10 +55,13 @@ int run_experts(const ExpertsOptions& o) {
   if (tokens.empty()) return report_error("the text is empty after tokenization");
   const int64_t n = (int64_t)tokens.size();
   const int64_t n_ctx = resolve_ctx(model, o.n_ctx);
+  auto cr = new_context(model);
+  if (!cr) return report_error(cr.status());
+  models::Context& ctx = *cr;
   for (int64_t done = 0; done < n; done += n_ctx) {
     const int64_t w = std::min(n_ctx, n - done);
-    auto st = model.new_state(w);
-    if (Status s = model.forward(*st, tokens.data() + done, w, models::Logits::kNone, nullptr, &global_thread_pool());
+    auto st = ctx.new_state(w);
+    if (Status s = ctx.forward(*st, tokens.data() + done, w, models::Logits::kNone, nullptr, &global_thread_pool());
         !s)
       return report_error(s);
   }

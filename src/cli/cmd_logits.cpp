@@ -37,13 +37,16 @@ int run(const LogitsOptions& o) {
   models::Model& m = **mr;
   const int64_t n = (int64_t)ids->size();
   const int64_t n_ctx = o.n_ctx > 0 ? o.n_ctx : std::max<int64_t>(n, 512);
-  auto st = m.new_state(n_ctx);
+  auto cr = new_context(m);
+  if (!cr) return report_error(cr.status());
+  models::Context& ctx = *cr;
+  auto st = ctx.new_state(n_ctx);
   const int64_t nv = m.info().n_vocab;
   std::vector<float> logits((size_t)(n * nv));
   if (chunk == 0) chunk = n;
   for (int64_t i = 0; i < n; i += chunk) {
     const int64_t c = std::min(chunk, n - i);
-    Status s = m.forward(*st, ids->data() + i, c, models::Logits::kAll, logits.data() + i * nv, &global_thread_pool());
+    Status s = ctx.forward(*st, ids->data() + i, c, models::Logits::kAll, logits.data() + i * nv, &global_thread_pool());
     if (!s) return report_error(s);
   }
   std::FILE* f = std::fopen(o.out.c_str(), "wb");

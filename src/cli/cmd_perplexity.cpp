@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,15 @@ int run_perplexity(const PerplexityOptions& o) {
       return report_error("--kld-base has " + std::to_string(base->info().n_vocab) + " vocabulary entries, the model " +
                           std::to_string(m.info().n_vocab));
   }
+  auto cr = new_context(m);
+  if (!cr) return report_error(cr.status());
+  models::Context& ctx = *cr;
+  std::optional<models::Context> base_ctx;
+  if (base) {
+    auto bcr = new_context(*base);
+    if (!bcr) return report_error(bcr.status());
+    base_ctx.emplace(std::move(bcr).value());
+  }
   const auto& tok = m.tokenizer();
   const std::vector<int32_t> tokens = tok.encode(*text, true, false);
   const int64_t n_ctx = o.n_ctx;
@@ -94,12 +104,12 @@ int run_perplexity(const PerplexityOptions& o) {
   for (int64_t c = 0; c < n_chunk; ++c) {
     std::vector<int32_t> win(tokens.begin() + c * n_ctx, tokens.begin() + (c + 1) * n_ctx);
     if (tok.add_bos() && tok.bos() >= 0) win[0] = tok.bos();
-    auto st = m.new_state(n_ctx);
-    Status s = m.forward(*st, win.data(), n_ctx, models::Logits::kAll, logits.data(), &global_thread_pool());
+    auto st = ctx.new_state(n_ctx);
+    Status s = ctx.forward(*st, win.data(), n_ctx, models::Logits::kAll, logits.data(), &global_thread_pool());
     if (!s) return report_error(s);
     if (base) {
-      auto bst = base->new_state(n_ctx);
-      s = base->forward(*bst, win.data(), n_ctx, models::Logits::kAll, base_logits.data(), &global_thread_pool());
+      auto bst = base_ctx->new_state(n_ctx);
+      s = base_ctx->forward(*bst, win.data(), n_ctx, models::Logits::kAll, base_logits.data(), &global_thread_pool());
       if (!s) return report_error(s.with_context("--kld-base"));
     }
     for (int64_t j = first; j < n_ctx - 1; ++j) {

@@ -82,7 +82,9 @@ int run(const RunOptions& o) {
     if (!sr) return report_error(sr.status());
     stats = std::move(*sr);
   }
-  auto gen = runtime::make_generator(model, n_ctx, &global_thread_pool());
+  auto ctx = new_context(model);
+  if (!ctx) return report_error(ctx.status());
+  auto gen = runtime::make_generator(std::move(ctx).value(), n_ctx, &global_thread_pool());
   runtime::GenerateOptions go;
   go.n_predict = o.n_predict;
   go.stop_at_eog = !o.ignore_eos;

@@ -76,15 +76,26 @@ struct KvChoice {
   std::string k, v;
 } g_kv_choice;
 
-Status apply_kv_choice(models::Model& m) {
-  auto parse = [](const std::string& s) {
-    return s == "f16" ? kernels::KvType::kF16 : s == "q8_0" ? kernels::KvType::kQ8_0 : kernels::KvType::kF32;
-  };
-  const Status s = m.set_kv_types({parse(g_kv_choice.k), parse(g_kv_choice.v)});
+Status check_kv_choice(const models::Model& m) {
+  const Status s = m.check_kv_types(chosen_kv_types());
   if (!s.is_ok()) return unsupported("--cache-type-k/--cache-type-v: " + s.message());
   return s;
 }
 }  // namespace
+
+layers::KvCacheTypes chosen_kv_types() {
+  auto parse = [](const std::string& s) {
+    return s == "f16" ? kernels::KvType::kF16 : s == "q8_0" ? kernels::KvType::kQ8_0 : kernels::KvType::kF32;
+  };
+  return {parse(g_kv_choice.k), parse(g_kv_choice.v)};
+}
+
+Result<models::Context> new_context(const models::Model& m) {
+  models::Context ctx = m.new_context();
+  CHIMERA_RETURN_IF_ERROR(check_kv_choice(m));
+  CHIMERA_RETURN_IF_ERROR(ctx.set_kv_types(chosen_kv_types()));
+  return ctx;
+}
 
 Status ComputeOptions::apply() const {
   set_global_thread_count(threads > 0 ? threads : default_thread_count());
@@ -135,7 +146,7 @@ void SamplingOptions::add_to(CLI::App* app) {
 Result<std::unique_ptr<models::Model>> load_model_verbose(const std::string& path, bool quiet) {
   Stopwatch sw;
   CHIMERA_ASSIGN_OR_RETURN(auto m, models::load_model(path));
-  CHIMERA_RETURN_IF_ERROR(apply_kv_choice(*m));
+  CHIMERA_RETURN_IF_ERROR(check_kv_choice(*m));
   if (!quiet) {
     const auto& i = m->info();
     std::fprintf(stderr, "chimera: loaded %s (%s, %lld layers, %lld vocab, %.1f MiB) in %.2f s; %d threads, %s kernels\n",

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "models/context.h"
 #include "models/model.h"
 #include "quant/quantize_model.h"
 #include "runtime/generator.h"
@@ -23,8 +24,8 @@ struct ComputeOptions {
   int threads = 0;  // 0 = all cores
   std::string isa;  // "" = best
   bool no_repack_cache = false;  // --no-repack-cache (also CHIMERA_REPACK_CACHE=0)
-  // --cache-type-k / --cache-type-v: f32, f16, or "" = the default (see
-  // load_model_verbose). Applied to the next model loaded.
+  // --cache-type-k / --cache-type-v: f32, f16, q8_0 or "" = the default
+  // (chosen_kv_types; checked against the next model loaded).
   std::string cache_type_k, cache_type_v;
   void add_to(CLI::App* app);
   Status apply() const;
@@ -35,8 +36,15 @@ struct SamplingOptions {
   void add_to(CLI::App* app);
 };
 
-// Loads a model, printing a one-line summary to stderr unless quiet.
+// Loads a model, printing a one-line summary to stderr unless quiet. Refuses
+// (kUnsupported naming the flags) a model that does not accept the KV cache
+// types --cache-type-k/-v chose.
 Result<std::unique_ptr<models::Model>> load_model_verbose(const std::string& path, bool quiet);
+// The KV cache types --cache-type-k/-v chose (ComputeOptions::apply; f32 by default).
+layers::KvCacheTypes chosen_kv_types();
+// A context on m with those KV types (the same error as load_model_verbose
+// when m does not accept them): what a command runs its forwards on.
+Result<models::Context> new_context(const models::Model& m);
 
 // Largest accepted -c (tokens); larger values are refused, not clamped.
 inline constexpr int64_t kMaxCtx = (int64_t)1 << 24;

@@ -79,7 +79,9 @@ Status check_routing(const RoutingParams& p);
 // Receives the routing decisions of every MoE block call. `experts` and
 // `weights` are [n_tokens][k] (slot order). Called from the thread that runs
 // the forward pass, once per block call, after routing and before the experts
-// run. Implementations must not retain the pointers.
+// run. Implementations must not retain the pointers. The observer is
+// attached to the model, so every context running on it calls it, possibly
+// from several threads at once: implementations must be thread-safe.
 class MoeObserver {
  public:
   virtual ~MoeObserver() = default;
@@ -88,7 +90,10 @@ class MoeObserver {
 };
 
 // Mixin for models with MoE blocks: models::Model::moe() hands it out, and the
-// CLI sets (or clears, with nullptr) the observer through it.
+// CLI sets (or clears, with nullptr) the observer through it. Families keep
+// the pointer in a std::atomic read once per forward micro-batch, so setting
+// it while contexts run is not a data race (a running call keeps the observer
+// it read; clear it only once no call can still be using the old one).
 class MoeObservable {
  public:
   virtual ~MoeObservable() = default;

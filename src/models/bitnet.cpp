@@ -81,6 +81,13 @@ struct BitnetLayer {
   ScaledLinear wq, wk, wv, wo, gate, up, down;
 };
 
+// Per-context scratch (Model::new_scratch), kMaxUbatch rows each.
+struct BitnetScratch final : ModelScratch {
+  Workspace ws;
+  AlignedBuffer<float> q, k, v, attn, g, u, logits;
+  AlignedBuffer<uint8_t> packed_act;  // apply_same_input's packed activations
+};
+
 class BitnetModel final : public MicroBatchedModel {
  public:
   BitnetModel(std::string arch, FfnAct act) : arch_(std::move(arch)), act_(act) {}
@@ -134,14 +141,20 @@ class BitnetModel final : public MicroBatchedModel {
     }
     info_.weight_bytes = g.tensor_bytes();
     info_.derived = hp.notes();
-    ws_.n_embd = n_embd_;
-    q_.resize((size_t)(kMaxUbatch * nq));
-    k_.resize((size_t)(kMaxUbatch * nkv));
-    v_.resize((size_t)(kMaxUbatch * nkv));
-    attn_.resize((size_t)(kMaxUbatch * nq));
-    g_.resize((size_t)(kMaxUbatch * n_ff_));
-    u_.resize((size_t)(kMaxUbatch * n_ff_));
     return Status::ok();
+  }
+
+  std::unique_ptr<ModelScratch> new_scratch() const override {
+    auto s = std::make_unique<BitnetScratch>();
+    const int64_t nq = n_head_ * head_dim_, nkv = n_head_kv_ * head_dim_;
+    s->ws.n_embd = n_embd_;
+    s->q.resize((size_t)(kMaxUbatch * nq));
+    s->k.resize((size_t)(kMaxUbatch * nkv));
+    s->v.resize((size_t)(kMaxUbatch * nkv));
+    s->attn.resize((size_t)(kMaxUbatch * nq));
+    s->g.resize((size_t)(kMaxUbatch * n_ff_));
+    s->u.resize((size_t)(kMaxUbatch * n_ff_));
+    return s;
   }
 
  private:
@@ -150,15 +163,16 @@ class BitnetModel final : public MicroBatchedModel {
   // per-tensor scale) and the output projection over all rows; RoPE, the K/V
   // writes and the attention kernel per sequence (layers::attention_core);
   // attn_sub_norm before the output projection.
-  void attention(const BitnetLayer& L, const float* h, std::span<const layers::AttentionSpan> spans, int64_t rows,
-                 size_t layer, float* out, ThreadPool* pool) {
+  void attention(BitnetScratch& s, const BitnetLayer& L, const float* h,
+                 std::span<const layers::AttentionSpan> spans, int64_t rows, size_t layer, float* out,
+                 ThreadPool* pool) const {
     const int64_t nq = n_head_ * head_dim_, nkv = n_head_kv_ * head_dim_;
-    float* q = q_.data();
-    float* k = k_.data();
-    float* v = v_.data();
-    float* attn = attn_.data();
+    float* q = s.q.data();
+    float* k = s.k.data();
+    float* v = s.v.data();
+    float* attn = s.attn.data();
     layers::apply_same_input({{&L.wq.lin, q, nq}, {&L.wk.lin, k, nkv}, {&L.wv.lin, v, nkv}}, h, rows, n_embd_,
-                             packed_act_, pool);
+                             s.packed_act, pool);
     L.wq.rescale(q, rows, nq);
     L.wk.rescale(k, rows, nkv);
     L.wv.rescale(v, rows, nkv);
@@ -167,10 +181,10 @@ class BitnetModel final : public MicroBatchedModel {
     L.wo.apply(attn, rows, nq, out, n_embd_, pool);
   }
 
-  void ffn(const BitnetLayer& L, const float* h, int64_t T, float* out, ThreadPool* pool) {
-    float* gt = g_.data();
-    float* up = u_.data();
-    layers::apply_same_input({{&L.gate.lin, gt, n_ff_}, {&L.up.lin, up, n_ff_}}, h, T, n_embd_, packed_act_, pool);
+  void ffn(BitnetScratch& s, const BitnetLayer& L, const float* h, int64_t T, float* out, ThreadPool* pool) const {
+    float* gt = s.g.data();
+    float* up = s.u.data();
+    layers::apply_same_input({{&L.gate.lin, gt, n_ff_}, {&L.up.lin, up, n_ff_}}, h, T, n_embd_, s.packed_act, pool);
     L.gate.rescale(gt, T, n_ff_);
     L.up.rescale(up, T, n_ff_);
     const int64_t n = T * n_ff_;
@@ -189,17 +203,19 @@ class BitnetModel final : public MicroBatchedModel {
   // Norms, projections and the FFN over the rows of all segments; attention
   // per segment (see attention()). The last layer's FFN runs only on the rows
   // whose logits are wanted.
-  void ubatch_segments(std::span<const Segment> segs, int64_t rows, ThreadPool* pool) override {
-    ws_.reserve(rows);
-    float* x = ws_.x.data();
-    float* h = ws_.h.data();
+  void ubatch_segments(ModelScratch& scratch, std::span<const Segment> segs, int64_t rows,
+                       ThreadPool* pool) const override {
+    BitnetScratch& s = static_cast<BitnetScratch&>(scratch);
+    s.ws.reserve(rows);
+    float* x = s.ws.x.data();
+    float* h = s.ws.h.data();
     embed_segments(embd_.tok, segs, x);
     const std::vector<layers::AttentionSpan> spans = attention_spans(segs);
     OutputSegments kept;
     for (size_t l = 0; l < layers_.size(); ++l) {
       const BitnetLayer& L = layers_[l];
       for (int64_t t = 0; t < rows; ++t) kernels::rms_norm(x + t * n_embd_, L.attn_norm.ptr(), h + t * n_embd_, n_embd_, eps_);
-      attention(L, h, spans, rows, l, h, pool);
+      attention(s, L, h, spans, rows, l, h, pool);
       kernels::add(x, h, rows * n_embd_);
       int64_t n = rows;
       if (l + 1 == layers_.size()) {
@@ -207,11 +223,11 @@ class BitnetModel final : public MicroBatchedModel {
         if ((n = kept.rows) == 0) break;
       }
       for (int64_t t = 0; t < n; ++t) kernels::rms_norm(x + t * n_embd_, L.ffn_norm.ptr(), h + t * n_embd_, n_embd_, eps_);
-      ffn(L, h, n, h, pool);
+      ffn(s, L, h, n, h, pool);
       kernels::add(x, h, n * n_embd_);
     }
     advance_segments(segs);
-    write_logits_segments(embd_, x, kept.segs, n_embd_, eps_, ws_, logits_scratch_, pool);
+    write_logits_segments(embd_, x, kept.segs, n_embd_, eps_, s.ws, s.logits, pool);
   }
 
   std::string arch_;
@@ -221,9 +237,6 @@ class BitnetModel final : public MicroBatchedModel {
   layers::AttentionConfig attn_cfg_;  // causal, scale 1/sqrt(head_dim), NEOX RoPE
   Embeddings embd_;
   std::vector<BitnetLayer> layers_;
-  Workspace ws_;
-  AlignedBuffer<float> q_, k_, v_, attn_, g_, u_, logits_scratch_;
-  AlignedBuffer<uint8_t> packed_act_;  // apply_same_input's packed activations
 };
 
 Result<std::unique_ptr<Model>> load_as(const format::GgufFile& gguf, const char* arch, FfnAct act) {

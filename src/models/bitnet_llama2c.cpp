@@ -127,6 +127,13 @@ struct L2cLayer {
   CodeMatrix wq, wk, wv, wo, w1, w2, w3;
 };
 
+// Per-context scratch (Model::new_scratch) for kMaxUbatch rows (tmp: one
+// row; att_scores grows to the longest context attended).
+struct L2cScratch final : ModelScratch {
+  std::vector<float> x, q, k, v, att, g, u, hb, a, tmp, att_scores;
+  std::vector<int8_t> qa;
+};
+
 class BitnetLlama2cModel final : public MicroBatchedModel {
  public:
   std::vector<layers::LayerStateSpec> state_specs() const override {
@@ -165,23 +172,28 @@ class BitnetLlama2cModel final : public MicroBatchedModel {
       CHIMERA_ASSIGN_OR_RETURN(L.w3, bind_codes(g, p + ".ffn_up", dim_, hid_));
     }
     info_.weight_bytes = g.tensor_bytes();
-    const int64_t wmax = std::max(dim_, hid_);
-    const auto rows = [](int64_t width) { return (size_t)(kMaxUbatch * width); };
-    tmp_.resize((size_t)wmax);
-    qa_.resize(rows(wmax));
-    a_.resize(rows(1));
-    x_.resize(rows(dim_));
-    q_.resize(rows(dim_));
-    k_.resize(rows(kv_dim_));
-    v_.resize(rows(kv_dim_));
-    att_.resize(rows(dim_));
-    hb_.resize(rows(dim_));
-    g_.resize(rows(hid_));
-    u_.resize(rows(hid_));
     if (!embd_.output_norm.present()) return invalid_argument("missing output_norm.weight");
     cls_.resize((size_t)(info_.n_vocab * dim_));
     for (int64_t v = 0; v < info_.n_vocab; ++v) kernels::weight_row_to_f32(embd_.output, v, cls_.data() + v * dim_);
     return Status::ok();
+  }
+
+  std::unique_ptr<ModelScratch> new_scratch() const override {
+    auto s = std::make_unique<L2cScratch>();
+    const int64_t wmax = std::max(dim_, hid_);
+    const auto rows = [](int64_t width) { return (size_t)(kMaxUbatch * width); };
+    s->tmp.resize((size_t)wmax);
+    s->qa.resize(rows(wmax));
+    s->a.resize(rows(1));
+    s->x.resize(rows(dim_));
+    s->q.resize(rows(dim_));
+    s->k.resize(rows(kv_dim_));
+    s->v.resize(rows(kv_dim_));
+    s->att.resize(rows(dim_));
+    s->hb.resize(rows(dim_));
+    s->g.resize(rows(hid_));
+    s->u.resize(rows(hid_));
+    return s;
   }
 
  private:
@@ -202,12 +214,12 @@ class BitnetLlama2cModel final : public MicroBatchedModel {
 
   // Causal attention of one query row at position pos over the cache, f32 in
   // llama2.c's order (dot, / sqrt(head_dim), softmax with max, weighted sum).
-  void attend(const layers::KvCache& kv, const float* q, int64_t pos, float* out) {
+  void attend(L2cScratch& s, const layers::KvCache& kv, const float* q, int64_t pos, float* out) const {
     const int64_t kv_mul = n_head_ / n_head_kv_;
     const float inv = std::sqrt((float)head_dim_);
     for (int64_t h = 0; h < n_head_; ++h) {
       const float* qh = q + h * head_dim_;
-      float* att = att_scores_.data();
+      float* att = s.att_scores.data();
       for (int64_t t = 0; t <= pos; ++t) {
         const float* k = kv.k_row(t) + (h / kv_mul) * head_dim_;
         float score = 0.f;
@@ -232,9 +244,10 @@ class BitnetLlama2cModel final : public MicroBatchedModel {
     }
   }
 
-  // bitnorm + int8 quantization of rows r < n of v[r][width] into qa_ / a_.
-  void quant_rows(const float* v, int64_t n, int64_t width) {
-    for (int64_t r = 0; r < n; ++r) a_[(size_t)r] = bitnorm_quant(v + r * width, width, tmp_.data(), qa_.data() + r * width);
+  // bitnorm + int8 quantization of rows r < n of v[r][width] into s.qa / s.a.
+  static void quant_rows(L2cScratch& s, const float* v, int64_t n, int64_t width) {
+    for (int64_t r = 0; r < n; ++r)
+      s.a[(size_t)r] = bitnorm_quant(v + r * width, width, s.tmp.data(), s.qa.data() + r * width);
   }
 
   // Layer by layer over the rows of all segments: each row is computed
@@ -243,29 +256,31 @@ class BitnetLlama2cModel final : public MicroBatchedModel {
   // chunking change it. The BitLinears read each weight row once for all
   // rows; RoPE, K/V writes and attention run per segment at its positions.
   // The last layer's FFN runs only on the rows whose logits are wanted.
-  void ubatch_segments(std::span<const Segment> segs, int64_t rows, ThreadPool* pool) override {
+  void ubatch_segments(ModelScratch& scratch, std::span<const Segment> segs, int64_t rows,
+                       ThreadPool* pool) const override {
+    L2cScratch& s = static_cast<L2cScratch&>(scratch);
     const int64_t max_pos = [&] {
       int64_t p = 0;
       for (const Segment& sg : segs) p = std::max(p, sg.state().n_past() + sg.T);
       return p;
     }();
-    if ((int64_t)att_scores_.size() < max_pos) att_scores_.resize((size_t)max_pos);
-    float* x = x_.data();
-    float* q = q_.data();
-    float* k = k_.data();
-    float* v = v_.data();
-    float* att = att_.data();
-    float* gt = g_.data();
-    float* up = u_.data();
-    float* hb = hb_.data();
-    const int8_t* qa = qa_.data();
-    const float* a = a_.data();
+    if ((int64_t)s.att_scores.size() < max_pos) s.att_scores.resize((size_t)max_pos);
+    float* x = s.x.data();
+    float* q = s.q.data();
+    float* k = s.k.data();
+    float* v = s.v.data();
+    float* att = s.att.data();
+    float* gt = s.g.data();
+    float* up = s.u.data();
+    float* hb = s.hb.data();
+    const int8_t* qa = s.qa.data();
+    const float* a = s.a.data();
     for (const Segment& sg : segs)
       for (int64_t t = 0; t < sg.T; ++t) kernels::weight_row_to_f32(embd_.tok, sg.tokens()[t], x + (sg.row + t) * dim_);
     OutputSegments kept;
     for (size_t l = 0; l < layers_.size(); ++l) {
       const L2cLayer& L = layers_[l];
-      quant_rows(x, rows, dim_);
+      quant_rows(s, x, rows, dim_);
       bitlinear(L.wq, qa, a, rows, q, pool);
       bitlinear(L.wk, qa, a, rows, k, pool);
       bitlinear(L.wv, qa, a, rows, v, pool);
@@ -277,9 +292,9 @@ class BitnetLlama2cModel final : public MicroBatchedModel {
           rope_row(k + (sg.row + t) * kv_dim_, kv_dim_, pos0 + t);
         }
         kv.store(pos0, sg.T, k + sg.row * kv_dim_, kv_dim_, v + sg.row * kv_dim_, kv_dim_);
-        for (int64_t t = 0; t < sg.T; ++t) attend(kv, q + (sg.row + t) * dim_, pos0 + t, att + (sg.row + t) * dim_);
+        for (int64_t t = 0; t < sg.T; ++t) attend(s, kv, q + (sg.row + t) * dim_, pos0 + t, att + (sg.row + t) * dim_);
       }
-      quant_rows(att, rows, dim_);
+      quant_rows(s, att, rows, dim_);
       bitlinear(L.wo, qa, a, rows, hb, pool);
       for (int64_t i = 0; i < rows * dim_; ++i) x[i] += hb[i];
       int64_t n = rows;
@@ -287,7 +302,7 @@ class BitnetLlama2cModel final : public MicroBatchedModel {
         kept = keep_output_segments(segs, {{x, dim_}});
         if ((n = kept.rows) == 0) break;
       }
-      quant_rows(x, n, dim_);
+      quant_rows(s, x, n, dim_);
       bitlinear(L.w1, qa, a, n, gt, pool);
       bitlinear(L.w3, qa, a, n, up, pool);
       for (int64_t i = 0; i < n * hid_; ++i) {
@@ -295,7 +310,7 @@ class BitnetLlama2cModel final : public MicroBatchedModel {
         val *= 1.0f / (1.0f + std::exp(-val));
         gt[i] = val * up[i];
       }
-      quant_rows(gt, n, hid_);
+      quant_rows(s, gt, n, hid_);
       bitlinear(L.w2, qa, a, n, hb, pool);
       for (int64_t i = 0; i < n * dim_; ++i) x[i] += hb[i];
     }
@@ -312,11 +327,11 @@ class BitnetLlama2cModel final : public MicroBatchedModel {
         ss /= (float)dim_;
         ss += eps_;
         ss = 1.0f / std::sqrt(ss);
-        for (int64_t j = 0; j < dim_; ++j) tmp_[(size_t)j] = embd_.output_norm.ptr()[j] * (ss * xr[j]);
+        for (int64_t j = 0; j < dim_; ++j) s.tmp[(size_t)j] = embd_.output_norm.ptr()[j] * (ss * xr[j]);
         for (int64_t vi = 0; vi < nv; ++vi) {
           const float* e = cls_.data() + vi * dim_;
           float val = 0.f;
-          for (int64_t j = 0; j < dim_; ++j) val += e[j] * tmp_[(size_t)j];
+          for (int64_t j = 0; j < dim_; ++j) val += e[j] * s.tmp[(size_t)j];
           out[vi] = val;
         }
       }
@@ -328,9 +343,7 @@ class BitnetLlama2cModel final : public MicroBatchedModel {
   kernels::RopeParams rope_;
   Embeddings embd_;
   std::vector<L2cLayer> layers_;
-  // Scratch for kMaxUbatch rows (tmp_: one row).
-  std::vector<float> x_, q_, k_, v_, att_, g_, u_, hb_, a_, tmp_, att_scores_, cls_;
-  std::vector<int8_t> qa_;
+  std::vector<float> cls_;  // the classifier (output embedding) as f32 rows
 };
 
 }  // namespace

@@ -13,6 +13,8 @@
 // Routing (llama.cpp build_moe_ffn, gating SOFTMAX, norm_w = true): softmax over
 // all experts, top-k, weights renormalised to sum 1 — layers/moe.h.
 // State: a KV cache per attention layer, conv + SSM state per Mamba-2 layer.
+#include <atomic>
+
 #include "layers/attention_block.h"
 #include "layers/mamba2.h"
 #include "layers/mlp.h"
@@ -43,6 +45,16 @@ struct GraniteLayer {
   layers::GatedMlp mlp;
 };
 
+// Per-context scratch (Model::new_scratch).
+struct GraniteScratch final : ModelScratch {
+  Workspace ws;
+  layers::Mamba2Scratch ssm;
+  layers::MoeScratch moe;
+  layers::MlpScratch mlp;
+  layers::AttentionScratch attn;
+  AlignedBuffer<float> logits;
+};
+
 class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObservable {
  public:
   bool reads_typed_kv() const override { return true; }  // attention via layers::attention_forward
@@ -58,7 +70,7 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
   }
 
   layers::MoeObservable* moe() override { return this; }
-  void set_moe_observer(layers::MoeObserver* obs) override { observer_ = obs; }
+  void set_moe_observer(layers::MoeObserver* obs) override { observer_.store(obs, std::memory_order_release); }
   std::vector<uint64_t> expert_bytes_per_layer() const override {
     std::vector<uint64_t> v;
     for (const GraniteLayer& L : layers_) v.push_back(L.plan.ffn == Ffn::kMoe ? L.moe.expert_bytes() : 0);
@@ -158,27 +170,37 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
     }
     info_.weight_bytes = g.tensor_bytes();
     info_.derived = hp.notes();
-    ws_.n_embd = n_embd_;
-    for (const GraniteLayer& L : layers_)
-      if (L.plan.mixer == Mixer::kAttention) attn_scratch_.reserve(L.attn_cfg, kMaxUbatch);
-    if (any_ssm) ssm_scratch_.reserve(m2_, kMaxUbatch);
-    if (n_expert > 0)
-      moe_scratch_.reserve(moe_cfg_, kMaxUbatch);
-    else
-      mlp_scratch_.reserve(n_ff, kMaxUbatch);
+    n_ff_ = n_ff;
     return Status::ok();
+  }
+
+  std::unique_ptr<ModelScratch> new_scratch() const override {
+    auto s = std::make_unique<GraniteScratch>();
+    s->ws.n_embd = n_embd_;
+    bool any_ssm = false, any_moe = false, any_dense = false;
+    for (const GraniteLayer& L : layers_) {
+      if (L.plan.mixer == Mixer::kAttention) s->attn.reserve(L.attn_cfg, kMaxUbatch);
+      any_ssm |= L.plan.mixer == Mixer::kMamba2;
+      any_moe |= L.plan.ffn == Ffn::kMoe;
+      any_dense |= L.plan.ffn == Ffn::kDense;
+    }
+    if (any_ssm) s->ssm.reserve(m2_, kMaxUbatch);
+    if (any_moe) s->moe.reserve(moe_cfg_, kMaxUbatch);
+    if (any_dense) s->mlp.reserve(n_ff_, kMaxUbatch);
+    return s;
   }
 
  private:
 
   // Second half of layer l on `rows` rows: norm, MoE or dense FFN, scaled residual.
-  void ffn_block(const GraniteLayer& L, size_t l, float* x, float* h, int64_t rows, ThreadPool* pool) {
+  void ffn_block(GraniteScratch& s, layers::MoeObserver* observer, const GraniteLayer& L, size_t l, float* x,
+                 float* h, int64_t rows, ThreadPool* pool) const {
     const int64_t d = n_embd_;
     for (int64_t t = 0; t < rows; ++t) kernels::rms_norm(x + t * d, L.ffn_norm.ptr(), h + t * d, d, eps_);
     if (L.plan.ffn == Ffn::kMoe)
-      layers::moe_forward(moe_cfg_, L.moe, h, rows, moe_scratch_, h, pool, (int64_t)l, observer_);
+      layers::moe_forward(moe_cfg_, L.moe, h, rows, s.moe, h, pool, (int64_t)l, observer);
     else
-      layers::gated_mlp_forward(L.mlp, h, rows, d, mlp_scratch_, h, pool);
+      layers::gated_mlp_forward(L.mlp, h, rows, d, s.mlp, h, pool);
     residual_add(x, h, rows * d);
   }
 
@@ -187,10 +209,13 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
   // scan per segment on that sequence's own state and positions. The last
   // layer's FFN runs only on rows that need logits (not while expert
   // statistics are collected: they count every routed token).
-  void ubatch_segments(std::span<const Segment> segs, int64_t rows, ThreadPool* pool) override {
-    ws_.reserve(rows);
-    float* x = ws_.x.data();
-    float* h = ws_.h.data();
+  void ubatch_segments(ModelScratch& scratch, std::span<const Segment> segs, int64_t rows,
+                       ThreadPool* pool) const override {
+    GraniteScratch& s = static_cast<GraniteScratch&>(scratch);
+    layers::MoeObserver* const observer = observer_.load(std::memory_order_acquire);
+    s.ws.reserve(rows);
+    float* x = s.ws.x.data();
+    float* h = s.ws.h.data();
     const int64_t d = n_embd_;
     embed_segments(embd_.tok, segs, x);
     if (embedding_scale_ != 0.f) kernels::scale(x, embedding_scale_, rows * d);
@@ -202,17 +227,17 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
       const GraniteLayer& L = layers_[l];
       for (int64_t t = 0; t < rows; ++t) kernels::rms_norm(x + t * d, L.attn_norm.ptr(), h + t * d, d, eps_);
       if (L.plan.mixer == Mixer::kAttention) {
-        layers::attention_forward(L.attn_cfg, L.attn, h, rows, spans, l, attn_scratch_, h, pool);
+        layers::attention_forward(L.attn_cfg, L.attn, h, rows, spans, l, s.attn, h, pool);
       } else {
         for (size_t i = 0; i < segs.size(); ++i) mix[i] = {segs[i].row, segs[i].T, segs[i].state().recurrent(l)};
-        layers::mamba2_forward_segments(m2_, L.ssm, h, rows, mix, ssm_scratch_, h, pool);
+        layers::mamba2_forward_segments(m2_, L.ssm, h, rows, mix, s.ssm, h, pool);
       }
       residual_add(x, h, rows * d);
-      if (l + 1 == layers_.size() && !observer_ && (n = keep_output_rows(x, out, d)) == 0) break;
-      ffn_block(L, l, x, h, n, pool);
+      if (l + 1 == layers_.size() && !observer && (n = keep_output_rows(x, out, d)) == 0) break;
+      ffn_block(s, observer, L, l, x, h, n, pool);
     }
     advance_segments(segs);
-    write_logits_rows(embd_, x, out, d, eps_, ws_, logits_scratch_, pool, FinalNorm::kRms,
+    write_logits_rows(embd_, x, out, d, eps_, s.ws, s.logits, pool, FinalNorm::kRms,
                       logit_scale_ != 0.f ? 1.0f / logit_scale_ : 0.f);
   }
 
@@ -222,20 +247,16 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
     kernels::add(x, y, n);
   }
 
-  int64_t n_embd_ = 0;
+  int64_t n_embd_ = 0, n_ff_ = 0;
   float eps_ = 1e-5f;
   float embedding_scale_ = 0.f, residual_scale_ = 0.f, logit_scale_ = 0.f;
   layers::Mamba2Config m2_;
   layers::MoeConfig moe_cfg_;
   Embeddings embd_;
   std::vector<GraniteLayer> layers_;
-  Workspace ws_;
-  layers::Mamba2Scratch ssm_scratch_;
-  layers::MoeScratch moe_scratch_;
-  layers::MlpScratch mlp_scratch_;
-  layers::MoeObserver* observer_ = nullptr;
-  layers::AttentionScratch attn_scratch_;
-  AlignedBuffer<float> logits_scratch_;
+  // Model-wide (expert statistics count the routings of every context); the
+  // observer itself is thread-safe (layers/moe.h).
+  std::atomic<layers::MoeObserver*> observer_{nullptr};
 };
 
 }  // namespace

@@ -7,10 +7,11 @@
 // position sees every position, so a pass over the canvas is one forward with
 // all rows per layer — never split into micro-batches, because a later row's
 // K/V must exist before any row attends.
-// Invariants: Model::forward on a fresh state is the exact full pass (the
+// Invariants: Context::forward on a fresh state is the exact full pass (the
 // golden protocol); diffusion_forward (runtime/diffusion_model.h) runs a slice
 // of positions against the K/V other calls left in the cache, which is what
-// the Fast-dLLM prefix / dual caches need. Scratch grows to the largest slice.
+// the Fast-dLLM prefix / dual caches need. A context's scratch grows to the
+// largest slice it runs.
 #include <cmath>
 #include <cstring>
 #include <span>
@@ -18,6 +19,7 @@
 #include "layers/attention_block.h"
 #include "layers/mlp.h"
 #include "layers/weights.h"
+#include "models/context.h"
 #include "models/hparams.h"
 #include "models/model.h"
 #include "models/transformer_util.h"
@@ -42,6 +44,14 @@ struct DlmLayer {
   layers::GatedMlp mlp;
 };
 
+// Per-context scratch (Model::new_scratch); grows to the largest slice run.
+struct DlmScratch final : ModelScratch {
+  int64_t capacity = 0;  // rows reserved
+  Workspace ws;
+  layers::AttentionScratch attn;
+  layers::MlpScratch mlp;
+};
+
 class DiffusionLm final : public Model, public DiffusionModel {
  public:
   bool reads_typed_kv() const override { return true; }  // attention via layers::attention_forward
@@ -49,7 +59,7 @@ class DiffusionLm final : public Model, public DiffusionModel {
     return std::vector<layers::LayerStateSpec>(layers_.size(), attn_cfg_.kv_spec());
   }
   const DiffusionSpec& spec() const override { return spec_; }
-  DiffusionModel* diffusion() override { return this; }
+  const DiffusionModel* diffusion() const override { return this; }
 
   Status init(const format::GgufFile& g, const DiffusionFamily& fam) {
     HParams hp(g, fam.arch);
@@ -94,82 +104,87 @@ class DiffusionLm final : public Model, public DiffusionModel {
     spec_.shift_logits = g.get_bool("diffusion.shift_logits").value_or(fam.default_shift);
     info_.weight_bytes = g.tensor_bytes();
     info_.derived = hp.notes();
-    ws_.n_embd = n_embd_;
     return Status::ok();
   }
 
+  std::unique_ptr<ModelScratch> new_scratch() const override {
+    auto s = std::make_unique<DlmScratch>();
+    s->ws.n_embd = n_embd_;
+    return s;
+  }
+
   // See runtime/diffusion_model.h. Arguments already validated.
-  void run_slice(layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T, int64_t n_kv,
-                 int64_t out_row0, int64_t n_out, float* logits, ThreadPool* pool) override {
-    float* x = run_layers(st, tokens, pos0, T, n_kv, pool);
+  void run_slice(ModelScratch& scratch, layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T,
+                 int64_t n_kv, int64_t out_row0, int64_t n_out, float* logits, ThreadPool* pool) const override {
+    DlmScratch& s = static_cast<DlmScratch&>(scratch);
+    float* x = run_layers(s, st, tokens, pos0, T, n_kv, pool);
     if (n_out > 0 && logits)
-      write_logits(embd_, x + out_row0 * n_embd_, n_out, n_embd_, eps_, logits, ws_, pool);
+      write_logits(embd_, x + out_row0 * n_embd_, n_out, n_embd_, eps_, logits, s.ws, pool);
   }
 
   // Logits for the listed rows only (strictly increasing), packed.
-  void run_slice_rows(layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T, int64_t n_kv,
-                      std::span<const int64_t> rows, float* logits, ThreadPool* pool) override {
-    float* x = run_layers(st, tokens, pos0, T, n_kv, pool);
+  void run_slice_rows(ModelScratch& scratch, layers::SequenceState& st, const int32_t* tokens, int64_t pos0,
+                      int64_t T, int64_t n_kv, std::span<const int64_t> rows, float* logits,
+                      ThreadPool* pool) const override {
+    DlmScratch& s = static_cast<DlmScratch&>(scratch);
+    float* x = run_layers(s, st, tokens, pos0, T, n_kv, pool);
     if (rows.empty() || !logits) return;
     // Move the wanted rows to the front: rows[i] >= i, so row i's destination
     // never overlaps a source still to be read.
     for (size_t i = 0; i < rows.size(); ++i)
       if (rows[i] != (int64_t)i)
         std::memcpy(x + (int64_t)i * n_embd_, x + rows[i] * n_embd_, sizeof(float) * (size_t)n_embd_);
-    write_logits(embd_, x, (int64_t)rows.size(), n_embd_, eps_, logits, ws_, pool);
+    write_logits(embd_, x, (int64_t)rows.size(), n_embd_, eps_, logits, s.ws, pool);
   }
 
  protected:
-  void forward_impl(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
-                    ThreadPool* pool) override {
+  void forward_impl(ModelScratch& scratch, layers::SequenceState& st, const int32_t* tokens, int64_t n,
+                    Logits which, float* logits, ThreadPool* pool) const override {
     const int64_t pos0 = st.n_past();
     const int64_t row0 = which == Logits::kAll ? 0 : n - 1;
     const int64_t n_out = which == Logits::kNone ? 0 : which == Logits::kAll ? n : 1;
-    run_slice(st, tokens, pos0, n, pos0 + n, row0, n_out, logits, pool);
+    run_slice(scratch, st, tokens, pos0, n, pos0 + n, row0, n_out, logits, pool);
     st.advance(n);
   }
 
  private:
   // Embeds the slice and runs every layer over its T rows (K/V written in
   // place, keys [0, n_kv) attended); returns the final hidden rows.
-  float* run_layers(layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T, int64_t n_kv,
-                    ThreadPool* pool) {
-    reserve(T);
-    float* x = ws_.x.data();
-    float* h = ws_.h.data();
+  float* run_layers(DlmScratch& s, layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T,
+                    int64_t n_kv, ThreadPool* pool) const {
+    reserve(s, T);
+    float* x = s.ws.x.data();
+    float* h = s.ws.h.data();
     embed_tokens(embd_.tok, tokens, T, x);
     const layers::AttentionSpan span{&st, 0, T, pos0, n_kv};  // the one sequence, keys [0, n_kv)
     for (size_t l = 0; l < layers_.size(); ++l) {
       const DlmLayer& L = layers_[l];
       for (int64_t t = 0; t < T; ++t)
         kernels::rms_norm(x + t * n_embd_, L.attn_norm.ptr(), h + t * n_embd_, n_embd_, eps_);
-      layers::attention_forward(attn_cfg_, L.attn, h, T, {&span, 1}, l, attn_scratch_, h, pool);
+      layers::attention_forward(attn_cfg_, L.attn, h, T, {&span, 1}, l, s.attn, h, pool);
       kernels::add(x, h, T * n_embd_);
       for (int64_t t = 0; t < T; ++t)
         kernels::rms_norm(x + t * n_embd_, L.ffn_norm.ptr(), h + t * n_embd_, n_embd_, eps_);
-      layers::gated_mlp_forward(L.mlp, h, T, n_embd_, mlp_scratch_, h, pool);
+      layers::gated_mlp_forward(L.mlp, h, T, n_embd_, s.mlp, h, pool);
       kernels::add(x, h, T * n_embd_);
     }
     return x;
   }
 
-  void reserve(int64_t T) {
-    if (T <= capacity_) return;
-    capacity_ = T;
-    ws_.reserve(T);
-    attn_scratch_.reserve(attn_cfg_, T);
-    mlp_scratch_.reserve(n_ff_, T);
+  void reserve(DlmScratch& s, int64_t T) const {
+    if (T <= s.capacity) return;
+    s.capacity = T;
+    s.ws.reserve(T);
+    s.attn.reserve(attn_cfg_, T);
+    s.mlp.reserve(n_ff_, T);
   }
 
-  int64_t n_embd_ = 0, n_ff_ = 0, capacity_ = 0;
+  int64_t n_embd_ = 0, n_ff_ = 0;
   float eps_ = 1e-5f;
   layers::AttentionConfig attn_cfg_;
   Embeddings embd_;
   std::vector<DlmLayer> layers_;
   DiffusionSpec spec_;
-  Workspace ws_;
-  layers::AttentionScratch attn_scratch_;
-  layers::MlpScratch mlp_scratch_;
 };
 
 Result<std::unique_ptr<Model>> load_family(const format::GgufFile& gguf, const DiffusionFamily& fam) {
@@ -189,9 +204,9 @@ Result<DiffusionSpec> diffusion_spec(const Model& m) {
 
 namespace {
 // The checks shared by both entry points; the model as the family class.
-Result<DiffusionModel*> check_slice(Model& m, layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T,
-                                 int64_t n_kv) {
-  DiffusionModel* d = m.diffusion();
+Result<const DiffusionModel*> check_slice(const Model& m, layers::SequenceState& st, const int32_t* tokens,
+                                          int64_t pos0, int64_t T, int64_t n_kv) {
+  const DiffusionModel* d = m.diffusion();
   if (!d) return invalid_argument("model '" + m.info().arch + "' is not a masked diffusion LM");
   if (T <= 0 || pos0 < 0) return invalid_argument("diffusion_forward: empty slice or negative position");
   if (n_kv < pos0 + T || n_kv > st.n_ctx())
@@ -206,22 +221,23 @@ Result<DiffusionModel*> check_slice(Model& m, layers::SequenceState& st, const i
 }
 }  // namespace
 
-Status diffusion_forward(Model& m, layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T,
+Status diffusion_forward(Context& ctx, layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T,
                          int64_t n_kv, int64_t out_row0, int64_t n_out, float* logits, ThreadPool* pool) {
-  CHIMERA_ASSIGN_OR_RETURN(DiffusionModel* d, check_slice(m, st, tokens, pos0, T, n_kv));
+  CHIMERA_ASSIGN_OR_RETURN(const DiffusionModel* d, check_slice(ctx.model(), st, tokens, pos0, T, n_kv));
   if (out_row0 < 0 || n_out < 0 || out_row0 + n_out > T)
     return invalid_argument("diffusion_forward: logits rows outside the slice");
-  d->run_slice(st, tokens, pos0, T, n_kv, out_row0, n_out, logits, pool);
+  d->run_slice(ctx.scratch(), st, tokens, pos0, T, n_kv, out_row0, n_out, logits, pool);
   return Status::ok();
 }
 
-Status diffusion_forward_rows(Model& m, layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T,
-                              int64_t n_kv, std::span<const int64_t> out_rows, float* logits, ThreadPool* pool) {
-  CHIMERA_ASSIGN_OR_RETURN(DiffusionModel* d, check_slice(m, st, tokens, pos0, T, n_kv));
+Status diffusion_forward_rows(Context& ctx, layers::SequenceState& st, const int32_t* tokens, int64_t pos0,
+                              int64_t T, int64_t n_kv, std::span<const int64_t> out_rows, float* logits,
+                              ThreadPool* pool) {
+  CHIMERA_ASSIGN_OR_RETURN(const DiffusionModel* d, check_slice(ctx.model(), st, tokens, pos0, T, n_kv));
   for (size_t i = 0; i < out_rows.size(); ++i)
     if (out_rows[i] < 0 || out_rows[i] >= T || (i > 0 && out_rows[i] <= out_rows[i - 1]))
       return invalid_argument("diffusion_forward_rows: logits rows must be increasing and inside the slice");
-  d->run_slice_rows(st, tokens, pos0, T, n_kv, out_rows, logits, pool);
+  d->run_slice_rows(ctx.scratch(), st, tokens, pos0, T, n_kv, out_rows, logits, pool);
   return Status::ok();
 }
 

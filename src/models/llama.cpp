@@ -20,6 +20,14 @@ struct LlamaLayer {
   layers::GatedMlp mlp;
 };
 
+// Per-context scratch (Model::new_scratch).
+struct LlamaScratch final : ModelScratch {
+  Workspace ws;
+  layers::MlpScratch mlp;
+  layers::AttentionScratch attn;
+  AlignedBuffer<float> logits;
+};
+
 class LlamaModel final : public MicroBatchedModel {
  public:
   bool reads_typed_kv() const override { return true; }  // attention via layers::attention_forward
@@ -65,10 +73,16 @@ class LlamaModel final : public MicroBatchedModel {
     }
     info_.weight_bytes = g.tensor_bytes();
     info_.derived = hp.notes();
-    ws_.n_embd = n_embd_;
-    attn_scratch_.reserve(attn_cfg_, kMaxUbatch);
-    mlp_scratch_.reserve(n_ff, kMaxUbatch);
+    n_ff_ = n_ff;
     return Status::ok();
+  }
+
+  std::unique_ptr<ModelScratch> new_scratch() const override {
+    auto s = std::make_unique<LlamaScratch>();
+    s->ws.n_embd = n_embd_;
+    s->attn.reserve(attn_cfg_, kMaxUbatch);
+    s->mlp.reserve(n_ff_, kMaxUbatch);
+    return s;
   }
 
  private:
@@ -76,10 +90,12 @@ class LlamaModel final : public MicroBatchedModel {
   // the MLP over the rows of all segments; RoPE, KV writes and the attention
   // kernel per segment at its own state and positions. The last layer's MLP
   // runs only on the rows whose logits are wanted.
-  void ubatch_segments(std::span<const Segment> segs, int64_t rows, ThreadPool* pool) override {
-    ws_.reserve(rows);
-    float* x = ws_.x.data();
-    float* h = ws_.h.data();
+  void ubatch_segments(ModelScratch& scratch, std::span<const Segment> segs, int64_t rows,
+                       ThreadPool* pool) const override {
+    LlamaScratch& s = static_cast<LlamaScratch&>(scratch);
+    s.ws.reserve(rows);
+    float* x = s.ws.x.data();
+    float* h = s.ws.h.data();
     embed_segments(embd_.tok, segs, x);
     std::vector<OutputRow> out = output_rows(segs, embd_.output.rows);
     const std::vector<layers::AttentionSpan> spans = attention_spans(segs);
@@ -88,28 +104,24 @@ class LlamaModel final : public MicroBatchedModel {
       const LlamaLayer& L = layers_[l];
       for (int64_t t = 0; t < rows; ++t)
         kernels::rms_norm(x + t * n_embd_, L.attn_norm.ptr(), h + t * n_embd_, n_embd_, eps_);
-      layers::attention_forward(attn_cfg_, L.attn, h, rows, spans, l, attn_scratch_, h, pool);
+      layers::attention_forward(attn_cfg_, L.attn, h, rows, spans, l, s.attn, h, pool);
       kernels::add(x, h, rows * n_embd_);
       if (l + 1 == layers_.size() && (n = keep_output_rows(x, out, n_embd_)) == 0) break;
       for (int64_t t = 0; t < n; ++t)
         kernels::rms_norm(x + t * n_embd_, L.ffn_norm.ptr(), h + t * n_embd_, n_embd_, eps_);
-      layers::gated_mlp_forward(L.mlp, h, n, n_embd_, mlp_scratch_, h, pool);
+      layers::gated_mlp_forward(L.mlp, h, n, n_embd_, s.mlp, h, pool);
       kernels::add(x, h, n * n_embd_);
     }
     advance_segments(segs);
-    write_logits_rows(embd_, x, out, n_embd_, eps_, ws_, logits_scratch_, pool);
+    write_logits_rows(embd_, x, out, n_embd_, eps_, s.ws, s.logits, pool);
   }
 
-  int64_t n_embd_ = 0;
+  int64_t n_embd_ = 0, n_ff_ = 0;
   float eps_ = 1e-5f;
   layers::AttentionConfig attn_cfg_;
   Embeddings embd_;
   layers::Vec rope_freqs_;
   std::vector<LlamaLayer> layers_;
-  Workspace ws_;
-  layers::MlpScratch mlp_scratch_;
-  layers::AttentionScratch attn_scratch_;
-  AlignedBuffer<float> logits_scratch_;
 };
 
 }  // namespace

@@ -25,6 +25,14 @@ struct MambaLayer {
   layers::Mamba2Weights m2;
 };
 
+// Per-context scratch (Model::new_scratch).
+struct MambaScratch final : ModelScratch {
+  Workspace ws;
+  layers::Mamba1Scratch s1;
+  layers::Mamba2Scratch s2;
+  AlignedBuffer<float> logits;
+};
+
 class MambaModel final : public MicroBatchedModel {
  public:
   explicit MambaModel(MixerKind kind) : kind_(kind) {}
@@ -74,22 +82,29 @@ class MambaModel final : public MicroBatchedModel {
       }
     }
     info_.weight_bytes = g.tensor_bytes();
-    ws_.n_embd = n_embd_;
-    if (kind_ == MixerKind::kMamba1)
-      s1_.reserve(m1_, kMaxUbatch);
-    else
-      s2_.reserve(m2_, kMaxUbatch);
     return Status::ok();
+  }
+
+  std::unique_ptr<ModelScratch> new_scratch() const override {
+    auto s = std::make_unique<MambaScratch>();
+    s->ws.n_embd = n_embd_;
+    if (kind_ == MixerKind::kMamba1)
+      s->s1.reserve(m1_, kMaxUbatch);
+    else
+      s->s2.reserve(m2_, kMaxUbatch);
+    return s;
   }
 
  private:
 
   // One or several sequences: norms and the mixers' projections on all rows,
   // conv and scan per segment on that sequence's own state.
-  void ubatch_segments(std::span<const Segment> segs, int64_t rows, ThreadPool* pool) override {
-    ws_.reserve(rows);
-    float* x = ws_.x.data();
-    float* h = ws_.h.data();
+  void ubatch_segments(ModelScratch& scratch, std::span<const Segment> segs, int64_t rows,
+                       ThreadPool* pool) const override {
+    MambaScratch& s = static_cast<MambaScratch&>(scratch);
+    s.ws.reserve(rows);
+    float* x = s.ws.x.data();
+    float* h = s.ws.h.data();
     embed_segments(embd_.tok, segs, x);
     std::vector<layers::MixerSegment> mix(segs.size());
     for (size_t l = 0; l < layers_.size(); ++l) {
@@ -98,13 +113,13 @@ class MambaModel final : public MicroBatchedModel {
         kernels::rms_norm(x + t * n_embd_, L.norm.ptr(), h + t * n_embd_, n_embd_, eps_);
       for (size_t i = 0; i < segs.size(); ++i) mix[i] = {segs[i].row, segs[i].T, segs[i].state().recurrent(l)};
       if (kind_ == MixerKind::kMamba1)
-        layers::mamba1_forward_segments(m1_, L.m1, h, rows, mix, s1_, h, pool);
+        layers::mamba1_forward_segments(m1_, L.m1, h, rows, mix, s.s1, h, pool);
       else
-        layers::mamba2_forward_segments(m2_, L.m2, h, rows, mix, s2_, h, pool);
+        layers::mamba2_forward_segments(m2_, L.m2, h, rows, mix, s.s2, h, pool);
       kernels::add(x, h, rows * n_embd_);
     }
     advance_segments(segs);
-    write_logits_segments(embd_, x, segs, n_embd_, eps_, ws_, logits_scratch_, pool);
+    write_logits_segments(embd_, x, segs, n_embd_, eps_, s.ws, s.logits, pool);
   }
 
   MixerKind kind_;
@@ -114,10 +129,6 @@ class MambaModel final : public MicroBatchedModel {
   layers::Mamba2Config m2_;
   Embeddings embd_;
   std::vector<MambaLayer> layers_;
-  Workspace ws_;
-  layers::Mamba1Scratch s1_;
-  layers::Mamba2Scratch s2_;
-  AlignedBuffer<float> logits_scratch_;
 };
 
 Result<std::unique_ptr<Model>> load(const format::GgufFile& gguf, MixerKind kind, const char* arch) {

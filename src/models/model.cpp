@@ -1,5 +1,8 @@
-// Model::forward validation and the GGUF -> model loader.
+// The Model base (KV type checks, the default-context convenience), segment
+// packing and the GGUF -> model loader.
 #include "models/model.h"
+
+#include "models/context.h"
 
 #include "kernels/dispatch.h"
 #include "kernels/repack_cache.h"
@@ -15,41 +18,20 @@ std::atomic<int64_t> g_unfused_steps{0};
 
 int64_t unfused_batch_steps() { return g_unfused_steps.load(std::memory_order_relaxed); }
 
+Model::Model() = default;
+Model::~Model() = default;
+
+Context Model::new_context() const { return Context(*this); }
+
 Status Model::forward(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
                       ThreadPool* pool) {
-  if (n <= 0) return invalid_argument("forward: no tokens");
-  if (st.n_past() + n > st.n_ctx())
-    return out_of_range("context overflow: " + std::to_string(st.n_past()) + " tokens in context + " +
-                        std::to_string(n) + " new exceed the context size " + std::to_string(st.n_ctx()) +
-                        " (raise it with -c)");
-  for (int64_t i = 0; i < n; ++i)
-    if (tokens[i] < 0 || tokens[i] >= info_.n_vocab)
-      return invalid_argument("token id " + std::to_string(tokens[i]) + " is out of range [0, " +
-                              std::to_string(info_.n_vocab) + ")");
-  forward_impl(st, tokens, n, which, logits, pool);
-  return Status::ok();
+  if (!default_ctx_) default_ctx_ = std::make_unique<Context>(*this);
+  return default_ctx_->forward(st, tokens, n, which, logits, pool);
 }
 
 Status Model::forward_batch(std::span<BatchItem> items, ThreadPool* pool) {
-  for (size_t i = 0; i < items.size(); ++i) {
-    const BatchItem& it = items[i];
-    const std::string where = "forward_batch item " + std::to_string(i) + ": ";
-    if (!it.state) return invalid_argument(where + "no state");
-    if (it.n <= 0) return invalid_argument(where + "no tokens");
-    if (it.which != Logits::kNone && !it.logits) return invalid_argument(where + "logits requested without a buffer");
-    for (size_t j = 0; j < i; ++j)
-      if (items[j].state == it.state) return invalid_argument(where + "the same state appears twice");
-    const layers::SequenceState& st = *it.state;
-    if (st.n_past() + it.n > st.n_ctx())
-      return out_of_range(where + "context overflow: " + std::to_string(st.n_past()) + " tokens in context + " +
-                          std::to_string(it.n) + " new exceed the context size " + std::to_string(st.n_ctx()));
-    for (int64_t k = 0; k < it.n; ++k)
-      if (it.tokens[k] < 0 || it.tokens[k] >= info_.n_vocab)
-        return invalid_argument(where + "token id " + std::to_string(it.tokens[k]) + " is out of range [0, " +
-                                std::to_string(info_.n_vocab) + ")");
-  }
-  if (!items.empty()) forward_batch_impl(items, pool);
-  return Status::ok();
+  if (!default_ctx_) default_ctx_ = std::make_unique<Context>(*this);
+  return default_ctx_->forward_batch(items, pool);
 }
 
 bool Model::accepts_kv_types(layers::KvCacheTypes t) const {
@@ -65,18 +47,16 @@ bool Model::accepts_kv_types(layers::KvCacheTypes t) const {
   return true;
 }
 
-Status Model::set_kv_types(layers::KvCacheTypes t) {
-  if (!accepts_kv_types(t))
-    return unsupported(info_.arch + ": KV cache type k=" + kernels::kv_type_name(t.k) + " v=" +
-                       kernels::kv_type_name(t.v) + " is not supported for this model (" +
-                       (reads_typed_kv() ? "Q8_0 needs head sizes that are multiples of 32" : "f32 only") + ")");
-  kv_types_ = t;
-  return Status::ok();
+Status Model::check_kv_types(layers::KvCacheTypes t) const {
+  if (accepts_kv_types(t)) return Status::ok();
+  return unsupported(info_.arch + ": KV cache type k=" + kernels::kv_type_name(t.k) + " v=" +
+                     kernels::kv_type_name(t.v) + " is not supported for this model (" +
+                     (reads_typed_kv() ? "Q8_0 needs head sizes that are multiples of 32" : "f32 only") + ")");
 }
 
-void Model::forward_batch_impl(std::span<BatchItem> items, ThreadPool* pool) {
+void Model::forward_batch_impl(ModelScratch& scratch, std::span<BatchItem> items, ThreadPool* pool) const {
   if (items.size() > 1) g_unfused_steps.fetch_add(1, std::memory_order_relaxed);
-  for (BatchItem& it : items) forward_impl(*it.state, it.tokens, it.n, it.which, it.logits, pool);
+  for (BatchItem& it : items) forward_impl(scratch, *it.state, it.tokens, it.n, it.which, it.logits, pool);
 }
 
 std::vector<std::vector<Segment>> pack_segments(std::span<BatchItem> items, int64_t max_rows) {
@@ -103,17 +83,18 @@ std::vector<std::vector<Segment>> pack_segments(std::span<BatchItem> items, int6
   return out;
 }
 
-void MicroBatchedModel::forward_impl(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which,
-                                     float* logits, ThreadPool* pool) {
+void MicroBatchedModel::forward_impl(ModelScratch& scratch, layers::SequenceState& st, const int32_t* tokens,
+                                     int64_t n, Logits which, float* logits, ThreadPool* pool) const {
   BatchItem item{&st, tokens, n, which, logits};
-  forward_batch_impl({&item, 1}, pool);
+  forward_batch_impl(scratch, {&item, 1}, pool);
 }
 
-void MicroBatchedModel::forward_batch_impl(std::span<BatchItem> items, ThreadPool* pool) {
+void MicroBatchedModel::forward_batch_impl(ModelScratch& scratch, std::span<BatchItem> items,
+                                           ThreadPool* pool) const {
   for (const auto& mb : pack_segments(items, kMaxUbatch)) {
     int64_t rows = 0;
     for (const Segment& s : mb) rows += s.T;
-    ubatch_segments(mb, rows, pool);
+    ubatch_segments(scratch, mb, rows, pool);
   }
 }
 

@@ -1,13 +1,20 @@
 // The model interface every family implements, and the loader entry point.
-// A model owns its GGUF mapping, bound weights, tokenizer and scratch space;
-// the per-sequence context (KV caches, recurrent state, position) lives in a
-// layers::SequenceState the caller owns.
-// forward() processes any number of tokens of one sequence at the positions
-// that follow the state's n_past(), advancing the state; batched prefill,
-// chunked prefill and single-token decode are the same call. forward_batch()
-// does the same for several sequences at once. Autoregressive families derive
-// from MicroBatchedModel and implement one forward over a batch of segments
-// (ubatch_segments) that serves both calls: a lone sequence is one segment.
+// A Model is read-only once loaded: its GGUF mapping, bound weights,
+// hyper-parameters and tokenizer. What a forward call writes lives elsewhere:
+// the per-sequence data (KV caches, recurrent state, position) in a
+// layers::SequenceState, the scratch buffers and the KV cache types of new
+// states in a models::Context (models/context.h), one per caller, made by
+// new_context(). So every method a forward runs is const, and any number of
+// contexts may run on one model at once.
+// Context::forward() processes any number of tokens of one sequence at the
+// positions that follow the state's n_past(), advancing the state; batched
+// prefill, chunked prefill and single-token decode are the same call.
+// Context::forward_batch() does the same for several sequences at once.
+// A family implements: state_specs(), new_scratch() (its scratch type, a
+// ModelScratch, sized at load for the largest call), and a const forward.
+// Autoregressive families derive from MicroBatchedModel and implement one
+// forward over a batch of segments (ubatch_segments) that serves both calls:
+// a lone sequence is one segment.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +37,16 @@ class MoeObservable;  // layers/moe.h
 namespace chimera::models {
 
 class DiffusionModel;  // runtime/diffusion_model.h
+class Context;         // models/context.h
+
+// A family's per-context scratch (its residual-stream workspace, attention /
+// MLP / MoE / mixer scratch, logits rows, ...): made by Model::new_scratch,
+// owned by a Context, handed to the family's const forward, which casts it to
+// its own type. Opaque to everyone else.
+class ModelScratch {
+ public:
+  virtual ~ModelScratch() = default;
+};
 
 struct ModelInfo {
   std::string arch;
@@ -56,7 +73,7 @@ enum class Logits {
 };
 
 // One sequence's share of a multi-sequence forward: exactly the arguments of
-// Model::forward for that sequence.
+// Context::forward for that sequence.
 struct BatchItem {
   layers::SequenceState* state = nullptr;
   const int32_t* tokens = nullptr;
@@ -67,7 +84,10 @@ struct BatchItem {
 
 class Model {
  public:
-  virtual ~Model() = default;
+  Model();
+  virtual ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
   const ModelInfo& info() const { return info_; }
   const tokenizer::Tokenizer& tokenizer() const { return *tok_; }
   const format::GgufFile& gguf() const { return *gguf_; }
@@ -82,50 +102,51 @@ class Model {
 
   // What each layer keeps per sequence.
   virtual std::vector<layers::LayerStateSpec> state_specs() const = 0;
-  std::unique_ptr<layers::SequenceState> new_state(int64_t n_ctx) const {
-    return std::make_unique<layers::SequenceState>(state_specs(), n_ctx, kv_types_);
+  // A fresh state whose full KV caches store `kv` (Context::new_state passes
+  // its own types; callers check them with accepts_kv_types first).
+  std::unique_ptr<layers::SequenceState> new_state(int64_t n_ctx, layers::KvCacheTypes kv = {}) const {
+    return std::make_unique<layers::SequenceState>(state_specs(), n_ctx, kv);
   }
-  // Storage types of the full KV caches of states made from now on (f32 by
-  // default). A non-f32 type is refused by families whose attention reads
-  // only f32 caches (accepts_kv_types); families without KV caches accept
-  // any (nothing changes).
-  Status set_kv_types(layers::KvCacheTypes t);
+  // Whether states may store their full KV caches as t: a non-f32 type is
+  // refused by families whose attention reads only f32 caches
+  // (reads_typed_kv); families without KV caches accept any (nothing
+  // changes). check_kv_types: the same as a Status naming the types and why.
   bool accepts_kv_types(layers::KvCacheTypes t) const;
-  layers::KvCacheTypes kv_types() const { return kv_types_; }
+  Status check_kv_types(layers::KvCacheTypes t) const;
 
-  // Runs tokens[0..n) at positions st.n_past().. and advances st. Writes
-  // logits rows of n_vocab floats as `which` asks. Context overflow and bad
-  // token ids are errors (the state is left unchanged).
+  // A new per-caller context (models/context.h): own scratch, f32 KV types.
+  Context new_context() const;
+  // The family's scratch for one context, sized for the largest call it runs
+  // (Context's constructor calls it).
+  virtual std::unique_ptr<ModelScratch> new_scratch() const = 0;
+
+  // Convenience for tests and one-shot tools: Context::forward /
+  // forward_batch on a default context the model owns (made on first use,
+  // f32 KV types). Not thread-safe, and not used by the server engine, the
+  // generators, the C API or the CLI commands, which own their Contexts.
   Status forward(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
                  ThreadPool* pool);
-
-  // Runs several sequences in one call: each item's results (logits, state)
-  // are bit-identical to forward() on that item alone. Families that batch
-  // (MicroBatchedModel) push the rows of all items through each weight
-  // together; attention, KV writes and recurrent updates stay per sequence.
-  // Every item is validated first (as forward(), plus distinct states); on an
-  // error nothing runs and no state changes.
   Status forward_batch(std::span<BatchItem> items, ThreadPool* pool);
 
   // Capabilities beyond forward(), null where the family has none: its MoE
   // routing observer hook (expert statistics, placement) and its masked
   // diffusion entry points. Callers ask the model instead of casting it.
   virtual layers::MoeObservable* moe() { return nullptr; }
-  virtual DiffusionModel* diffusion() { return nullptr; }
-  const DiffusionModel* diffusion() const { return const_cast<Model*>(this)->diffusion(); }
+  virtual const DiffusionModel* diffusion() const { return nullptr; }
 
  protected:
+  friend class Context;
   // Family implementation: tokens already validated, n >= 1, fits in context
-  // (MicroBatchedModel implements it as a one-item forward_batch_impl).
-  virtual void forward_impl(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which,
-                            float* logits, ThreadPool* pool) = 0;
+  // (MicroBatchedModel implements it as a one-item forward_batch_impl);
+  // scratch is this model's new_scratch() of the calling context.
+  virtual void forward_impl(ModelScratch& scratch, layers::SequenceState& st, const int32_t* tokens, int64_t n,
+                            Logits which, float* logits, ThreadPool* pool) const = 0;
   // Items already validated. Default: forward_impl per item (counted by
   // unfused_batch_steps when there are several).
-  virtual void forward_batch_impl(std::span<BatchItem> items, ThreadPool* pool);
+  virtual void forward_batch_impl(ModelScratch& scratch, std::span<BatchItem> items, ThreadPool* pool) const;
   // True if the family reads its KV caches through KvCache::k_rows / store
   // (any KvType; Q8_0 also needs head sizes that are multiples of 32).
   virtual bool reads_typed_kv() const { return false; }
-  layers::KvCacheTypes kv_types_;
 
   ModelInfo info_;
   // Load-time repacked weight copies (WeightBinder(g, &packed_)); a base-class
@@ -135,6 +156,9 @@ class Model {
   std::unique_ptr<format::GgufFile> gguf_;
   std::unique_ptr<tokenizer::Tokenizer> tok_;
   friend Result<std::unique_ptr<Model>> load_model(const std::string& path);
+
+ private:
+  std::unique_ptr<Context> default_ctx_;  // forward() / forward_batch() convenience
 };
 
 // One sequence's share of a fused micro-batch (MicroBatchedModel): rows
@@ -172,14 +196,17 @@ class MicroBatchedModel : public Model {
   static constexpr int64_t kMaxUbatch = 256;
 
  protected:
-  void forward_impl(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
-                    ThreadPool* pool) final;
-  void forward_batch_impl(std::span<BatchItem> items, ThreadPool* pool) final;
+  void forward_impl(ModelScratch& scratch, layers::SequenceState& st, const int32_t* tokens, int64_t n,
+                    Logits which, float* logits, ThreadPool* pool) const final;
+  void forward_batch_impl(ModelScratch& scratch, std::span<BatchItem> items, ThreadPool* pool) const final;
   // segs: at most one segment per sequence, rows [seg.row, seg.row + seg.T) of
   // the fused micro-batch, rows in total (<= kMaxUbatch). Writes the logits
   // each segment's item asks for (transformer_util.h: output_rows /
-  // write_logits_rows place them) and advances every segment's state.
-  virtual void ubatch_segments(std::span<const Segment> segs, int64_t rows, ThreadPool* pool) = 0;
+  // write_logits_rows place them) and advances every segment's state. Writes
+  // nothing but the segments' states and logits and `scratch` (the family's
+  // own new_scratch() type, sized for kMaxUbatch rows).
+  virtual void ubatch_segments(ModelScratch& scratch, std::span<const Segment> segs, int64_t rows,
+                               ThreadPool* pool) const = 0;
 };
 
 // Fused steps that ran one sequence at a time (process-wide count): calls of

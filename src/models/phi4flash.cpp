@@ -47,6 +47,14 @@ struct P4Layer {
   layers::Linear up, down;  // fused [gate | up] (gate first), down
 };
 
+// Per-context scratch (Model::new_scratch).
+struct P4Scratch final : ModelScratch {
+  Workspace ws;
+  layers::Mamba1Scratch m1;
+  layers::DiffAttentionScratch attn;
+  AlignedBuffer<float> mem, tmp, logits;  // mem: layer L/2's pre-gate y (the GMUs' memory)
+};
+
 class Phi4FlashModel final : public MicroBatchedModel {
  public:
   std::vector<layers::LayerStateSpec> state_specs() const override {
@@ -133,12 +141,17 @@ class Phi4FlashModel final : public MicroBatchedModel {
     all_rows_ = no_yoco && *no_yoco && std::string(no_yoco) != "0";
     info_.weight_bytes = g.tensor_bytes();
     info_.decode_bytes_per_token = info_.weight_bytes;
-    ws_.n_embd = n_embd_;
-    m1_scratch_.reserve(m1_, kMaxUbatch);
-    attn_scratch_.reserve(attn_cfg_, kMaxUbatch);
-    mem_.resize((size_t)(kMaxUbatch * m1_.d_inner));
-    tmp_.resize((size_t)(kMaxUbatch * std::max(2 * n_ff_, m1_.d_inner)));
     return Status::ok();
+  }
+
+  std::unique_ptr<ModelScratch> new_scratch() const override {
+    auto s = std::make_unique<P4Scratch>();
+    s->ws.n_embd = n_embd_;
+    s->m1.reserve(m1_, kMaxUbatch);
+    s->attn.reserve(attn_cfg_, kMaxUbatch);
+    s->mem.resize((size_t)(kMaxUbatch * m1_.d_inner));
+    s->tmp.resize((size_t)(kMaxUbatch * std::max(2 * n_ff_, m1_.d_inner)));
+    return s;
   }
 
  private:
@@ -147,8 +160,8 @@ class Phi4FlashModel final : public MicroBatchedModel {
   // ones too), GMU and the MLP once over all rows; the Mamba-1 conv + scan (on
   // each sequence's own state) and the attention core (its KV / ring) per
   // segment, pos0[i] the position of segs[i]'s first row.
-  void block(size_t l, std::span<const Segment> segs, std::span<const int64_t> pos0, float* x, float* h,
-             int64_t rows, ThreadPool* pool) {
+  void block(P4Scratch& s, size_t l, std::span<const Segment> segs, std::span<const int64_t> pos0, float* x,
+             float* h, int64_t rows, ThreadPool* pool) const {
     const P4Layer& L = layers_[l];
     const int64_t d = n_embd_;
     for (int64_t t = 0; t < rows; ++t) kernels::layer_norm(x + t * d, L.ln1_w.ptr(), L.ln1_b.ptr(), h + t * d, d, eps_);
@@ -159,16 +172,16 @@ class Phi4FlashModel final : public MicroBatchedModel {
         std::vector<layers::MixerSegment> mix;
         mix.reserve(segs.size());
         for (const Segment& sg : segs) mix.push_back({sg.row, sg.T, sg.state().recurrent(l)});
-        float* mem = (int64_t)l == mem_layer_ ? mem_.data() : nullptr;  // [rows][d_inner]
-        layers::mamba1_forward_segments(m1_, L.mamba, h, rows, mix, m1_scratch_, h, pool, mem);
+        float* mem = (int64_t)l == mem_layer_ ? s.mem.data() : nullptr;  // [rows][d_inner]
+        layers::mamba1_forward_segments(m1_, L.mamba, h, rows, mix, s.m1, h, pool, mem);
         break;
       }
       case Kind::kSelfAttn:
       case Kind::kCrossAttn: {
         const layers::DiffAttentionConfig& c = L.attn_cfg;
         const int64_t ld = layers::diff_attention_qkv_width(c), nq = c.n_head * c.head_dim;
-        float* qkv = attn_scratch_.qkv.data();
-        float* o = attn_scratch_.o.data();
+        float* qkv = s.attn.qkv.data();
+        float* o = s.attn.o.data();
         L.attn.qkv.apply(h, rows, d, qkv, ld, pool);
         for (size_t i = 0; i < segs.size(); ++i) {
           const Segment& sg = segs[i];
@@ -186,39 +199,42 @@ class Phi4FlashModel final : public MicroBatchedModel {
         break;
       }
       case Kind::kGmu:
-        layers::gmu_forward(L.gmu, h, mem_.data(), rows, d, m1_.d_inner, tmp_.data(), h, pool);
+        layers::gmu_forward(L.gmu, h, s.mem.data(), rows, d, m1_.d_inner, s.tmp.data(), h, pool);
         break;
     }
     kernels::add(x, h, rows * d);
     for (int64_t t = 0; t < rows; ++t) kernels::layer_norm(x + t * d, L.ln2_w.ptr(), L.ln2_b.ptr(), h + t * d, d, eps_);
-    float* gu = tmp_.data();
+    float* gu = s.tmp.data();
     L.up.apply(h, rows, d, gu, 2 * n_ff_, pool);
     for (int64_t t = 0; t < rows; ++t) kernels::silu_mul(gu + t * 2 * n_ff_, gu + t * 2 * n_ff_ + n_ff_, gu + t * 2 * n_ff_, n_ff_);
     L.down.apply(gu, rows, 2 * n_ff_, h, d, pool);
     kernels::add(x, h, rows * d);
   }
 
-  void ubatch_segments(std::span<const Segment> segs, int64_t rows, ThreadPool* pool) override {
-    ws_.reserve(rows);
-    float* x = ws_.x.data();
-    float* h = ws_.h.data();
+  void ubatch_segments(ModelScratch& scratch, std::span<const Segment> segs, int64_t rows,
+                       ThreadPool* pool) const override {
+    P4Scratch& s = static_cast<P4Scratch&>(scratch);
+    s.ws.reserve(rows);
+    float* x = s.ws.x.data();
+    float* h = s.ws.h.data();
     const int64_t d = n_embd_;
     embed_segments(embd_.tok, segs, x);
     std::vector<int64_t> pos0;
     for (const Segment& sg : segs) pos0.push_back(sg.state().n_past());
-    for (int64_t l = 0; l < half_ + 2; ++l) block((size_t)l, segs, pos0, x, h, rows, pool);
+    for (int64_t l = 0; l < half_ + 2; ++l) block(s, (size_t)l, segs, pos0, x, h, rows, pool);
     if (all_rows_) {  // measurement mode: every row through the cross decoder
-      for (size_t l = (size_t)half_ + 2; l < layers_.size(); ++l) block(l, segs, pos0, x, h, rows, pool);
+      for (size_t l = (size_t)half_ + 2; l < layers_.size(); ++l) block(s, l, segs, pos0, x, h, rows, pool);
       advance_segments(segs);
-      write_logits_segments(embd_, x, segs, d, eps_, ws_, logits_scratch_, pool, FinalNorm::kLayer);
+      write_logits_segments(embd_, x, segs, d, eps_, s.ws, s.logits, pool, FinalNorm::kLayer);
       return;
     }
     // Cross decoder (stateless) only on the rows that need logits.
-    const OutputSegments kept = keep_output_segments(segs, {{x, d}, {mem_.data(), m1_.d_inner}});
+    const OutputSegments kept = keep_output_segments(segs, {{x, d}, {s.mem.data(), m1_.d_inner}});
     advance_segments(segs);
     if (kept.rows == 0) return;
-    for (size_t l = (size_t)half_ + 2; l < layers_.size(); ++l) block(l, kept.segs, kept.pos0, x, h, kept.rows, pool);
-    write_logits_segments(embd_, x, kept.segs, d, eps_, ws_, logits_scratch_, pool, FinalNorm::kLayer);
+    for (size_t l = (size_t)half_ + 2; l < layers_.size(); ++l)
+      block(s, l, kept.segs, kept.pos0, x, h, kept.rows, pool);
+    write_logits_segments(embd_, x, kept.segs, d, eps_, s.ws, s.logits, pool, FinalNorm::kLayer);
   }
 
   int64_t n_embd_ = 0, n_ff_ = 0, half_ = 0, mem_layer_ = 0, kv_layer_ = 0;
@@ -228,10 +244,6 @@ class Phi4FlashModel final : public MicroBatchedModel {
   layers::DiffAttentionConfig attn_cfg_;
   Embeddings embd_;
   std::vector<P4Layer> layers_;
-  Workspace ws_;
-  layers::Mamba1Scratch m1_scratch_;
-  layers::DiffAttentionScratch attn_scratch_;
-  AlignedBuffer<float> mem_, tmp_, logits_scratch_;
 };
 
 }  // namespace

@@ -17,6 +17,7 @@
 // values), else rope.scaling.attn_factor (what llama.cpp's converter writes),
 // else 1. Invariant: rows computed before a switch keep the factors they were
 // computed with (HF instead re-encodes the prefix once; see docs/EXPERTS.md).
+#include <atomic>
 #include <cmath>
 
 #include "layers/attention_block.h"
@@ -35,6 +36,15 @@ struct PhiMoeLayer {
   layers::MoeWeights moe;
 };
 
+// Per-context scratch (Model::new_scratch).
+struct PhiMoeScratch final : ModelScratch {
+  Workspace ws;
+  layers::AttentionScratch attn;
+  std::vector<layers::AttentionConfig> seg_cfg;  // per segment of a micro-batch
+  AlignedBuffer<float> logits;
+  layers::MoeScratch moe;
+};
+
 class PhiMoeModel final : public MicroBatchedModel, public layers::MoeObservable {
  public:
   bool reads_typed_kv() const override { return true; }  // attention via layers::attention_forward
@@ -43,7 +53,7 @@ class PhiMoeModel final : public MicroBatchedModel, public layers::MoeObservable
   }
 
   layers::MoeObservable* moe() override { return this; }
-  void set_moe_observer(layers::MoeObserver* obs) override { observer_ = obs; }
+  void set_moe_observer(layers::MoeObserver* obs) override { observer_.store(obs, std::memory_order_release); }
   std::vector<uint64_t> expert_bytes_per_layer() const override {
     std::vector<uint64_t> v;
     for (const PhiMoeLayer& L : layers_) v.push_back(L.moe.expert_bytes());
@@ -104,10 +114,15 @@ class PhiMoeModel final : public MicroBatchedModel, public layers::MoeObservable
     }
     info_.weight_bytes = g.tensor_bytes();  // all weights, as the field documents (decode reads k/E of the experts)
     info_.derived = hp.notes();
-    ws_.n_embd = n_embd_;
-    attn_scratch_.reserve(attn_cfg_, kMaxUbatch);
-    moe_scratch_.reserve(moe_cfg_, kMaxUbatch);
     return Status::ok();
+  }
+
+  std::unique_ptr<ModelScratch> new_scratch() const override {
+    auto s = std::make_unique<PhiMoeScratch>();
+    s->ws.n_embd = n_embd_;
+    s->attn.reserve(attn_cfg_, kMaxUbatch);
+    s->moe.reserve(moe_cfg_, kMaxUbatch);
+    return s;
   }
 
  private:
@@ -154,29 +169,32 @@ class PhiMoeModel final : public MicroBatchedModel, public layers::MoeObservable
   // segment with the factors of its sequence's forward call. The last layer's
   // MoE runs only on rows that need logits (not while expert statistics are
   // collected: they count every routed token).
-  void ubatch_segments(std::span<const Segment> segs, int64_t rows, ThreadPool* pool) override {
-    ws_.reserve(rows);
-    float* x = ws_.x.data();
-    float* h = ws_.h.data();
+  void ubatch_segments(ModelScratch& scratch, std::span<const Segment> segs, int64_t rows,
+                       ThreadPool* pool) const override {
+    PhiMoeScratch& s = static_cast<PhiMoeScratch&>(scratch);
+    layers::MoeObserver* const observer = observer_.load(std::memory_order_acquire);
+    s.ws.reserve(rows);
+    float* x = s.ws.x.data();
+    float* h = s.ws.h.data();
     embed_segments(embd_.tok, segs, x);
-    seg_cfg_.clear();
+    s.seg_cfg.clear();
     for (const Segment& sg : segs)  // the call began at n_past - offset and reaches n_past - offset + n
-      seg_cfg_.push_back(call_config(sg.state().n_past() - sg.offset + sg.item->n));
+      s.seg_cfg.push_back(call_config(sg.state().n_past() - sg.offset + sg.item->n));
     std::vector<OutputRow> out = output_rows(segs, embd_.output.rows);
-    const std::vector<layers::AttentionSpan> spans = attention_spans(segs, seg_cfg_);
+    const std::vector<layers::AttentionSpan> spans = attention_spans(segs, s.seg_cfg);
     int64_t n = rows;
     for (size_t l = 0; l < layers_.size(); ++l) {
       const PhiMoeLayer& L = layers_[l];
       layer_norm_rows(x, L.attn_norm, L.attn_norm_b, h, rows);
-      layers::attention_forward(attn_cfg_, L.attn, h, rows, spans, l, attn_scratch_, h, pool);
+      layers::attention_forward(attn_cfg_, L.attn, h, rows, spans, l, s.attn, h, pool);
       kernels::add(x, h, rows * n_embd_);
-      if (l + 1 == layers_.size() && !observer_ && (n = keep_output_rows(x, out, n_embd_)) == 0) break;
+      if (l + 1 == layers_.size() && !observer && (n = keep_output_rows(x, out, n_embd_)) == 0) break;
       layer_norm_rows(x, L.ffn_norm, L.ffn_norm_b, h, n);
-      layers::moe_forward(moe_cfg_, L.moe, h, n, moe_scratch_, h, pool, (int64_t)l, observer_);
+      layers::moe_forward(moe_cfg_, L.moe, h, n, s.moe, h, pool, (int64_t)l, observer);
       kernels::add(x, h, n * n_embd_);
     }
     advance_segments(segs);
-    write_logits_rows(embd_, x, out, n_embd_, eps_, ws_, logits_scratch_, pool, FinalNorm::kLayer);
+    write_logits_rows(embd_, x, out, n_embd_, eps_, s.ws, s.logits, pool, FinalNorm::kLayer);
   }
 
   int64_t n_embd_ = 0;
@@ -188,12 +206,9 @@ class PhiMoeModel final : public MicroBatchedModel, public layers::MoeObservable
   int64_t n_ctx_orig_ = 0;
   float mscale_short_ = 1.f, mscale_long_ = 1.f;
   std::vector<PhiMoeLayer> layers_;
-  Workspace ws_;
-  layers::AttentionScratch attn_scratch_;
-  std::vector<layers::AttentionConfig> seg_cfg_;
-  AlignedBuffer<float> logits_scratch_;
-  layers::MoeScratch moe_scratch_;
-  layers::MoeObserver* observer_ = nullptr;
+  // Model-wide (expert statistics count the routings of every context); the
+  // observer itself is thread-safe (layers/moe.h).
+  std::atomic<layers::MoeObserver*> observer_{nullptr};
 };
 
 }  // namespace

@@ -12,9 +12,9 @@
 
 namespace chimera::runtime {
 
-DiffusionGenerator::DiffusionGenerator(models::Model& model, int64_t n_ctx, ThreadPool* pool)
-    : model_(model), pool_(pool), n_ctx_(n_ctx) {
-  auto s = models::diffusion_spec(model);
+DiffusionGenerator::DiffusionGenerator(models::Context ctx, int64_t n_ctx, ThreadPool* pool)
+    : ctx_(std::move(ctx)), pool_(pool), n_ctx_(n_ctx) {
+  auto s = models::diffusion_spec(ctx_.model());
   if (s.is_ok()) spec_ = *s;
   else spec_status_ = s.status();
 }
@@ -33,13 +33,13 @@ Status DiffusionGenerator::evaluate(Branch& br, int64_t bs, int64_t be, bool ful
   if (!cached) {
     ++run_.full_passes;
     run_.rows += L;
-    return models::diffusion_forward_rows(model_, *br.state, tok, 0, L, L, rows_, out, pool_);
+    return models::diffusion_forward_rows(ctx_, *br.state, tok, 0, L, L, rows_, out, pool_);
   }
   // Cached step: recompute [r0, end) against the K/V left by the last full pass.
   const int64_t end = o.dual_cache ? be : L;
   ++run_.partial_passes;
   run_.rows += end - r0;
-  return models::diffusion_forward_rows(model_, *br.state, tok + r0, r0, end - r0, L, rows_, out, pool_);
+  return models::diffusion_forward_rows(ctx_, *br.state, tok + r0, r0, end - r0, L, rows_, out, pool_);
 }
 
 void DiffusionGenerator::draw(int64_t gen0, int64_t step, int64_t n_steps) const {
@@ -47,7 +47,7 @@ void DiffusionGenerator::draw(int64_t gen0, int64_t step, int64_t n_steps) const
   s += "diffusion step " + std::to_string(step) + "/" + std::to_string(n_steps) + "\n";
   for (size_t i = (size_t)gen0; i < cond_.tokens.size(); ++i) {
     const int32_t t = cond_.tokens[i];
-    s += t == spec_.mask_id ? std::string("\xe2\x96\x91") : model_.tokenizer().token_to_piece(t, false);
+    s += t == spec_.mask_id ? std::string("\xe2\x96\x91") : ctx_.model().tokenizer().token_to_piece(t, false);
   }
   s += "\n";
   std::fwrite(s.data(), 1, s.size(), stderr);
@@ -63,7 +63,7 @@ Result<GenerateStats> DiffusionGenerator::generate(const std::vector<int32_t>& p
   Stopwatch clock;
   run_ = DiffusionRunStats{};
   commits_.clear();
-  const int64_t n_vocab = model_.info().n_vocab;
+  const int64_t n_vocab = ctx_.model().info().n_vocab;
   for (int32_t id : prompt)
     if (id < 0 || id >= n_vocab)
       return invalid_argument("token id " + std::to_string(id) + " is out of range [0, " + std::to_string(n_vocab) +
@@ -101,7 +101,7 @@ Result<GenerateStats> DiffusionGenerator::generate(const std::vector<int32_t>& p
   }
   for (Branch* br : {&cond_, &uncond_}) {
     if (br == &uncond_ && !cfg) continue;
-    if (!br->state || br->state->n_ctx() < L) br->state = model_.new_state(L);
+    if (!br->state || br->state->n_ctx() < L) br->state = ctx_.new_state(L);
   }
   run_.canvas = L;
   history_.insert(history_.end(), prompt.begin(), prompt.end());  // emitted tokens follow
@@ -160,7 +160,7 @@ Result<GenerateStats> DiffusionGenerator::generate(const std::vector<int32_t>& p
     // The block is complete: emit it in canvas order.
     for (int64_t p = bs; p < be && !stop; ++p) {
       const int32_t t = cond_.tokens[(size_t)p];
-      if (opts.stop_at_eog && model_.tokenizer().is_eog(t)) {
+      if (opts.stop_at_eog && ctx_.model().tokenizer().is_eog(t)) {
         st.stopped_at_eog = true;
         st.eog_token = t;
         history_.push_back(t);  // the model produced it: a following turn continues after it

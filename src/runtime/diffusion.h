@@ -56,7 +56,11 @@ struct DiffusionCommit {
 
 class DiffusionGenerator final : public Generator {
  public:
-  DiffusionGenerator(models::Model& model, int64_t n_ctx, ThreadPool* pool);
+  // Runs on its own context (scratch; states with ctx's KV types).
+  DiffusionGenerator(models::Context ctx, int64_t n_ctx, ThreadPool* pool);
+  // A fresh context on model (f32 KV caches).
+  DiffusionGenerator(const models::Model& model, int64_t n_ctx, ThreadPool* pool)
+      : DiffusionGenerator(model.new_context(), n_ctx, pool) {}
   Result<GenerateStats> generate(const std::vector<int32_t>& prompt, const GenerateOptions& opts,
                                  const TokenCallback& on_token) override;
   void reset() override { history_.clear(); }
@@ -81,7 +85,7 @@ class DiffusionGenerator final : public Generator {
                   const std::vector<int64_t>& masked, float* out);
   void draw(int64_t gen0, int64_t step, int64_t n_steps) const;
 
-  models::Model& model_;
+  models::Context ctx_;
   ThreadPool* pool_;
   int64_t n_ctx_;
   models::DiffusionSpec spec_;

@@ -26,6 +26,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "layers/state.h"
+#include "models/context.h"
 #include "models/model.h"
 
 namespace chimera::models {
@@ -36,22 +37,27 @@ struct DiffusionSpec {
 };
 
 // What a diffusion family implements (Model::diffusion() returns it); the
-// functions below check their arguments and call it.
+// functions below check their arguments and call it with the context's
+// scratch (the family's own Model::new_scratch type). Const, like every
+// forward: a model serves any number of contexts.
 class DiffusionModel {
  public:
   virtual ~DiffusionModel() = default;
   virtual const DiffusionSpec& spec() const = 0;
   // Arguments already checked (diffusion_forward / diffusion_forward_rows).
-  virtual void run_slice(layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T, int64_t n_kv,
-                         int64_t out_row0, int64_t n_out, float* logits, ThreadPool* pool) = 0;
-  virtual void run_slice_rows(layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T,
-                              int64_t n_kv, std::span<const int64_t> out_rows, float* logits, ThreadPool* pool) = 0;
+  virtual void run_slice(ModelScratch& scratch, layers::SequenceState& st, const int32_t* tokens, int64_t pos0,
+                         int64_t T, int64_t n_kv, int64_t out_row0, int64_t n_out, float* logits,
+                         ThreadPool* pool) const = 0;
+  virtual void run_slice_rows(ModelScratch& scratch, layers::SequenceState& st, const int32_t* tokens, int64_t pos0,
+                              int64_t T, int64_t n_kv, std::span<const int64_t> out_rows, float* logits,
+                              ThreadPool* pool) const = 0;
 };
 
 // The model's diffusion parameters; an error when it is not a diffusion LM.
 Result<DiffusionSpec> diffusion_spec(const Model& m);
 
-Status diffusion_forward(Model& m, layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T,
+// Runs on ctx (its model and scratch).
+Status diffusion_forward(Context& ctx, layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T,
                          int64_t n_kv, int64_t out_row0, int64_t n_out, float* logits, ThreadPool* pool);
 
 // The same pass with logits only for the slice rows listed in `out_rows`
@@ -59,7 +65,8 @@ Status diffusion_forward(Model& m, layers::SequenceState& st, const int32_t* tok
 // to slice row out_rows[i]. The generator asks only for the rows predicting a
 // still-masked position — committed ones need no logits, and the lm-head over
 // a 126k vocabulary is a large share of a cached step.
-Status diffusion_forward_rows(Model& m, layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T,
-                              int64_t n_kv, std::span<const int64_t> out_rows, float* logits, ThreadPool* pool);
+Status diffusion_forward_rows(Context& ctx, layers::SequenceState& st, const int32_t* tokens, int64_t pos0,
+                              int64_t T, int64_t n_kv, std::span<const int64_t> out_rows, float* logits,
+                              ThreadPool* pool);
 
 }  // namespace chimera::models

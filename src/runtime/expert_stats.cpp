@@ -16,6 +16,7 @@ namespace chimera::runtime {
 void ExpertStatsCollector::on_routing(int64_t layer, int64_t n_tokens, int64_t k, int64_t n_expert,
                                       const int32_t* experts, const float* weights) {
   if (layer < 0 || n_tokens <= 0 || k <= 0 || n_expert <= 0) return;
+  std::lock_guard<std::mutex> lk(mu_);
   if ((int64_t)layers_.size() <= layer) layers_.resize((size_t)layer + 1);
   Layer& L = layers_[(size_t)layer];
   if (L.n_expert == 0) {

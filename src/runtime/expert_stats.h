@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -25,9 +26,28 @@
 
 namespace chimera::runtime {
 
+// on_routing is thread-safe (a mutex): the collector is attached to the model,
+// so every context running on it reports here, possibly at the same time; a
+// call's routings are recorded together, calls in the order they take the
+// lock. Read the results (layers(), the functions below) once the contexts
+// have stopped.
 class ExpertStatsCollector final : public layers::MoeObserver {
  public:
   explicit ExpertStatsCollector(bool keep_trace = true) : keep_trace_(keep_trace) {}
+  // Copies and moves take the recorded data (not while contexts report to either).
+  ExpertStatsCollector(const ExpertStatsCollector& o) : keep_trace_(o.keep_trace_), layers_(o.layers_) {}
+  ExpertStatsCollector(ExpertStatsCollector&& o) noexcept
+      : keep_trace_(o.keep_trace_), layers_(std::move(o.layers_)) {}
+  ExpertStatsCollector& operator=(const ExpertStatsCollector& o) {
+    keep_trace_ = o.keep_trace_;
+    layers_ = o.layers_;
+    return *this;
+  }
+  ExpertStatsCollector& operator=(ExpertStatsCollector&& o) noexcept {
+    keep_trace_ = o.keep_trace_;
+    layers_ = std::move(o.layers_);
+    return *this;
+  }
   void on_routing(int64_t layer, int64_t n_tokens, int64_t k, int64_t n_expert, const int32_t* experts,
                   const float* weights) override;
 
@@ -45,6 +65,7 @@ class ExpertStatsCollector final : public layers::MoeObserver {
 
  private:
   bool keep_trace_;
+  std::mutex mu_;  // on_routing
   std::vector<Layer> layers_;
 };
 

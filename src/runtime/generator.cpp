@@ -10,14 +10,14 @@
 
 namespace chimera::runtime {
 
-AutoregressiveGenerator::AutoregressiveGenerator(models::Model& model, int64_t n_ctx, ThreadPool* pool)
-    : model_(model), pool_(pool) {
-  s_.state = model.new_state(n_ctx);
-  s_.logits.resize((size_t)model.info().n_vocab);
+AutoregressiveGenerator::AutoregressiveGenerator(models::Context ctx, int64_t n_ctx, ThreadPool* pool)
+    : ctx_(std::move(ctx)), pool_(pool) {
+  s_.state = ctx_.new_state(n_ctx);
+  s_.logits.resize((size_t)ctx_.model().info().n_vocab);
 }
 
 void AutoregressiveGenerator::reset() {
-  s_.state = model_.new_state(s_.state->n_ctx());
+  s_.state = ctx_.new_state(s_.state->n_ctx());
   s_.have_logits = false;
   s_.history.clear();
   s_.pending.clear();
@@ -25,18 +25,18 @@ void AutoregressiveGenerator::reset() {
 
 Status AutoregressiveGenerator::feed(const int32_t* tokens, int64_t n, float* rows) {
   if (!s_.pending.empty()) {
-    CHIMERA_RETURN_IF_ERROR(model_.forward(*s_.state, s_.pending.data(), (int64_t)s_.pending.size(),
+    CHIMERA_RETURN_IF_ERROR(ctx_.forward(*s_.state, s_.pending.data(), (int64_t)s_.pending.size(),
                                            models::Logits::kLast, s_.logits.data(), pool_));
     s_.have_logits = true;
     s_.pending.clear();
   }
   if (n <= 0) return Status::ok();
   if (rows) {
-    CHIMERA_RETURN_IF_ERROR(model_.forward(*s_.state, tokens, n, models::Logits::kAll, rows, pool_));
+    CHIMERA_RETURN_IF_ERROR(ctx_.forward(*s_.state, tokens, n, models::Logits::kAll, rows, pool_));
     const size_t nv = s_.logits.size();
     std::copy(rows + (size_t)(n - 1) * nv, rows + (size_t)n * nv, s_.logits.begin());
   } else {
-    CHIMERA_RETURN_IF_ERROR(model_.forward(*s_.state, tokens, n, models::Logits::kLast, s_.logits.data(), pool_));
+    CHIMERA_RETURN_IF_ERROR(ctx_.forward(*s_.state, tokens, n, models::Logits::kLast, s_.logits.data(), pool_));
   }
   s_.have_logits = true;
   s_.history.insert(s_.history.end(), tokens, tokens + n);
@@ -52,7 +52,7 @@ Result<GenerateStats> AutoregressiveGenerator::generate(const std::vector<int32_
   feed.insert(feed.end(), prompt.begin(), prompt.end());
   if (feed.empty() && !s_.have_logits) return invalid_argument("empty prompt");
   if (!feed.empty()) {
-    CHIMERA_RETURN_IF_ERROR(model_.forward(*s_.state, feed.data(), (int64_t)feed.size(), models::Logits::kLast,
+    CHIMERA_RETURN_IF_ERROR(ctx_.forward(*s_.state, feed.data(), (int64_t)feed.size(), models::Logits::kLast,
                                            s_.logits.data(), pool_));
     s_.have_logits = true;
     s_.history.insert(s_.history.end(), prompt.begin(), prompt.end());
@@ -62,7 +62,7 @@ Result<GenerateStats> AutoregressiveGenerator::generate(const std::vector<int32_
   st.prompt_seconds = clock.elapsed();
   Sampler sampler(opts.sampling);
   for (int32_t t : s_.history) sampler.accept(t);
-  const int32_t n_vocab = (int32_t)model_.info().n_vocab;
+  const int32_t n_vocab = (int32_t)ctx_.model().info().n_vocab;
   double t_first = 0;
   std::vector<uint64_t> allowed;
   for (int64_t i = 0; opts.n_predict < 0 || i < opts.n_predict; ++i) {
@@ -80,7 +80,7 @@ Result<GenerateStats> AutoregressiveGenerator::generate(const std::vector<int32_
       t_first = clock.elapsed();
       st.ttft_seconds = t_first;
     }
-    if ((opts.stop_at_eog || opts.grammar) && model_.tokenizer().is_eog(tok)) {
+    if ((opts.stop_at_eog || opts.grammar) && ctx_.model().tokenizer().is_eog(tok)) {
       st.stopped_at_eog = true;
       st.eog_token = tok;
       // The model produced it, so a following turn continues after it.
@@ -100,16 +100,20 @@ Result<GenerateStats> AutoregressiveGenerator::generate(const std::vector<int32_
       st.hit_context_limit = true;
       break;
     }
-    CHIMERA_RETURN_IF_ERROR(model_.forward(*s_.state, &tok, 1, models::Logits::kLast, s_.logits.data(), pool_));
+    CHIMERA_RETURN_IF_ERROR(ctx_.forward(*s_.state, &tok, 1, models::Logits::kLast, s_.logits.data(), pool_));
     s_.pending.clear();
   }
   st.gen_seconds = st.n_generated > 0 ? clock.elapsed() - t_first : 0;
   return st;
 }
 
-std::unique_ptr<Generator> make_generator(models::Model& model, int64_t n_ctx, ThreadPool* pool) {
-  if (model.info().is_diffusion) return std::make_unique<DiffusionGenerator>(model, n_ctx, pool);
-  return std::make_unique<AutoregressiveGenerator>(model, n_ctx, pool);
+std::unique_ptr<Generator> make_generator(models::Context ctx, int64_t n_ctx, ThreadPool* pool) {
+  if (ctx.model().info().is_diffusion) return std::make_unique<DiffusionGenerator>(std::move(ctx), n_ctx, pool);
+  return std::make_unique<AutoregressiveGenerator>(std::move(ctx), n_ctx, pool);
+}
+
+std::unique_ptr<Generator> make_generator(const models::Model& model, int64_t n_ctx, ThreadPool* pool) {
+  return make_generator(model.new_context(), n_ctx, pool);
 }
 
 }  // namespace chimera::runtime

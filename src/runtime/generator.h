@@ -12,6 +12,7 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "models/context.h"
 #include "models/model.h"
 #include "runtime/diffusion_options.h"
 #include "runtime/sampler.h"
@@ -80,7 +81,11 @@ struct SequenceSession {
 
 class AutoregressiveGenerator final : public Generator {
  public:
-  AutoregressiveGenerator(models::Model& model, int64_t n_ctx, ThreadPool* pool);
+  // Runs on its own context (scratch; states with ctx's KV types).
+  AutoregressiveGenerator(models::Context ctx, int64_t n_ctx, ThreadPool* pool);
+  // A fresh context on model (f32 KV caches).
+  AutoregressiveGenerator(const models::Model& model, int64_t n_ctx, ThreadPool* pool)
+      : AutoregressiveGenerator(model.new_context(), n_ctx, pool) {}
   Result<GenerateStats> generate(const std::vector<int32_t>& prompt, const GenerateOptions& opts,
                                  const TokenCallback& on_token) override;
   void reset() override;
@@ -98,12 +103,14 @@ class AutoregressiveGenerator final : public Generator {
   const SequenceSession& session() const { return s_; }
 
  private:
-  models::Model& model_;
+  models::Context ctx_;
   ThreadPool* pool_;
   SequenceSession s_;
 };
 
-// Builds the generator the model calls for.
-std::unique_ptr<Generator> make_generator(models::Model& model, int64_t n_ctx, ThreadPool* pool);
+// Builds the generator ctx's model calls for, running on ctx.
+std::unique_ptr<Generator> make_generator(models::Context ctx, int64_t n_ctx, ThreadPool* pool);
+// The same on a fresh context of model (f32 KV caches).
+std::unique_ptr<Generator> make_generator(const models::Model& model, int64_t n_ctx, ThreadPool* pool);
 
 }  // namespace chimera::runtime

@@ -219,7 +219,7 @@ Status load_session(const models::Model& m, std::span<const uint8_t> blob, Seque
   s.logits.assign((size_t)n_vocab, 0.0f);
   if (s.have_logits) CHIMERA_RETURN_IF_ERROR(r.floats(s.logits.data(), n_vocab, "logits"));
 
-  s.state = m.new_state(n_ctx);
+  s.state = m.new_state(n_ctx, into->state->kv_types());  // the KV types of the context it loads into
   layers::SequenceState& st = *s.state;
   for (size_t i = 0; i < st.n_layers(); ++i) {
     const std::string layer = "layer " + std::to_string(i);

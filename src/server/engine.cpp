@@ -74,8 +74,8 @@ struct Engine::Sequence {
   bool prefilling() const { return n_fed() < n_prompt; }
 };
 
-Engine::Engine(models::Model& model, ThreadPool* pool, const EngineOptions& opts, Metrics* metrics)
-    : model_(model), pool_(pool), opts_(opts), metrics_(metrics), cache_(std::make_unique<PrefixCache>()) {}
+Engine::Engine(const models::Model& model, ThreadPool* pool, const EngineOptions& opts, Metrics* metrics)
+    : model_(model), ctx_(model), pool_(pool), opts_(opts), metrics_(metrics), cache_(std::make_unique<PrefixCache>()) {}
 
 Engine::~Engine() { stop(); }
 
@@ -84,7 +84,8 @@ Status Engine::start() {
   if (opts_.max_running < 1) return invalid_argument("--parallel must be at least 1");
   if (opts_.prefill_chunk < 1) opts_.prefill_chunk = 1;
   if (opts_.checkpoint_interval < 1) opts_.checkpoint_interval = 256;
-  auto probe = model_.new_state(opts_.n_ctx);
+  CHIMERA_RETURN_IF_ERROR(ctx_.set_kv_types(opts_.kv_types));
+  auto probe = ctx_.new_state(opts_.n_ctx);
   state_bytes_ = probe->bytes(true);  // a full context; KV blocks are allocated as tokens arrive
   recurrent_ = probe->has_recurrent();
   budget_ = opts_.mem_budget_bytes ? opts_.mem_budget_bytes : 2 * (size_t)opts_.max_running * state_bytes_;
@@ -289,7 +290,7 @@ size_t Engine::reservation(const Sequence& s) {
   // state allocates its recurrent layers in full).
   const int64_t n = std::min<int64_t>(opts_.n_ctx, s.n_prompt + std::max<int64_t>(s.p.max_tokens, 1));
   if (free_states_.empty()) {
-    auto st = model_.new_state(opts_.n_ctx);
+    auto st = ctx_.new_state(opts_.n_ctx);
     pooled_bytes_ += st->bytes();
     free_states_.push_back(std::move(st));
   }
@@ -305,7 +306,7 @@ std::unique_ptr<layers::SequenceState> Engine::acquire_state(size_t reserve) {
     pooled_bytes_ -= st->bytes();
     return st;  // reset when released
   }
-  return model_.new_state(opts_.n_ctx);
+  return ctx_.new_state(opts_.n_ctx);
 }
 
 void Engine::release_state(std::unique_ptr<layers::SequenceState> st, size_t reserved) {
@@ -428,12 +429,12 @@ Status Engine::execute_plan(std::vector<WorkItem>& plan) {
       if (w.seq->prefilling()) prefill += w.n;
     if (prefill > 0) metrics_->add_prefill_tokens(prefill);
   }
-  if (model_.forward_batch(items, pool_)) return Status::ok();
+  if (ctx_.forward_batch(items, pool_)) return Status::ok();
   // A bad item fails the whole batch before anything runs: run the items
   // alone so only the faulty sequences end (with their error).
   for (auto& w : plan) {
     Sequence& s = *w.seq;
-    Status st = model_.forward(*s.state, s.tokens.data() + s.n_fed(), w.n,
+    Status st = ctx_.forward(*s.state, s.tokens.data() + s.n_fed(), w.n,
                                w.logits ? models::Logits::kLast : models::Logits::kNone, w.out, pool_);
     if (!st) finish(s, FinishReason::kError, st.message());
   }
@@ -542,7 +543,7 @@ void Engine::snapshot_into_cache(Sequence& s) {
   if (!opts_.prefix_cache || n <= 0 || model_.info().is_diffusion) return;
   std::span<const int32_t> toks(s.tokens.data(), (size_t)n);
   if (cache_->covers(s.p.cache_scope, toks, !recurrent_)) return;
-  auto snap = model_.new_state(n);  // shares s.state's KV blocks (copy on write)
+  auto snap = ctx_.new_state(n);  // shares s.state's KV blocks (copy on write)
   if (!snap->copy_from(*s.state)) return;
   if (!ensure_room(snap->bytes())) return;
   cache_->insert(s.p.cache_scope, std::vector<int32_t>(toks.begin(), toks.end()), std::move(snap));
@@ -573,7 +574,7 @@ void Engine::snapshot_turn(Sequence& s) {
       from = hit.n_tokens;
     }
   }
-  Status st = model_.forward(*s.state, target.data() + from, nt - from, models::Logits::kNone, nullptr, pool_);
+  Status st = ctx_.forward(*s.state, target.data() + from, nt - from, models::Logits::kNone, nullptr, pool_);
   if (!st) return;
   s.tokens = std::move(target);
   snapshot_into_cache(s);
@@ -634,10 +635,11 @@ void Engine::finish(Sequence& s, FinishReason r, const std::string& error) {
 void Engine::step_generator(Sequence& s) {
   // Generators that are not token-step driven (diffusion) run their generate()
   // on a worker thread that the loop advances one step (GenerateOptions::
-  // on_step) at a time; the loop waits while the worker runs, so the model is
-  // never used concurrently.
+  // on_step) at a time; the loop waits while the worker runs, so the thread
+  // pool is never used concurrently. Each runs on a fresh context like the
+  // engine's (own scratch, the same KV types).
   if (!s.gen_task) {
-    std::shared_ptr<runtime::Generator> gen = runtime::make_generator(model_, opts_.n_ctx, pool_);
+    std::shared_ptr<runtime::Generator> gen = runtime::make_generator(ctx_.fresh(), opts_.n_ctx, pool_);
     s.gen_task = std::make_unique<SteppedGeneration>([this, &s, gen](const std::function<bool()>& on_step) {
       runtime::GenerateOptions go;
       go.n_predict = s.p.max_tokens;

@@ -1,5 +1,5 @@
-// The serving engine: one loop thread that owns the model, every sequence
-// state and the prefix cache, and runs continuous batching. Usable as a
+// The serving engine: one loop thread that owns a models::Context on the
+// model (scratch, KV types), every sequence state and the prefix cache, and runs continuous batching. Usable as a
 // library without HTTP: submit() token ids + parameters, read StreamEvents
 // from the returned RequestChannel.
 //
@@ -14,7 +14,7 @@
 // it, and sample / emit / finish. Decodes progress every iteration and the
 // prefill budget is bounded, so no admitted request starves; admission is
 // FIFO, so no queued one does either. execute_plan runs the whole step as one
-// fused multi-sequence forward (Model::forward_batch: every weight streamed
+// fused multi-sequence forward (Context::forward_batch: every weight streamed
 // once per step for all sequences, results bit-identical to one forward per
 // sequence). Diffusion requests advance one denoising step per iteration each
 // (SteppedGeneration), so several interleave and none holds the loop.
@@ -26,8 +26,8 @@
 // cache restores) into the other choices, which then decode independently
 // with their own sampler (seed + index), stop strings, grammar and logprobs.
 //
-// Invariants: only the loop thread touches the model, the states and the
-// cache; HTTP threads use only submit(), tokenizer() (immutable, thread-safe)
+// Invariants: only the loop thread runs the engine's context, the states and
+// the cache; HTTP threads use only submit(), tokenizer() (immutable, thread-safe)
 // and RequestChannel. Every submitted request gets exactly one final event
 // (done = true) per choice, whatever happens (finish, cancel, error,
 // shutdown); events carry their choice's index. Text is
@@ -51,6 +51,7 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "models/context.h"
 #include "models/model.h"
 #include "runtime/diffusion_options.h"
 #include "runtime/grammar/grammar_constraint.h"
@@ -143,6 +144,7 @@ struct EngineOptions {
   bool prefix_cache = true;
   int64_t checkpoint_interval = 256;  // recurrent states: checkpoint every N prompt tokens
   size_t max_queue = 1024;            // waiting requests beyond this are refused
+  layers::KvCacheTypes kv_types;      // KV cache storage of the engine's states (start() checks them)
 };
 
 struct EngineCounters {
@@ -151,8 +153,10 @@ struct EngineCounters {
 
 class Engine {
  public:
-  // metrics may be null. The model must outlive the engine.
-  Engine(models::Model& model, ThreadPool* pool, const EngineOptions& opts, Metrics* metrics);
+  // metrics may be null. The model must outlive the engine. The engine runs
+  // on its own models::Context (scratch, KV types), so other callers may use
+  // the same model at the same time (with another thread pool).
+  Engine(const models::Model& model, ThreadPool* pool, const EngineOptions& opts, Metrics* metrics);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -214,7 +218,8 @@ class Engine {
   int64_t next_chunk_end(const Sequence& s, int64_t budget) const;
   void publish_gauges();
 
-  models::Model& model_;
+  const models::Model& model_;
+  models::Context ctx_;  // every forward of the loop; states made with its KV types
   std::once_flag vocab_once_;  // grammar token tables, built on the first constrained request
   std::shared_ptr<const runtime::grammar::TokenVocab> vocab_;
   ThreadPool* pool_;

@@ -19,6 +19,7 @@
 #include "format/bitnet_llama2c/bitnet_llama2c.h"
 #include "format/hf/hf_convert.h"
 #include "gguf_rewrite.h"
+#include "models/context.h"
 #include "models/model.h"
 #include "test_util.h"
 
@@ -73,7 +74,11 @@ void expect_same_state(layers::SequenceState& a, layers::SequenceState& b, const
 
 // Runs `steps` (steps[s][i]: sequence i's work in step s; n == 0 = idle) once
 // fused and once per sequence alone; compares logits and states.
-void check_batched_equals_alone(models::Model& m, const std::vector<std::vector<StepSpec>>& steps, int threads) {
+// The fused steps run on ctx, the lone forwards on another context of the
+// same model (contexts are interchangeable: any state runs on any of them).
+void check_batched_equals_alone(models::Context& ctx, const std::vector<std::vector<StepSpec>>& steps, int threads) {
+  const models::Model& m = ctx.model();
+  models::Context other = ctx.fresh();
   const size_t n_seq = steps[0].size();
   const int64_t nv = m.info().n_vocab;
   std::mt19937 rng(7);
@@ -86,8 +91,8 @@ void check_batched_equals_alone(models::Model& m, const std::vector<std::vector<
   ThreadPool pool(threads);
   std::vector<std::unique_ptr<layers::SequenceState>> fused, alone;
   for (size_t i = 0; i < n_seq; ++i) {
-    fused.push_back(m.new_state(1024));
-    alone.push_back(m.new_state(1024));
+    fused.push_back(ctx.new_state(1024));
+    alone.push_back(other.new_state(1024));
   }
   std::vector<int64_t> fed(n_seq, 0);
   for (size_t s = 0; s < steps.size(); ++s) {
@@ -101,11 +106,11 @@ void check_batched_equals_alone(models::Model& m, const std::vector<std::vector<
       out_a[i].assign(rows * (size_t)nv, -2.f);
       items.push_back({fused[i].get(), toks[i].data() + fed[i], sp.n, sp.which,
                        sp.which == models::Logits::kNone ? nullptr : out_f[i].data()});
-      ASSERT_TRUE(m.forward(*alone[i], toks[i].data() + fed[i], sp.n, sp.which,
-                            sp.which == models::Logits::kNone ? nullptr : out_a[i].data(), &pool)
+      ASSERT_TRUE(other.forward(*alone[i], toks[i].data() + fed[i], sp.n, sp.which,
+                                sp.which == models::Logits::kNone ? nullptr : out_a[i].data(), &pool)
                       .is_ok());
     }
-    ASSERT_TRUE(m.forward_batch(items, &pool).is_ok());
+    ASSERT_TRUE(ctx.forward_batch(items, &pool).is_ok());
     for (size_t i = 0; i < n_seq; ++i) {
       const std::string what = m.info().arch + " threads " + std::to_string(threads) + " step " +
                                std::to_string(s) + " seq " + std::to_string(i);
@@ -117,6 +122,11 @@ void check_batched_equals_alone(models::Model& m, const std::vector<std::vector<
       expect_same_state(*fused[i], *alone[i], what);
     }
   }
+}
+
+void check_batched_equals_alone(const models::Model& m, const std::vector<std::vector<StepSpec>>& steps, int threads) {
+  models::Context ctx = m.new_context();
+  check_batched_equals_alone(ctx, steps, threads);
 }
 
 std::vector<std::vector<StepSpec>> mixed_steps() {
@@ -173,10 +183,11 @@ TEST(ForwardBatch, TypedKvCacheMatchesEachSequenceAlone) {
     for (layers::KvCacheTypes t : {layers::KvCacheTypes{KvType::kF16, KvType::kF16},
                                    layers::KvCacheTypes{KvType::kQ8_0, KvType::kF16}}) {
       if (!m->accepts_kv_types(t)) continue;  // Q8_0 needs heads of a multiple of 32
-      ASSERT_TRUE(m->set_kv_types(t).is_ok());
-      ASSERT_EQ(m->new_state(8)->kv_types().k, t.k);
+      models::Context ctx = m->new_context();
+      ASSERT_TRUE(ctx.set_kv_types(t).is_ok());
+      ASSERT_EQ(ctx.new_state(8)->kv_types().k, t.k);
       q8_runs += t.k == KvType::kQ8_0;
-      for (int threads : {1, 2}) check_batched_equals_alone(*m, mixed_steps(), threads);
+      for (int threads : {1, 2}) check_batched_equals_alone(ctx, mixed_steps(), threads);
     }
   }
   EXPECT_GE(q8_runs, 1) << "no model took a Q8_0 cache";
@@ -221,11 +232,14 @@ class PerSequenceModel final : public models::Model {
  public:
   PerSequenceModel() { info_.n_vocab = 4; }
   std::vector<layers::LayerStateSpec> state_specs() const override { return {}; }
-  int64_t calls = 0;
+  std::unique_ptr<models::ModelScratch> new_scratch() const override {
+    return std::make_unique<models::ModelScratch>();
+  }
+  mutable int64_t calls = 0;  // a test double's counter (one thread)
 
  private:
-  void forward_impl(layers::SequenceState& st, const int32_t*, int64_t n, models::Logits, float*,
-                    ThreadPool*) override {
+  void forward_impl(models::ModelScratch&, layers::SequenceState& st, const int32_t*, int64_t n, models::Logits,
+                    float*, ThreadPool*) const override {
     ++calls;
     st.advance(n);
   }

@@ -17,6 +17,7 @@
 #include "golden_case.h"
 #include "kernels/dispatch.h"
 #include "kernels/ops.h"
+#include "models/context.h"
 #include "models/model.h"
 
 namespace chimera::test {
@@ -87,19 +88,24 @@ Fixture& fixture(const std::string& name) {
 
 // Runs prompt + teacher-forced greedy tokens with `chunk` tokens per forward
 // call (0 = all at once); returns all rows [n_prompt + n_gen - 1][n_vocab].
-std::vector<float> run_rows(models::Model& m, const GoldenCase& gc, int64_t chunk, ThreadPool* pool) {
+std::vector<float> run_rows(models::Context& ctx, const GoldenCase& gc, int64_t chunk, ThreadPool* pool) {
   std::vector<int32_t> seq = gc.prompt;
   seq.insert(seq.end(), gc.greedy.begin(), gc.greedy.end() - 1);
-  const int64_t n = (int64_t)seq.size(), nv = m.info().n_vocab;
-  auto st = m.new_state(std::max<int64_t>(512, n + 8));
+  const int64_t n = (int64_t)seq.size(), nv = ctx.model().info().n_vocab;
+  auto st = ctx.new_state(std::max<int64_t>(512, n + 8));
   std::vector<float> rows((size_t)(n * nv));
   if (chunk <= 0) chunk = n;
   for (int64_t i = 0; i < n; i += chunk) {
     const int64_t c = std::min(chunk, n - i);
-    Status s = m.forward(*st, seq.data() + i, c, models::Logits::kAll, rows.data() + i * nv, pool);
+    Status s = ctx.forward(*st, seq.data() + i, c, models::Logits::kAll, rows.data() + i * nv, pool);
     EXPECT_TRUE(s.is_ok()) << s.message();
   }
   return rows;
+}
+
+std::vector<float> run_rows(const models::Model& m, const GoldenCase& gc, int64_t chunk, ThreadPool* pool) {
+  models::Context ctx = m.new_context();
+  return run_rows(ctx, gc, chunk, pool);
 }
 
 // Prompt rows and teacher-forced gen rows of `rows` against the reference:
@@ -224,10 +230,6 @@ TEST_P(GoldenTest, TypedKvCacheStaysWithinItsBudget) {
   for (const auto& sp : m.state_specs()) has_kv |= std::holds_alternative<layers::KvSpec>(sp);
   ThreadPool pool(2);
   const std::vector<float> f32_rows = run_rows(m, gc, 0, &pool);
-  struct Restore {
-    models::Model& m;
-    ~Restore() { (void)m.set_kv_types({}); }
-  } restore{m};
   const bool quantized = gc.tolerance >= 0.01f;
   for (kernels::KvType type : {kernels::KvType::kF16, kernels::KvType::kQ8_0}) {
     const char* tn = kernels::kv_type_name(type);
@@ -236,8 +238,9 @@ TEST_P(GoldenTest, TypedKvCacheStaysWithinItsBudget) {
                   !has_kv ? "no KV layers" : "not accepted by this model");
       continue;
     }
-    ASSERT_TRUE(m.set_kv_types({type, type}).is_ok());
-    const std::vector<float> batch = run_rows(m, gc, 0, &pool), step = run_rows(m, gc, 1, &pool);
+    models::Context ctx = m.new_context();
+    ASSERT_TRUE(ctx.set_kv_types({type, type}).is_ok());
+    const std::vector<float> batch = run_rows(ctx, gc, 0, &pool), step = run_rows(ctx, gc, 1, &pool);
     float worst = 0, modes = 0;
     for (size_t k = 0; k < batch.size(); ++k) {
       worst = std::max({worst, std::fabs(batch[k] - f32_rows[k]), std::fabs(step[k] - f32_rows[k])});

@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "models/context.h"
 #include "models/model.h"
 #include "test_util.h"
 
@@ -33,26 +34,27 @@ TEST(KvShare, ForkedContinuationsEqualUnsharedRuns) {
   const int64_t nv = model.info().n_vocab;
   const int64_t n_layers_kv = (int64_t)model.info().n_layer;
   const auto prompt = tokens(B + 36, 3, nv), x = tokens(40, 11, nv), y = tokens(29, 5, nv);
+  models::Context ctx = model.new_context();
   for (kernels::KvType t : {kernels::KvType::kF32, kernels::KvType::kF16}) {
-    ASSERT_TRUE(model.set_kv_types({t, t}).is_ok());
+    ASSERT_TRUE(ctx.set_kv_types({t, t}).is_ok());
     for (int threads : {1, 2}) {
       SCOPED_TRACE(testing::Message() << kernels::kv_type_name(t) << " threads " << threads);
       ThreadPool pool(threads);
       // Unshared references: prompt then one continuation, each on its own state.
       auto run = [&](layers::SequenceState& st, const std::vector<int32_t>& toks) {
         std::vector<float> out((size_t)(toks.size() * nv));
-        EXPECT_TRUE(model.forward(st, toks.data(), (int64_t)toks.size(), models::Logits::kAll, out.data(), &pool).is_ok());
+        EXPECT_TRUE(ctx.forward(st, toks.data(), (int64_t)toks.size(), models::Logits::kAll, out.data(), &pool).is_ok());
         return out;
       };
-      auto rx = model.new_state(512), ry = model.new_state(512);
+      auto rx = ctx.new_state(512), ry = ctx.new_state(512);
       run(*rx, prompt);
       run(*ry, prompt);
       const auto want_x = run(*rx, x), want_y = run(*ry, y);
 
-      auto a = model.new_state(512);
+      auto a = ctx.new_state(512);
       run(*a, prompt);
       const size_t live = KvCache::live_bytes();
-      auto b = model.new_state(512);
+      auto b = ctx.new_state(512);
       ASSERT_TRUE(b->copy_from(*a).is_ok());  // the prefix cache's restore / the n-choices fork
       auto snap = a->snapshot();
       EXPECT_EQ(KvCache::live_bytes(), live) << "a copy and a snapshot share every block";

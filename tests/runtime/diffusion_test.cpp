@@ -158,8 +158,9 @@ TEST(DreamShift, ShiftedDecodingEqualsLladaRowsOneToTheLeft) {
   seq.resize((size_t)L, mask);
   std::vector<float> a((size_t)(L * nv)), b(a.size());
   auto sa = llada.model->new_state(L), sb = dream.model->new_state(L);
-  ASSERT_TRUE(models::diffusion_forward(*llada.model, *sa, seq.data(), 0, L, L, 0, L, a.data(), &pool).is_ok());
-  ASSERT_TRUE(models::diffusion_forward(*dream.model, *sb, seq.data(), 0, L, L, 0, L, b.data(), &pool).is_ok());
+  models::Context llada_ctx = llada.model->new_context(), dream_ctx = dream.model->new_context();
+  ASSERT_TRUE(models::diffusion_forward(llada_ctx, *sa, seq.data(), 0, L, L, 0, L, a.data(), &pool).is_ok());
+  ASSERT_TRUE(models::diffusion_forward(dream_ctx, *sb, seq.data(), 0, L, L, 0, L, b.data(), &pool).is_ok());
   float d = 0;
   for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(a[i] - b[i]));
   EXPECT_LT(d, 5e-3f);
@@ -167,7 +168,7 @@ TEST(DreamShift, ShiftedDecodingEqualsLladaRowsOneToTheLeft) {
   std::vector<std::pair<int64_t, int32_t>> ref;
   std::mt19937_64 rng(0);
   for (int64_t s = 0; s < n; ++s) {
-    ASSERT_TRUE(models::diffusion_forward(*llada.model, *sa, seq.data(), 0, L, L, 0, L, a.data(), &pool).is_ok());
+    ASSERT_TRUE(models::diffusion_forward(llada_ctx, *sa, seq.data(), 0, L, L, 0, L, a.data(), &pool).is_ok());
     double best = -1;
     std::pair<int64_t, int32_t> pick{-1, -1};
     for (int64_t p = P; p < L; ++p) {
@@ -209,19 +210,20 @@ TEST(DiffusionCache, SliceOverFreshKvIsBitIdenticalToFullPass) {
   seq[(size_t)P + 3] = 42;
   ThreadPool pool(2);
   auto st = t.model->new_state(L);
+  models::Context ctx = t.model->new_context();
   std::vector<float> full((size_t)(L * nv)), part((size_t)(8 * nv));
-  ASSERT_TRUE(models::diffusion_forward(*t.model, *st, seq.data(), 0, L, L, 0, L, full.data(), &pool).is_ok());
+  ASSERT_TRUE(models::diffusion_forward(ctx, *st, seq.data(), 0, L, L, 0, L, full.data(), &pool).is_ok());
   // Dual-cache shape: positions [P, P+8) between cached prefix and suffix.
-  ASSERT_TRUE(models::diffusion_forward(*t.model, *st, seq.data() + P, P, 8, L, 0, 8, part.data(), &pool).is_ok());
+  ASSERT_TRUE(models::diffusion_forward(ctx, *st, seq.data() + P, P, 8, L, 0, 8, part.data(), &pool).is_ok());
   EXPECT_EQ(std::memcmp(part.data(), full.data() + P * nv, part.size() * 4), 0);
   // Prefix-cache shape: [P, L).
   std::vector<float> tail((size_t)((L - P) * nv));
   ASSERT_TRUE(
-      models::diffusion_forward(*t.model, *st, seq.data() + P, P, L - P, L, 0, L - P, tail.data(), &pool).is_ok());
+      models::diffusion_forward(ctx, *st, seq.data() + P, P, L - P, L, 0, L - P, tail.data(), &pool).is_ok());
   EXPECT_EQ(std::memcmp(tail.data(), full.data() + P * nv, tail.size() * 4), 0);
   // Bad ranges are errors.
-  EXPECT_FALSE(models::diffusion_forward(*t.model, *st, seq.data(), 0, L, L - 1, 0, 1, full.data(), &pool).is_ok());
-  EXPECT_FALSE(models::diffusion_forward(*t.model, *st, seq.data(), 0, 4, L, 2, 3, full.data(), &pool).is_ok());
+  EXPECT_FALSE(models::diffusion_forward(ctx, *st, seq.data(), 0, L, L - 1, 0, 1, full.data(), &pool).is_ok());
+  EXPECT_FALSE(models::diffusion_forward(ctx, *st, seq.data(), 0, 4, L, 2, 3, full.data(), &pool).is_ok());
 }
 
 std::vector<runtime::DiffusionCommit> run(models::Model& m, const std::vector<int32_t>& prompt,
