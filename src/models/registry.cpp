@@ -1,6 +1,8 @@
-// The model registry: one line per architecture. tests/models enumerates it and
-// loads every family's golden fixture.
+// The model registry: one line per architecture, its loader and its tensor
+// table (models/tensor_table.h). tests/models enumerates it and loads every
+// family's golden fixture.
 #include "models/model.h"
+#include "models/tensor_table.h"
 
 namespace chimera::models {
 
@@ -16,9 +18,12 @@ Result<std::unique_ptr<Model>> load_bitnet_b158(const format::GgufFile& gguf);  
 Result<std::unique_ptr<Model>> load_bitnet_25(const format::GgufFile& gguf);    // models/bitnet.cpp (relu²)
 Result<std::unique_ptr<Model>> load_phi4flash(const format::GgufFile& gguf);
 
+// Tensor tables (models/tensor_table.h), models/<family>_tensors.cpp.
+const TensorTable& llama_tensors();
+
 const std::vector<RegistryEntry>& model_registry() {
   static const std::vector<RegistryEntry> kRegistry = {
-      {"llama", load_llama},
+      {"llama", load_llama, &llama_tensors()},
       {"phimoe", load_phimoe},
       {"llada", load_llada},
       {"dream", load_dream},

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "models/synth/synth.h"
+#include "models/tensor_table.h"
 
 namespace chimera::models::synth {
 
@@ -120,6 +121,14 @@ void add_attention_tensors(SynthPlan& p, const std::string& b, int64_t n_embd, i
 
 // general.architecture / type / name and file_type (0 until apply_type sets it).
 void set_general_header(SynthPlan& p, const std::string& arch, std::string_view name);
+
+// Appends the tensors of arch's tensor table (models/tensor_table.h) for these
+// sizes and layer plan, in table order: every required tensor and the optional
+// ones whose table pattern is listed in `optional`; values from the table's
+// fills, roles from its roles. A listed pattern the table does not have is an
+// error.
+Status add_table_tensors(SynthPlan& p, std::string_view arch, const TableParams& params,
+                         const std::vector<std::string_view>& optional = {});
 
 // Tensors of one Mamba-2 block under prefix b ("blk.N."), as llama.cpp names them.
 void add_mamba2_tensors(SynthPlan& p, const std::string& b, int64_t n_embd, const Mamba2Geometry& g);
