@@ -1,7 +1,8 @@
 // Family builders for `synth`, one per llama.cpp architecture layout. Each takes
 // its family's config (numbers copied from the real checkpoint's config.json)
 // and a request (layer/vocab overrides) and returns a plan using llama.cpp's
-// metadata keys and tensor names for that architecture. Model table entries in
+// metadata keys for that architecture and its tensor table's tensors (the
+// loader's, models/tensor_table.h; add_table_tensors). Model table entries in
 // synth_registry.cpp pair a NAME with a builder and a config.
 #pragma once
 
@@ -114,11 +115,6 @@ struct Phi4FlashSynthConfig {
 };
 Result<SynthPlan> build_phi4flash_plan(const Phi4FlashSynthConfig& cfg, const SynthRequest& req);
 
-// Attention tensors of one block under prefix b ("blk.N."): attn_{q,k,v,output}.weight
-// (q width n_q, k/v width n_kv), each followed by its .bias when `bias`.
-void add_attention_tensors(SynthPlan& p, const std::string& b, int64_t n_embd, int64_t n_q, int64_t n_kv,
-                           const SynthInit& w, bool bias);
-
 // general.architecture / type / name and file_type (0 until apply_type sets it).
 void set_general_header(SynthPlan& p, const std::string& arch, std::string_view name);
 
@@ -130,7 +126,5 @@ void set_general_header(SynthPlan& p, const std::string& arch, std::string_view 
 Status add_table_tensors(SynthPlan& p, std::string_view arch, const TableParams& params,
                          const std::vector<std::string_view>& optional = {});
 
-// Tensors of one Mamba-2 block under prefix b ("blk.N."), as llama.cpp names them.
-void add_mamba2_tensors(SynthPlan& p, const std::string& b, int64_t n_embd, const Mamba2Geometry& g);
 
 }  // namespace chimera::models::synth
