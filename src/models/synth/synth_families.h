@@ -59,6 +59,17 @@ struct GraniteHybridSynthConfig {
 };
 Result<SynthPlan> build_granitehybrid_plan(const GraniteHybridSynthConfig& cfg, const SynthRequest& req);
 
+// Pure Mamba-1 (arch "mamba").
+struct MambaSynthConfig {
+  std::string_view display_name;
+  int64_t n_embd = 0, n_layer = 0;
+  int64_t d_inner = 0, d_state = 0, d_conv = 0, dt_rank = 0;
+  int64_t n_vocab = 0, n_ctx = 1048576;
+  double rms_eps = 1e-5;
+  bool tied_embeddings = true;
+};
+Result<SynthPlan> build_mamba_plan(const MambaSynthConfig& cfg, const SynthRequest& req);
+
 // Pure Mamba-2 (arch "mamba2").
 struct Mamba2SynthConfig {
   std::string_view display_name;

@@ -1,8 +1,9 @@
-// Plan builders for the Mamba-2 families of `synth`: arch "mamba2" (pure SSM) and
-// arch "granitehybrid" (Granite 4.0-H: Mamba-2 + attention layers, dense or MoE
-// FFN). Keys and value types follow llama.cpp's converter (and the golden
-// fixtures tiny-mamba2.gguf / tiny-granitehybrid.gguf); the tensors are each
-// arch's tensor table (the loader's, models/<family>_tensors.cpp).
+// Plan builders for the state-space families of `synth`: arch "mamba" (pure
+// Mamba-1), "mamba2" (pure Mamba-2) and "granitehybrid" (Granite 4.0-H: Mamba-2
+// + attention layers, dense or MoE FFN). Keys and value types follow llama.cpp's
+// converter (and the golden fixtures tiny-mamba.gguf / tiny-mamba2.gguf /
+// tiny-granitehybrid.gguf); the tensors are each arch's tensor table (the
+// loader's, models/<family>_tensors.cpp).
 //
 // --layers N on a hybrid: the first N layers of the real layer pattern; if those
 // contain no attention layer (Granite's first attention layer is index 5), the
@@ -27,6 +28,34 @@ void set_mamba2_sizes(TableParams& tp, const Mamba2Geometry& g) {
 }
 
 }  // namespace
+
+Result<SynthPlan> build_mamba_plan(const MambaSynthConfig& cfg, const SynthRequest& req) {
+  const int64_t n_layer = req.n_layers.value_or(cfg.n_layer);
+  const int64_t n_vocab = req.n_vocab.value_or(cfg.n_vocab);
+  const std::string a = "mamba.";
+  SynthPlan p;
+  set_general_header(p, "mamba", cfg.display_name);
+  p.set(a + "context_length", u32(cfg.n_ctx));
+  p.set(a + "embedding_length", u32(cfg.n_embd));
+  p.set(a + "feed_forward_length", u32(0));
+  p.set(a + "attention.head_count", u32(0));
+  p.set(a + "block_count", u32(n_layer));
+  p.set(a + "ssm.conv_kernel", u32(cfg.d_conv));
+  p.set(a + "ssm.inner_size", u32(cfg.d_inner));
+  p.set(a + "ssm.state_size", u32(cfg.d_state));
+  p.set(a + "ssm.time_step_rank", u32(cfg.dt_rank));
+  p.set(a + "attention.layer_norm_rms_epsilon", f32(cfg.rms_eps));
+  p.set(a + "ssm.dt_b_c_rms", GgufValue::from_bool(false));
+  CHIMERA_RETURN_IF_ERROR(add_spm_vocab(p, n_vocab));
+
+  TableParams tp(n_layer);
+  tp.set("n_embd", cfg.n_embd), tp.set("n_vocab", n_vocab), tp.set("d_inner", cfg.d_inner);
+  tp.set("d_state", cfg.d_state), tp.set("d_conv", cfg.d_conv), tp.set("dt_rank", cfg.dt_rank);
+  std::vector<std::string_view> optional;
+  if (!cfg.tied_embeddings) optional.push_back("output.weight");
+  CHIMERA_RETURN_IF_ERROR(add_table_tensors(p, "mamba", tp, optional));
+  return p;
+}
 
 Result<SynthPlan> build_mamba2_plan(const Mamba2SynthConfig& cfg, const SynthRequest& req) {
   const int64_t n_layer = req.n_layers.value_or(cfg.n_layer);
