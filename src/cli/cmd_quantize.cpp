@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "core/thread_pool.h"
+#include "models/tensor_table.h"
 #include "quant/quantize_model.h"
 
 namespace chimera::cli {
@@ -39,6 +40,11 @@ Result<quant::QuantizeStats> quantize_file(const std::string& in, const std::str
   quant::QuantizeOptions qo;
   qo.pool = &global_thread_pool();
   qo.warn = [](const std::string& m) { std::fprintf(stderr, "warning: %s\n", m.c_str()); };
+  // Roles from the architecture's tensor table; unknown archs go by name.
+  qo.role_of = [](std::string_view arch, std::string_view name) {
+    const models::TensorTable* t = models::find_tensor_table(arch);
+    return t ? models::tensor_role(*t, name) : quant::TensorRole::kUnknown;
+  };
   if (!quiet)
     qo.on_tensor = [](size_t i, size_t n, const std::string& name, format::GgmlType from, format::GgmlType to,
                       uint64_t bin, uint64_t bout, bool fallback) {

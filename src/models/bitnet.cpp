@@ -43,6 +43,7 @@
 #include "layers/weights.h"
 #include "models/hparams.h"
 #include "models/model.h"
+#include "models/tensor_table.h"
 #include "models/transformer_util.h"
 
 namespace chimera::models {
@@ -119,7 +120,13 @@ class BitnetModel final : public MicroBatchedModel {
     attn_cfg_.head_dim = attn_cfg_.head_dim_v = head_dim_;
     CHIMERA_ASSIGN_OR_RETURN(attn_cfg_.rope, read_rope(hp, kernels::RopeMode::kNeox, n_rot, info_.n_ctx_train));
 
-    layers::WeightBinder b(g, &packed_);
+    // Names and shapes: the tensor table (bitnet_tensors.cpp), checked against the file first.
+    TableParams tp(n_layer);
+    CHIMERA_ASSIGN_OR_RETURN(const int64_t n_vocab, embedding_rows(g));
+    tp.set("n_embd", n_embd_), tp.set("n_vocab", n_vocab), tp.set("n_ff", n_ff_);
+    tp.set("n_head", n_head_), tp.set("n_head_kv", n_head_kv_), tp.set("head_dim", head_dim_);
+    CHIMERA_ASSIGN_OR_RETURN(const layers::DeclaredShapes declared, declare_tensors(arch_, tp, g));
+    layers::WeightBinder b(g, &packed_, &declared);
     CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
     info_.n_vocab = embd_.output.rows;
     const int64_t nq = n_head_ * head_dim_, nkv = n_head_kv_ * head_dim_;
@@ -127,10 +134,10 @@ class BitnetModel final : public MicroBatchedModel {
     for (int64_t i = 0; i < n_layer; ++i) {
       const std::string p = "blk." + std::to_string(i);
       BitnetLayer& L = layers_[(size_t)i];
-      CHIMERA_ASSIGN_OR_RETURN(L.attn_norm, b.vector(p + ".attn_norm.weight", n_embd_));
-      CHIMERA_ASSIGN_OR_RETURN(L.attn_sub_norm, b.vector(p + ".attn_sub_norm.weight", nq));
-      CHIMERA_ASSIGN_OR_RETURN(L.ffn_norm, b.vector(p + ".ffn_norm.weight", n_embd_));
-      CHIMERA_ASSIGN_OR_RETURN(L.ffn_sub_norm, b.vector(p + ".ffn_sub_norm.weight", n_ff_));
+      CHIMERA_ASSIGN_OR_RETURN(L.attn_norm, b.vector(p + ".attn_norm.weight"));
+      CHIMERA_ASSIGN_OR_RETURN(L.attn_sub_norm, b.vector(p + ".attn_sub_norm.weight"));
+      CHIMERA_ASSIGN_OR_RETURN(L.ffn_norm, b.vector(p + ".ffn_norm.weight"));
+      CHIMERA_ASSIGN_OR_RETURN(L.ffn_sub_norm, b.vector(p + ".ffn_sub_norm.weight"));
       CHIMERA_ASSIGN_OR_RETURN(L.wq, bind_scaled(b, p + ".attn_q", n_embd_, nq));
       CHIMERA_ASSIGN_OR_RETURN(L.wk, bind_scaled(b, p + ".attn_k", n_embd_, nkv));
       CHIMERA_ASSIGN_OR_RETURN(L.wv, bind_scaled(b, p + ".attn_v", n_embd_, nkv));

@@ -21,6 +21,7 @@
 #include "layers/moe.h"
 #include "models/hparams.h"
 #include "models/model.h"
+#include "models/tensor_table.h"
 #include "models/transformer_util.h"
 
 namespace chimera::models {
@@ -127,38 +128,65 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
       moe_cfg_.routing.renormalize = true;
     }
 
-    layers::WeightBinder b(g, &packed_);
+    // Attention geometry per attention layer: one head size for every
+    // attention layer (one key_length key), read or derived at the first.
+    HeadDims heads;
+    for (int64_t i = 0; i < n_layer; ++i) {
+      GraniteLayer& L = layers_[(size_t)i];
+      if (L.plan.mixer != Mixer::kAttention) continue;
+      const std::string p = "blk." + std::to_string(i);
+      layers::AttentionConfig& c = L.attn_cfg;
+      c.n_embd = n_embd_;
+      c.n_head = n_head[(size_t)i];
+      c.n_head_kv = L.plan.n_head_kv;
+      if (c.n_head < 1 || c.n_head % c.n_head_kv != 0)
+        return invalid_argument("layer " + std::to_string(i) + ": attention.head_count (" + std::to_string(c.n_head) +
+                                ") must be a positive multiple of head_count_kv (" + std::to_string(c.n_head_kv) +
+                                ")");
+      if (heads.k == 0) {
+        CHIMERA_ASSIGN_OR_RETURN(heads, read_head_dims(hp, n_embd_, c.n_head, c.n_head_kv, p));
+      }
+      c.head_dim = heads.k;
+      c.head_dim_v = heads.v;
+      c.use_rope = use_rope;
+      if (use_rope) {
+        CHIMERA_ASSIGN_OR_RETURN(const int64_t n_rot, read_rope_dims(hp, c.head_dim));
+        CHIMERA_ASSIGN_OR_RETURN(c.rope, read_rope(hp, kernels::RopeMode::kNorm, n_rot, info_.n_ctx_train));
+      }
+      c.scale = hp.real_or("attention.scale", 0.f);
+    }
+
+    // Names and shapes: the tensor table (granitehybrid_tensors.cpp) for this
+    // layer plan, checked against the file first.
+    TableParams tp(n_layer);
+    CHIMERA_ASSIGN_OR_RETURN(const int64_t n_vocab, embedding_rows(g));
+    tp.set("n_embd", n_embd_), tp.set("n_vocab", n_vocab), tp.set("n_ff", n_ff);
+    tp.set("head_dim", heads.k), tp.set("head_dim_v", heads.v);
+    tp.set("d_inner", m2_.d_inner), tp.set("d_state", m2_.d_state), tp.set("d_conv", m2_.d_conv);
+    tp.set("ssm_n_head", m2_.n_head), tp.set("n_group", m2_.n_group);
+    tp.set("n_expert", n_expert), tp.set("n_ff_shexp", moe_cfg_.n_ff_shexp);
+    for (int64_t i = 0; i < n_layer; ++i) {
+      const GraniteLayer& L = layers_[(size_t)i];
+      if (L.plan.mixer == Mixer::kAttention) {
+        tp.tag(i, "attn");
+        tp.set(i, "n_head", L.attn_cfg.n_head), tp.set(i, "n_head_kv", L.attn_cfg.n_head_kv);
+      } else {
+        tp.tag(i, "mamba2");
+      }
+      tp.tag(i, L.plan.ffn == Ffn::kMoe ? "moe" : "dense");
+      if (L.plan.ffn == Ffn::kMoe && moe_cfg_.n_ff_shexp > 0) tp.tag(i, "shexp");
+    }
+    CHIMERA_ASSIGN_OR_RETURN(const layers::DeclaredShapes declared, declare_tensors("granitehybrid", tp, g));
+    layers::WeightBinder b(g, &packed_, &declared);
     CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
     info_.n_vocab = embd_.output.rows;
-    HeadDims heads;
     for (int64_t i = 0; i < n_layer; ++i) {
       const std::string p = "blk." + std::to_string(i);
       GraniteLayer& L = layers_[(size_t)i];
-      CHIMERA_ASSIGN_OR_RETURN(L.attn_norm, b.vector(p + ".attn_norm.weight", n_embd_));
-      CHIMERA_ASSIGN_OR_RETURN(L.ffn_norm, b.vector(p + ".ffn_norm.weight", n_embd_));
+      CHIMERA_ASSIGN_OR_RETURN(L.attn_norm, b.vector(p + ".attn_norm.weight"));
+      CHIMERA_ASSIGN_OR_RETURN(L.ffn_norm, b.vector(p + ".ffn_norm.weight"));
       if (L.plan.mixer == Mixer::kAttention) {
-        layers::AttentionConfig& c = L.attn_cfg;
-        c.n_embd = n_embd_;
-        c.n_head = n_head[(size_t)i];
-        c.n_head_kv = L.plan.n_head_kv;
-        if (c.n_head < 1 || c.n_head % c.n_head_kv != 0)
-          return invalid_argument("layer " + std::to_string(i) + ": attention.head_count (" +
-                                  std::to_string(c.n_head) + ") must be a positive multiple of head_count_kv (" +
-                                  std::to_string(c.n_head_kv) + ")");
-        // One head size for every attention layer (one key_length key), read
-        // or derived at the first attention layer.
-        if (heads.k == 0) {
-          CHIMERA_ASSIGN_OR_RETURN(heads, read_head_dims(hp, n_embd_, c.n_head, c.n_head_kv, p));
-        }
-        c.head_dim = heads.k;
-        c.head_dim_v = heads.v;
-        c.use_rope = use_rope;
-        if (use_rope) {
-          CHIMERA_ASSIGN_OR_RETURN(const int64_t n_rot, read_rope_dims(hp, c.head_dim));
-          CHIMERA_ASSIGN_OR_RETURN(c.rope, read_rope(hp, kernels::RopeMode::kNorm, n_rot, info_.n_ctx_train));
-        }
-        c.scale = hp.real_or("attention.scale", 0.f);
-        CHIMERA_ASSIGN_OR_RETURN(L.attn, layers::bind_attention(b, p, c));
+        CHIMERA_ASSIGN_OR_RETURN(L.attn, layers::bind_attention(b, p, L.attn_cfg));
       } else {
         CHIMERA_ASSIGN_OR_RETURN(L.ssm, layers::bind_mamba2(b, g, p, m2_, true));
       }

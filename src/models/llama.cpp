@@ -9,6 +9,7 @@
 #include "layers/weights.h"
 #include "models/hparams.h"
 #include "models/model.h"
+#include "models/tensor_table.h"
 #include "models/transformer_util.h"
 
 namespace chimera::models {
@@ -56,18 +57,25 @@ class LlamaModel final : public MicroBatchedModel {
     CHIMERA_ASSIGN_OR_RETURN(attn_cfg_.rope, read_rope(hp, kernels::RopeMode::kNorm, n_rot, info_.n_ctx_train));
     attn_cfg_.scale = hp.real_or("attention.scale", 0.f);
 
-    layers::WeightBinder b(g, &packed_);
+    // Names and shapes: the tensor table (llama_tensors.cpp), checked against the file first.
+    TableParams tp(n_layer);
+    CHIMERA_ASSIGN_OR_RETURN(const int64_t n_vocab, embedding_rows(g));
+    tp.set("n_embd", n_embd_), tp.set("n_vocab", n_vocab), tp.set("n_ff", n_ff), tp.set("n_rot", n_rot);
+    tp.set("n_head", n_head), tp.set("n_head_kv", n_head_kv), tp.set("head_dim", head_dim);
+    tp.set("head_dim_v", head_dim_v);
+    CHIMERA_ASSIGN_OR_RETURN(const layers::DeclaredShapes declared, declare_tensors("llama", tp, g));
+    layers::WeightBinder b(g, &packed_, &declared);
     CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
     info_.n_vocab = embd_.output.rows;
-    CHIMERA_ASSIGN_OR_RETURN(rope_freqs_, b.optional_vector("rope_freqs.weight", n_rot / 2));
+    CHIMERA_ASSIGN_OR_RETURN(rope_freqs_, b.optional_vector("rope_freqs.weight"));
     attn_cfg_.rope.freq_factors = rope_freqs_.ptr();
 
     layers_.resize((size_t)n_layer);
     for (int64_t i = 0; i < n_layer; ++i) {
       const std::string p = "blk." + std::to_string(i);
       LlamaLayer& L = layers_[(size_t)i];
-      CHIMERA_ASSIGN_OR_RETURN(L.attn_norm, b.vector(p + ".attn_norm.weight", n_embd_));
-      CHIMERA_ASSIGN_OR_RETURN(L.ffn_norm, b.vector(p + ".ffn_norm.weight", n_embd_));
+      CHIMERA_ASSIGN_OR_RETURN(L.attn_norm, b.vector(p + ".attn_norm.weight"));
+      CHIMERA_ASSIGN_OR_RETURN(L.ffn_norm, b.vector(p + ".ffn_norm.weight"));
       CHIMERA_ASSIGN_OR_RETURN(L.attn, layers::bind_attention(b, p, attn_cfg_));
       CHIMERA_ASSIGN_OR_RETURN(L.mlp, layers::bind_gated_mlp(b, p, n_embd_, n_ff));
     }

@@ -12,6 +12,7 @@
 #include "layers/mamba2.h"
 #include "models/hparams.h"
 #include "models/model.h"
+#include "models/tensor_table.h"
 #include "models/transformer_util.h"
 
 namespace chimera::models {
@@ -67,14 +68,21 @@ class MambaModel final : public MicroBatchedModel {
       CHIMERA_RETURN_IF_ERROR(m2_.validate());
     }
 
-    layers::WeightBinder b(g, &packed_);
+    // Names and shapes: the tensor table (mamba_tensors.cpp), checked against the file first.
+    TableParams tp(n_layer);
+    CHIMERA_ASSIGN_OR_RETURN(const int64_t n_vocab, embedding_rows(g));
+    tp.set("n_embd", n_embd_), tp.set("n_vocab", n_vocab), tp.set("d_inner", d_inner), tp.set("d_state", d_state);
+    tp.set("d_conv", d_conv), tp.set("dt_rank", dt_rank), tp.set("ssm_n_head", dt_rank);
+    tp.set("n_group", kind_ == MixerKind::kMamba2 ? m2_.n_group : 1);
+    CHIMERA_ASSIGN_OR_RETURN(const layers::DeclaredShapes declared, declare_tensors(arch, tp, g));
+    layers::WeightBinder b(g, &packed_, &declared);
     CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
     info_.n_vocab = embd_.output.rows;
     layers_.resize((size_t)n_layer);
     for (int64_t i = 0; i < n_layer; ++i) {
       const std::string p = "blk." + std::to_string(i);
       MambaLayer& L = layers_[(size_t)i];
-      CHIMERA_ASSIGN_OR_RETURN(L.norm, b.vector(p + ".attn_norm.weight", n_embd_));
+      CHIMERA_ASSIGN_OR_RETURN(L.norm, b.vector(p + ".attn_norm.weight"));
       if (kind_ == MixerKind::kMamba1) {
         CHIMERA_ASSIGN_OR_RETURN(L.m1, layers::bind_mamba1(b, g, p, m1_));
       } else {

@@ -227,11 +227,15 @@ Result<std::unique_ptr<Model>> init_model(std::unique_ptr<M> m, const format::Gg
 // Opens a GGUF file and builds the model for its general.architecture.
 Result<std::unique_ptr<Model>> load_model(const std::string& path);
 
-// The registry: architecture name -> loader. Every family registers one line.
+// The registry: architecture name -> loader and tensor table
+// (models/tensor_table.h; null while a family has none). Every family
+// registers one line.
+struct TensorTable;
 using ModelLoader = Result<std::unique_ptr<Model>> (*)(const format::GgufFile& gguf);
 struct RegistryEntry {
   const char* arch;
   ModelLoader load;
+  const TensorTable* tensors = nullptr;
 };
 const std::vector<RegistryEntry>& model_registry();
 

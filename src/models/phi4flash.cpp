@@ -30,6 +30,7 @@
 #include "layers/mamba.h"
 #include "models/hparams.h"
 #include "models/model.h"
+#include "models/tensor_table.h"
 #include "models/transformer_util.h"
 
 namespace chimera::models {
@@ -99,19 +100,33 @@ class Phi4FlashModel final : public MicroBatchedModel {
     mem_layer_ = half_;
     kv_layer_ = half_ + 1;
 
-    layers::WeightBinder b(g, &packed_);
+    // The layer plan, and names and shapes from the tensor table
+    // (phi4flash_tensors.cpp) for it, checked against the file first.
+    layers_.resize((size_t)n_layer);
+    TableParams tp(n_layer);
+    for (int64_t i = 0; i < n_layer; ++i) {
+      const bool mamba = i % period == 0, cross = i >= half_ + 2;
+      const Kind kind = cross ? (mamba ? Kind::kGmu : Kind::kCrossAttn) : (mamba ? Kind::kMamba : Kind::kSelfAttn);
+      layers_[(size_t)i].kind = kind;
+      tp.tag(i, kind == Kind::kMamba ? "mamba" : kind == Kind::kGmu ? "gmu" : kind == Kind::kSelfAttn ? "self_attn" : "cross_attn");
+      if (kind == Kind::kSelfAttn || kind == Kind::kCrossAttn) tp.tag(i, "diff_attn");
+    }
+    CHIMERA_ASSIGN_OR_RETURN(const int64_t n_vocab, embedding_rows(g));
+    tp.set("n_embd", n_embd_), tp.set("n_vocab", n_vocab), tp.set("n_ff", n_ff_);
+    tp.set("n_head", n_head), tp.set("n_head_kv", n_head_kv), tp.set("head_dim", head_dim);
+    tp.set("d_inner", m1_.d_inner), tp.set("d_state", m1_.d_state), tp.set("d_conv", m1_.d_conv);
+    tp.set("dt_rank", m1_.dt_rank);
+    CHIMERA_ASSIGN_OR_RETURN(const layers::DeclaredShapes declared, declare_tensors("phi4flash", tp, g));
+    layers::WeightBinder b(g, &packed_, &declared);
     CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
     info_.n_vocab = embd_.output.rows;
-    layers_.resize((size_t)n_layer);
     for (int64_t i = 0; i < n_layer; ++i) {
       const std::string p = "blk." + std::to_string(i);
       P4Layer& L = layers_[(size_t)i];
-      const bool mamba = i % period == 0, cross = i >= half_ + 2;
-      L.kind = cross ? (mamba ? Kind::kGmu : Kind::kCrossAttn) : (mamba ? Kind::kMamba : Kind::kSelfAttn);
-      CHIMERA_ASSIGN_OR_RETURN(L.ln1_w, b.vector(p + ".attn_norm.weight", n_embd_));
-      CHIMERA_ASSIGN_OR_RETURN(L.ln1_b, b.vector(p + ".attn_norm.bias", n_embd_));
-      CHIMERA_ASSIGN_OR_RETURN(L.ln2_w, b.vector(p + ".ffn_norm.weight", n_embd_));
-      CHIMERA_ASSIGN_OR_RETURN(L.ln2_b, b.vector(p + ".ffn_norm.bias", n_embd_));
+      CHIMERA_ASSIGN_OR_RETURN(L.ln1_w, b.vector(p + ".attn_norm.weight"));
+      CHIMERA_ASSIGN_OR_RETURN(L.ln1_b, b.vector(p + ".attn_norm.bias"));
+      CHIMERA_ASSIGN_OR_RETURN(L.ln2_w, b.vector(p + ".ffn_norm.weight"));
+      CHIMERA_ASSIGN_OR_RETURN(L.ln2_b, b.vector(p + ".ffn_norm.bias"));
       CHIMERA_ASSIGN_OR_RETURN(L.up, layers::bind_linear(b, p + ".ffn_up", n_embd_, 2 * n_ff_));
       CHIMERA_ASSIGN_OR_RETURN(L.down, layers::bind_linear(b, p + ".ffn_down", n_ff_, n_embd_));
       switch (L.kind) {

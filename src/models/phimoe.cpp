@@ -25,6 +25,7 @@
 #include "layers/weights.h"
 #include "models/hparams.h"
 #include "models/model.h"
+#include "models/tensor_table.h"
 #include "models/transformer_util.h"
 
 namespace chimera::models {
@@ -87,11 +88,18 @@ class PhiMoeModel final : public MicroBatchedModel, public layers::MoeObservable
     CHIMERA_ASSIGN_OR_RETURN(const int64_t n_rot, read_rope_dims(hp, head_dim));
     CHIMERA_ASSIGN_OR_RETURN(attn_cfg_.rope, read_rope(hp, kernels::RopeMode::kNeox, n_rot, info_.n_ctx_train));
 
-    layers::WeightBinder b(g, &packed_);
+    // Names and shapes: the tensor table (phimoe_tensors.cpp), checked against the file first.
+    TableParams tp(n_layer);
+    CHIMERA_ASSIGN_OR_RETURN(const int64_t n_vocab, embedding_rows(g));
+    tp.set("n_embd", n_embd_), tp.set("n_vocab", n_vocab), tp.set("n_ff", n_ff), tp.set("n_expert", n_expert);
+    tp.set("n_head", n_head), tp.set("n_head_kv", n_head_kv), tp.set("head_dim", head_dim);
+    tp.set("head_dim_v", head_dim_v), tp.set("n_rot", n_rot);
+    CHIMERA_ASSIGN_OR_RETURN(const layers::DeclaredShapes declared, declare_tensors("phimoe", tp, g));
+    layers::WeightBinder b(g, &packed_, &declared);
     CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
     info_.n_vocab = embd_.output.rows;
     if (!embd_.output_norm_b.present()) return not_found("missing tensor 'output_norm.bias' (phimoe LayerNorm)");
-    CHIMERA_RETURN_IF_ERROR(bind_longrope(b, hp, n_rot));
+    CHIMERA_RETURN_IF_ERROR(bind_longrope(b, hp));
 
     moe_cfg_.n_embd = n_embd_;
     moe_cfg_.n_ff = n_ff;
@@ -105,10 +113,10 @@ class PhiMoeModel final : public MicroBatchedModel, public layers::MoeObservable
     for (int64_t i = 0; i < n_layer; ++i) {
       const std::string p = "blk." + std::to_string(i);
       PhiMoeLayer& L = layers_[(size_t)i];
-      CHIMERA_ASSIGN_OR_RETURN(L.attn_norm, b.vector(p + ".attn_norm.weight", n_embd_));
-      CHIMERA_ASSIGN_OR_RETURN(L.attn_norm_b, b.vector(p + ".attn_norm.bias", n_embd_));
-      CHIMERA_ASSIGN_OR_RETURN(L.ffn_norm, b.vector(p + ".ffn_norm.weight", n_embd_));
-      CHIMERA_ASSIGN_OR_RETURN(L.ffn_norm_b, b.vector(p + ".ffn_norm.bias", n_embd_));
+      CHIMERA_ASSIGN_OR_RETURN(L.attn_norm, b.vector(p + ".attn_norm.weight"));
+      CHIMERA_ASSIGN_OR_RETURN(L.attn_norm_b, b.vector(p + ".attn_norm.bias"));
+      CHIMERA_ASSIGN_OR_RETURN(L.ffn_norm, b.vector(p + ".ffn_norm.weight"));
+      CHIMERA_ASSIGN_OR_RETURN(L.ffn_norm_b, b.vector(p + ".ffn_norm.bias"));
       CHIMERA_ASSIGN_OR_RETURN(L.attn, layers::bind_attention(b, p, attn_cfg_));
       CHIMERA_ASSIGN_OR_RETURN(L.moe, layers::bind_moe(b, g, p, moe_cfg_));
     }
@@ -126,9 +134,9 @@ class PhiMoeModel final : public MicroBatchedModel, public layers::MoeObservable
   }
 
  private:
-  Status bind_longrope(const layers::WeightBinder& b, const HParams& hp, int64_t n_rot) {
-    CHIMERA_ASSIGN_OR_RETURN(rope_long_, b.optional_vector("rope_factors_long.weight", n_rot / 2));
-    CHIMERA_ASSIGN_OR_RETURN(rope_short_, b.optional_vector("rope_factors_short.weight", n_rot / 2));
+  Status bind_longrope(const layers::WeightBinder& b, const HParams& hp) {
+    CHIMERA_ASSIGN_OR_RETURN(rope_long_, b.optional_vector("rope_factors_long.weight"));
+    CHIMERA_ASSIGN_OR_RETURN(rope_short_, b.optional_vector("rope_factors_short.weight"));
     if (rope_long_.present() != rope_short_.present())
       return invalid_argument("phimoe LongRoPE needs both rope_factors_long and rope_factors_short");
     if (!rope_long_.present()) return Status::ok();

@@ -1,6 +1,8 @@
-// The model registry: one line per architecture. tests/models enumerates it and
-// loads every family's golden fixture.
+// The model registry: one line per architecture, its loader and its tensor
+// table (models/tensor_table.h). tests/models enumerates it and loads every
+// family's golden fixture.
 #include "models/model.h"
+#include "models/tensor_table.h"
 
 namespace chimera::models {
 
@@ -16,19 +18,29 @@ Result<std::unique_ptr<Model>> load_bitnet_b158(const format::GgufFile& gguf);  
 Result<std::unique_ptr<Model>> load_bitnet_25(const format::GgufFile& gguf);    // models/bitnet.cpp (relu²)
 Result<std::unique_ptr<Model>> load_phi4flash(const format::GgufFile& gguf);
 
+// Tensor tables (models/tensor_table.h), models/<family>_tensors.cpp.
+const TensorTable& llama_tensors();
+const TensorTable& mamba_tensors();   // models/mamba_tensors.cpp
+const TensorTable& mamba2_tensors();  // models/mamba_tensors.cpp
+const TensorTable& granitehybrid_tensors();
+const TensorTable& llada_tensors();  // llada and dream
+const TensorTable& bitnet_tensors();  // bitnet, bitnet-b1.58, bitnet-25
+const TensorTable& phimoe_tensors();
+const TensorTable& phi4flash_tensors();
+
 const std::vector<RegistryEntry>& model_registry() {
   static const std::vector<RegistryEntry> kRegistry = {
-      {"llama", load_llama},
-      {"phimoe", load_phimoe},
-      {"llada", load_llada},
-      {"dream", load_dream},
-      {"mamba", load_mamba},
-      {"mamba2", load_mamba2},
-      {"granitehybrid", load_granitehybrid},
-      {"bitnet", load_bitnet},
-      {"bitnet-b1.58", load_bitnet_b158},  // Microsoft's BitNet b1.58 2B-4T GGUFs (bitnet.cpp)
-      {"bitnet-25", load_bitnet_25},       // their first (April 2025) arch name, same graph
-      {"phi4flash", load_phi4flash},
+      {"llama", load_llama, &llama_tensors()},
+      {"phimoe", load_phimoe, &phimoe_tensors()},
+      {"llada", load_llada, &llada_tensors()},
+      {"dream", load_dream, &llada_tensors()},
+      {"mamba", load_mamba, &mamba_tensors()},
+      {"mamba2", load_mamba2, &mamba2_tensors()},
+      {"granitehybrid", load_granitehybrid, &granitehybrid_tensors()},
+      {"bitnet", load_bitnet, &bitnet_tensors()},
+      {"bitnet-b1.58", load_bitnet_b158, &bitnet_tensors()},  // Microsoft's BitNet b1.58 2B-4T GGUFs (bitnet.cpp)
+      {"bitnet-25", load_bitnet_25, &bitnet_tensors()},       // their first (April 2025) arch name, same graph
+      {"phi4flash", load_phi4flash, &phi4flash_tensors()},
   };
   return kRegistry;
 }

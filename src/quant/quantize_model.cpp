@@ -64,6 +64,32 @@ bool is_attn_v_like(std::string_view n) {
   return contains(n, "attn_v.weight") || contains(n, "attn_qkv.weight") || contains(n, "attn_kv_b.weight");
 }
 
+// The tensor kinds the mix rules single out.
+enum class Category { kOther, kOutput, kTokenEmbd, kAttnV, kFfnDown, kAttnOutput };
+
+// From the role when the table gave one, else from llama.cpp's name patterns.
+Category category(const TensorShape& t) {
+  switch (t.role) {
+    case TensorRole::kUnknown: break;
+    case TensorRole::kOutput: return Category::kOutput;
+    case TensorRole::kTokenEmbd: return Category::kTokenEmbd;
+    case TensorRole::kAttnV:
+    case TensorRole::kAttnQkv: return Category::kAttnV;
+    case TensorRole::kFfnDown:
+    case TensorRole::kExpertDown:
+    case TensorRole::kShexpDown: return Category::kFfnDown;
+    case TensorRole::kAttnOutput: return Category::kAttnOutput;
+    default: return Category::kOther;
+  }
+  const std::string_view n = t.name;
+  if (n == "output.weight") return Category::kOutput;
+  if (n == "token_embd.weight") return Category::kTokenEmbd;
+  if (is_attn_v_like(n)) return Category::kAttnV;
+  if (contains(n, "ffn_down")) return Category::kFfnDown;
+  if (contains(n, "attn_output.weight")) return Category::kAttnOutput;
+  return Category::kOther;
+}
+
 bool is_kquant(GgmlType t) {
   return t == GgmlType::Q2_K || t == GgmlType::Q3_K || t == GgmlType::Q4_K || t == GgmlType::Q5_K ||
          t == GgmlType::Q6_K;
@@ -77,14 +103,15 @@ bool is_ternary(GgmlType t) { return t == GgmlType::TQ1_0 || t == GgmlType::TQ2_
 GgmlType mix_rule(const QuantMix& mix, const MixContext& ctx, const TensorShape& t) {
   const std::string_view n = t.name;
   const std::string_view m = mix.name;
+  const Category cat = category(t);
+  const bool head = cat == Category::kOutput || (!ctx.has_output && cat == Category::kTokenEmbd);
   GgmlType type = mix.base;
   if (is_ternary(mix.base)) {
     // llama.cpp's LLAMA_FTYPE_MOSTLY_TQ1_0 / TQ2_0: the output head (or a tied token_embd)
     // gets Q6_K (Q8_0 for rows that are not whole 256-blocks), an untied token_embd Q4_K,
     // every other matrix the ternary type.
-    if (n == "output.weight" || (!ctx.has_output && n == "token_embd.weight"))
-      return (t.ne.empty() ? 0 : t.ne[0]) % kQK_K != 0 ? GgmlType::Q8_0 : GgmlType::Q6_K;
-    if (n == "token_embd.weight") return GgmlType::Q4_K;
+    if (head) return (t.ne.empty() ? 0 : t.ne[0]) % kQK_K != 0 ? GgmlType::Q8_0 : GgmlType::Q6_K;
+    if (cat == Category::kTokenEmbd) return GgmlType::Q4_K;
     return type;
   }
   if (!is_kquant(mix.base) && mix.base != GgmlType::Q4_0 && mix.base != GgmlType::Q4_1 &&
@@ -92,26 +119,26 @@ GgmlType mix_rule(const QuantMix& mix, const MixContext& ctx, const TensorShape&
       mix.base != GgmlType::IQ4_XS)
     return type;  // float "mixes" convert every quantizable tensor to the base type
   const int64_t layer = layer_of(n);
-  if (n == "output.weight" || (!ctx.has_output && n == "token_embd.weight")) {
+  if (head) {
     const int64_t nx = t.ne.empty() ? 0 : t.ne[0];
     if (nx % kQK_K != 0) return GgmlType::Q8_0;
     return type == GgmlType::Q8_0 ? type : GgmlType::Q6_K;
   }
-  if (is_attn_v_like(n)) {
+  if (cat == Category::kAttnV) {
     const int64_t i = layer < 0 ? 0 : layer;
     if (m == "Q2_K") type = ctx.n_gqa >= 4 ? GgmlType::Q4_K : GgmlType::Q3_K;
     else if (m == "Q3_K_M") type = i < 2 ? GgmlType::Q5_K : GgmlType::Q4_K;
     else if ((m == "Q4_K_M" || m == "Q5_K_M") && use_more_bits(i, ctx.n_attn_v)) type = GgmlType::Q6_K;
     else if (m == "Q4_K_S" && i < 4) type = GgmlType::Q5_K;
     else if (m == "IQ4_XS" && ctx.n_gqa >= 4) type = GgmlType::Q5_K;
-  } else if (contains(n, "ffn_down")) {
+  } else if (cat == Category::kFfnDown) {
     const int64_t i = layer < 0 ? 0 : layer, nl = ctx.n_ffn_down;
     if (m == "Q2_K") type = GgmlType::Q3_K;
     else if (m == "Q3_K_M") type = i < nl / 16 ? GgmlType::Q5_K : GgmlType::Q4_K;
     else if ((m == "Q4_K_M" || m == "Q5_K_M") && use_more_bits(i, nl)) type = GgmlType::Q6_K;
     else if (m == "Q4_K_S" && i < nl / 8) type = GgmlType::Q5_K;
     else if (m == "IQ4_XS" && i < nl / 8) type = GgmlType::Q5_K;  // llama.cpp: without an imatrix
-  } else if (contains(n, "attn_output.weight")) {
+  } else if (cat == Category::kAttnOutput) {
     if (m == "Q2_K") type = GgmlType::Q3_K;
     else if (m == "Q3_K_M") type = GgmlType::Q4_K;
   }
@@ -148,15 +175,17 @@ std::string quant_mix_names() {
 MixContext make_mix_context(const std::vector<TensorShape>& tensors, int64_t n_head, int64_t n_head_kv) {
   MixContext c;
   for (const auto& t : tensors) {
-    if (is_attn_v_like(t.name)) ++c.n_attn_v;
-    if (contains(t.name, "ffn_down")) ++c.n_ffn_down;
-    if (t.name == "output.weight") c.has_output = true;
+    const Category cat = category(t);
+    if (cat == Category::kAttnV) ++c.n_attn_v;
+    if (cat == Category::kFfnDown) ++c.n_ffn_down;
+    if (cat == Category::kOutput) c.has_output = true;
   }
   if (n_head > 0 && n_head_kv > 0) c.n_gqa = n_head / n_head_kv;
   return c;
 }
 
 bool is_quantizable(const TensorShape& t) {
+  if (t.role != TensorRole::kUnknown) return t.ne.size() >= 2 && is_matrix_role(t.role);
   const std::string_view n = t.name;
   if (!ends_with(n, "weight") || t.ne.size() < 2) return false;
   if (ends_with(n, "_norm.weight")) return false;
@@ -339,7 +368,8 @@ Result<QuantizeStats> quantize_model(const std::string& in_path, const std::stri
   const std::string arch = in.architecture();
   auto head = [&](const char* key) { return in.get_int(arch + ".attention." + key).value_or(0); };
   std::vector<TensorShape> shapes;
-  for (const auto& t : in.tensors()) shapes.push_back({t.name, t.ne});
+  for (const auto& t : in.tensors())
+    shapes.push_back({t.name, t.ne, opts.role_of ? opts.role_of(arch, t.name) : TensorRole::kUnknown});
   const MixContext ctx = make_mix_context(shapes, head("head_count"), head("head_count_kv"));
 
   format::GgufWriter w(in.version() >= 3 ? 3 : in.version());

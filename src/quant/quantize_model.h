@@ -25,8 +25,8 @@
 // are not whole 256-blocks fall back to Q4_0 (then F16), as llama.cpp does.
 // encode_rows() on TQ types is llama.cpp's per-block absmax quantizer (used by
 // synth, which writes chunk by chunk and never sees a whole matrix).
-// Invariants: choose_tensor_type depends only on (mix, context, name, shape), so
-// quantize and synth agree; encode_rows is deterministic and gives the same bytes
+// Invariants: choose_tensor_type depends only on (mix, context, name, shape, role),
+// so quantize and synth agree (both take roles from the model's tensor table); encode_rows is deterministic and gives the same bytes
 // for any thread count (rows are independent).
 #pragma once
 
@@ -38,6 +38,7 @@
 
 #include "core/status.h"
 #include "format/gguf/ggml_types.h"
+#include "quant/tensor_role.h"
 
 namespace chimera {
 class ThreadPool;
@@ -55,16 +56,19 @@ const std::vector<QuantMix>& quant_mixes();
 const QuantMix* find_quant_mix(std::string_view name);  // case-insensitive
 std::string quant_mix_names();                          // "Q8_0, Q4_0, ..."
 
-// A tensor as the rules see it.
+// A tensor as the rules see it. With a role (the model's tensor table,
+// models/tensor_table.h) the rules key on it; kUnknown falls back to
+// llama.cpp's name patterns. Both give the same types for the same tensor.
 struct TensorShape {
   std::string name;
   std::vector<int64_t> ne;  // ggml order
+  TensorRole role = TensorRole::kUnknown;
 };
 
 // Model-wide facts the rules need (llama.cpp's quantize_state).
 struct MixContext {
-  int64_t n_attn_v = 0;     // tensors named *attn_v.weight / *attn_qkv.weight / *attn_kv_b.weight
-  int64_t n_ffn_down = 0;   // tensors named *ffn_down*
+  int64_t n_attn_v = 0;     // attn_v / attn_qkv tensors (by name: *attn_v.weight / *attn_qkv.weight / *attn_kv_b.weight)
+  int64_t n_ffn_down = 0;   // ffn_down tensors, expert and shared-expert ones too (by name: *ffn_down*)
   bool has_output = false;  // output.weight present (else token_embd is the tied head)
   int64_t n_gqa = 1;        // head_count / head_count_kv
 };
@@ -100,6 +104,9 @@ struct QuantizeOptions {
                      format::GgmlType to, uint64_t bytes_in, uint64_t bytes_out, bool fallback)>
       on_tensor;
   std::function<void(const std::string& message)> warn;  // requantization and similar notes
+  // The role of a tensor of architecture `arch` (its tensor table), or
+  // kUnknown; unset = every tensor by name.
+  std::function<TensorRole(std::string_view arch, std::string_view name)> role_of;
 };
 
 struct QuantizeStats {

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <string>
 
 #include "core/fp16.h"
@@ -186,6 +187,7 @@ TEST(Synth, NewFamiliesLoadAndRunForward) {
       {"granite-4.0-h-micro", "granitehybrid", 2, "F16"},  // layers: Mamba-2, then attention
       {"granite-4.0-h-tiny", "granitehybrid", 2, "F16"},
       {"mamba2-1.3b", "mamba2", 2, "Q8_0"},  // a quantization mix through the shared rules
+      {"mamba-1.4b", "mamba", 2, "Q4_K_M"},
       {"phi-tiny-moe", "phimoe", 1, "F16"},
       {"llada-8b", "llada", 1, "F16"},
       {"bitnet-b1.58-2b-4t", "bitnet", 1, "F16"},
@@ -256,6 +258,34 @@ TEST(Synth, GraniteHybridPlansMatchConfig) {
   ASSERT_EQ(kv->arr.size(), 2u);
   EXPECT_EQ(kv->arr[0].as_int(), 0);
   EXPECT_EQ(kv->arr[1].as_int(), 8);
+}
+
+TEST(Synth, FullMamba14BPlanHasRealShapes) {
+  synth::SynthRequest req;
+  req.like = "mamba-1.4b";
+  auto plan = synth::make_synth_plan(req);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  // 48 layers x 10 tensors (norm, in, conv w/b, x, dt w/b, A, D, out) + token_embd + output_norm; tied head.
+  EXPECT_EQ(plan->tensors.size(), 48u * 10 + 2);
+  // d_model 2048, d_inner 4096, d_state 16, dt_rank 128, vocab 50280: 1,372,178,432 parameters.
+  EXPECT_EQ(plan->total_elements(), 1372178432ull);
+  EXPECT_EQ(plan->find("mamba.ssm.time_step_rank")->u, 128u);
+  EXPECT_EQ(plan->find("mamba.ssm.inner_size")->u, 4096u);
+  EXPECT_EQ(plan->find("tokenizer.ggml.tokens")->arr.size(), 50280u);
+  std::map<std::string, std::vector<int64_t>> want = {
+      {"token_embd.weight", {2048, 50280}},  {"blk.47.ssm_in.weight", {2048, 8192}},
+      {"blk.0.ssm_conv1d.weight", {4, 4096}}, {"blk.0.ssm_x.weight", {4096, 160}},
+      {"blk.0.ssm_dt.weight", {128, 4096}},   {"blk.0.ssm_a", {16, 4096}},
+      {"blk.0.ssm_out.weight", {4096, 2048}},
+  };
+  for (const auto& t : plan->tensors) {
+    EXPECT_NE(t.name, "output.weight");
+    if (auto it = want.find(t.name); it != want.end()) {
+      EXPECT_EQ(t.ne, it->second) << t.name;
+      want.erase(it);
+    }
+  }
+  EXPECT_TRUE(want.empty());
 }
 
 TEST(Synth, FullPlansHaveRealParameterCounts) {

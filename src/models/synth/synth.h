@@ -2,8 +2,9 @@
 // size of real checkpoints, so speed at real size can be measured without
 // downloading weights. Three tables drive it, each extended by adding entries:
 //   - models (synth_registry.cpp): NAME -> a family builder + that family's config;
-//   - family builders (synth_<family>.cpp): config -> SynthPlan (metadata, tensor
-//     names/shapes/initialisers), using llama.cpp's key and tensor names exactly;
+//   - family builders (synth_<family>.cpp): config -> SynthPlan (metadata with
+//     llama.cpp's key names; the tensors, their shapes, initialisers and roles from
+//     the family's tensor table, models/tensor_table.h, which the loader reads too);
 //   - output types (synth_types.cpp): TYPE -> a per-tensor storage-type rule and an
 //     encoder (F32/F16/BF16 now; quantized types plug in as rule + encoder).
 // Invariants: output is a pure function of (request, seed) — every tensor has its
@@ -23,6 +24,7 @@
 #include "core/status.h"
 #include "format/gguf/gguf.h"
 #include "format/rope_factors.h"
+#include "quant/tensor_role.h"
 
 namespace chimera::models::synth {
 
@@ -43,6 +45,7 @@ struct SynthTensor {
   std::vector<int64_t> ne;  // ggml order: ne[0] is the contiguous dimension
   SynthInit init;
   format::GgmlType type = format::GgmlType::F32;  // set by apply_type()
+  quant::TensorRole role = quant::TensorRole::kUnknown;  // from the family's tensor table
   uint64_t n_elements() const;
   uint64_t n_bytes() const;
 };

@@ -1,8 +1,9 @@
 // Plan builders for the attention-only families of `synth` beyond llama: arch
 // "phimoe" (LayerNorm with bias, biased attention, top-k MoE), "llada" (llama
 // block, non-causal, mask token) and "bitnet" (sub-norms, squared-ReLU FFN).
-// Keys and tensor names follow llama.cpp's converter as the golden fixtures
-// (tiny-phimoe-hf / tiny-llada / tiny-bitnet-TQ2_0) show them.
+// Keys follow llama.cpp's converter as the golden fixtures (tiny-phimoe-hf /
+// tiny-llada / tiny-bitnet-TQ2_0) show them; the tensors are each arch's tensor
+// table (the loader's, models/<family>_tensors.cpp).
 #include <cmath>
 
 #include "models/synth/synth_families.h"
@@ -52,24 +53,23 @@ void set_llama_hparams(SynthPlan& p, const std::string& a, const Cfg& cfg, int64
   p.set(a + "vocab_size", u32(n_vocab));
 }
 
-}  // namespace
-
-void add_attention_tensors(SynthPlan& p, const std::string& b, int64_t n_embd, int64_t n_q, int64_t n_kv,
-                           const SynthInit& w, bool bias) {
-  const struct {
-    const char* name;
-    int64_t in, out;
-  } projs[] = {{"attn_q", n_embd, n_q}, {"attn_k", n_embd, n_kv}, {"attn_v", n_embd, n_kv}, {"attn_output", n_q, n_embd}};
-  for (const auto& pr : projs) {
-    p.tensors.push_back({b + pr.name + ".weight", {pr.in, pr.out}, w});
-    if (bias) p.tensors.push_back({b + pr.name + ".bias", {pr.out}, w});
-  }
+// The tensor-table sizes of a llama-style block (head_dim = n_embd / n_head).
+template <class Cfg>
+TableParams llama_block_sizes(const Cfg& cfg, int64_t n_layer, int64_t n_vocab) {
+  TableParams tp(n_layer);
+  const int64_t head_dim = cfg.n_embd / cfg.n_head;
+  tp.set("n_embd", cfg.n_embd), tp.set("n_vocab", n_vocab), tp.set("n_ff", cfg.n_ff);
+  tp.set("n_head", cfg.n_head), tp.set("n_head_kv", cfg.n_head_kv), tp.set("head_dim", head_dim);
+  tp.set("head_dim_v", head_dim);
+  return tp;
 }
+
+}  // namespace
 
 Result<SynthPlan> build_phimoe_plan(const PhiMoeSynthConfig& cfg, const SynthRequest& req) {
   const int64_t n_layer = req.n_layers.value_or(cfg.n_layer);
   const int64_t n_vocab = req.n_vocab.value_or(cfg.n_vocab);
-  const int64_t n_embd = cfg.n_embd, n_q = cfg.n_head * cfg.head_dim, n_kv = cfg.n_head_kv * cfg.head_dim;
+  const int64_t n_embd = cfg.n_embd;
   const std::string a = "phimoe.";
   SynthPlan p;
   set_general_header(p, "phimoe", cfg.display_name);
@@ -94,39 +94,27 @@ Result<SynthPlan> build_phimoe_plan(const PhiMoeSynthConfig& cfg, const SynthReq
   CHIMERA_RETURN_IF_ERROR(add_spm_vocab(p, n_vocab));
   add_phi3_added_tokens(p, n_vocab);
 
-  const SynthInit w = SynthInit::normal(0.02f), ones = SynthInit::constant(1.0f), zero = SynthInit::constant(0.0f);
-  p.tensors.push_back({"token_embd.weight", {n_embd, n_vocab}, w});
   if (cfg.longrope) {
     // Shapes and the attn_factor formula are the converter's; the factor values are placeholders
     // (1.0: plain RoPE), which do not change the amount of work.
     const double s = (double)cfg.n_ctx / (double)cfg.n_ctx_orig;
     p.set(a + "rope.scaling.attn_factor", f32(s > 1.0 ? std::sqrt(1.0 + std::log(s) / std::log((double)cfg.n_ctx_orig)) : 1.0));
-    p.tensors.push_back({"rope_factors_long.weight", {cfg.head_dim / 2}, ones});
-    p.tensors.push_back({"rope_factors_short.weight", {cfg.head_dim / 2}, ones});
   }
-  for (int64_t l = 0; l < n_layer; ++l) {
-    const std::string b = "blk." + std::to_string(l) + ".";
-    p.tensors.push_back({b + "attn_norm.weight", {n_embd}, ones});
-    p.tensors.push_back({b + "attn_norm.bias", {n_embd}, zero});
-    add_attention_tensors(p, b, n_embd, n_q, n_kv, w, /*bias=*/true);
-    p.tensors.push_back({b + "ffn_norm.weight", {n_embd}, ones});
-    p.tensors.push_back({b + "ffn_norm.bias", {n_embd}, zero});
-    p.tensors.push_back({b + "ffn_gate_inp.weight", {n_embd, cfg.n_expert}, w});
-    p.tensors.push_back({b + "ffn_gate_exps.weight", {n_embd, cfg.n_ff, cfg.n_expert}, w});
-    p.tensors.push_back({b + "ffn_up_exps.weight", {n_embd, cfg.n_ff, cfg.n_expert}, w});
-    p.tensors.push_back({b + "ffn_down_exps.weight", {cfg.n_ff, n_embd, cfg.n_expert}, w});
-  }
-  p.tensors.push_back({"output_norm.weight", {n_embd}, ones});
-  p.tensors.push_back({"output_norm.bias", {n_embd}, zero});
-  p.tensors.push_back({"output.weight", {n_embd, n_vocab}, w});
-  if (cfg.output_bias) p.tensors.push_back({"output.bias", {n_vocab}, zero});
+  TableParams tp(n_layer);
+  tp.set("n_embd", n_embd), tp.set("n_vocab", n_vocab), tp.set("n_ff", cfg.n_ff), tp.set("n_expert", cfg.n_expert);
+  tp.set("n_head", cfg.n_head), tp.set("n_head_kv", cfg.n_head_kv), tp.set("head_dim", cfg.head_dim);
+  tp.set("head_dim_v", cfg.head_dim), tp.set("n_rot", cfg.head_dim);
+  std::vector<std::string_view> optional = {"blk.{i}.attn_q.bias", "blk.{i}.attn_k.bias", "blk.{i}.attn_v.bias",
+                                            "blk.{i}.attn_output.bias", "output.weight"};
+  if (cfg.longrope) optional.insert(optional.end(), {"rope_factors_long.weight", "rope_factors_short.weight"});
+  if (cfg.output_bias) optional.push_back("output.bias");
+  CHIMERA_RETURN_IF_ERROR(add_table_tensors(p, "phimoe", tp, optional));
   return p;
 }
 
 Result<SynthPlan> build_llada_plan(const LladaSynthConfig& cfg, const SynthRequest& req) {
   const int64_t n_layer = req.n_layers.value_or(cfg.n_layer);
   const int64_t n_vocab = req.n_vocab.value_or(cfg.n_vocab);
-  const int64_t n_embd = cfg.n_embd, head_dim = n_embd / cfg.n_head, n_kv = cfg.n_head_kv * head_dim;
   const std::string a = "llada.";
   SynthPlan p;
   set_general_header(p, "llada", cfg.display_name);
@@ -137,26 +125,13 @@ Result<SynthPlan> build_llada_plan(const LladaSynthConfig& cfg, const SynthReque
   // The real mask id when it fits; with a smaller test --vocab, the last token.
   p.set("tokenizer.ggml.mask_token_id", u32(cfg.mask_token_id < n_vocab ? cfg.mask_token_id : n_vocab - 1));
 
-  const SynthInit w = SynthInit::normal(0.02f), ones = SynthInit::constant(1.0f);
-  p.tensors.push_back({"token_embd.weight", {n_embd, n_vocab}, w});
-  for (int64_t l = 0; l < n_layer; ++l) {
-    const std::string b = "blk." + std::to_string(l) + ".";
-    p.tensors.push_back({b + "attn_norm.weight", {n_embd}, ones});
-    add_attention_tensors(p, b, n_embd, n_embd, n_kv, w, /*bias=*/false);
-    p.tensors.push_back({b + "ffn_norm.weight", {n_embd}, ones});
-    p.tensors.push_back({b + "ffn_gate.weight", {n_embd, cfg.n_ff}, w});
-    p.tensors.push_back({b + "ffn_up.weight", {n_embd, cfg.n_ff}, w});
-    p.tensors.push_back({b + "ffn_down.weight", {cfg.n_ff, n_embd}, w});
-  }
-  p.tensors.push_back({"output_norm.weight", {n_embd}, ones});
-  p.tensors.push_back({"output.weight", {n_embd, n_vocab}, w});
+  CHIMERA_RETURN_IF_ERROR(add_table_tensors(p, "llada", llama_block_sizes(cfg, n_layer, n_vocab), {"output.weight"}));
   return p;
 }
 
 Result<SynthPlan> build_bitnet_plan(const BitnetSynthConfig& cfg, const SynthRequest& req) {
   const int64_t n_layer = req.n_layers.value_or(cfg.n_layer);
   const int64_t n_vocab = req.n_vocab.value_or(cfg.n_vocab);
-  const int64_t n_embd = cfg.n_embd, head_dim = n_embd / cfg.n_head, n_kv = cfg.n_head_kv * head_dim;
   const std::string a = "bitnet.";
   SynthPlan p;
   set_general_header(p, "bitnet", cfg.display_name);
@@ -165,20 +140,7 @@ Result<SynthPlan> build_bitnet_plan(const BitnetSynthConfig& cfg, const SynthReq
   if (cfg.relu2) p.set(a + "ffn_activation", GgufValue::from_string("relu2"));
   CHIMERA_RETURN_IF_ERROR(add_spm_vocab(p, n_vocab));
 
-  const SynthInit w = SynthInit::normal(0.02f), ones = SynthInit::constant(1.0f);
-  p.tensors.push_back({"token_embd.weight", {n_embd, n_vocab}, w});  // tied head
-  for (int64_t l = 0; l < n_layer; ++l) {
-    const std::string b = "blk." + std::to_string(l) + ".";
-    p.tensors.push_back({b + "attn_norm.weight", {n_embd}, ones});
-    add_attention_tensors(p, b, n_embd, n_embd, n_kv, w, /*bias=*/false);
-    p.tensors.push_back({b + "attn_sub_norm.weight", {n_embd}, ones});
-    p.tensors.push_back({b + "ffn_norm.weight", {n_embd}, ones});
-    p.tensors.push_back({b + "ffn_gate.weight", {n_embd, cfg.n_ff}, w});
-    p.tensors.push_back({b + "ffn_up.weight", {n_embd, cfg.n_ff}, w});
-    p.tensors.push_back({b + "ffn_sub_norm.weight", {cfg.n_ff}, ones});
-    p.tensors.push_back({b + "ffn_down.weight", {cfg.n_ff, n_embd}, w});
-  }
-  p.tensors.push_back({"output_norm.weight", {n_embd}, ones});
+  CHIMERA_RETURN_IF_ERROR(add_table_tensors(p, "bitnet", llama_block_sizes(cfg, n_layer, n_vocab)));  // tied head
   return p;
 }
 

@@ -1,7 +1,8 @@
 // Family builders for `synth`, one per llama.cpp architecture layout. Each takes
 // its family's config (numbers copied from the real checkpoint's config.json)
 // and a request (layer/vocab overrides) and returns a plan using llama.cpp's
-// metadata keys and tensor names for that architecture. Model table entries in
+// metadata keys for that architecture and its tensor table's tensors (the
+// loader's, models/tensor_table.h; add_table_tensors). Model table entries in
 // synth_registry.cpp pair a NAME with a builder and a config.
 #pragma once
 
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "models/synth/synth.h"
+#include "models/tensor_table.h"
 
 namespace chimera::models::synth {
 
@@ -56,6 +58,17 @@ struct GraniteHybridSynthConfig {
   bool use_rope = false;  // position_embedding_type "rope" (Granite 4.0-H: "nope")
 };
 Result<SynthPlan> build_granitehybrid_plan(const GraniteHybridSynthConfig& cfg, const SynthRequest& req);
+
+// Pure Mamba-1 (arch "mamba").
+struct MambaSynthConfig {
+  std::string_view display_name;
+  int64_t n_embd = 0, n_layer = 0;
+  int64_t d_inner = 0, d_state = 0, d_conv = 0, dt_rank = 0;
+  int64_t n_vocab = 0, n_ctx = 1048576;
+  double rms_eps = 1e-5;
+  bool tied_embeddings = true;
+};
+Result<SynthPlan> build_mamba_plan(const MambaSynthConfig& cfg, const SynthRequest& req);
 
 // Pure Mamba-2 (arch "mamba2").
 struct Mamba2SynthConfig {
@@ -113,15 +126,16 @@ struct Phi4FlashSynthConfig {
 };
 Result<SynthPlan> build_phi4flash_plan(const Phi4FlashSynthConfig& cfg, const SynthRequest& req);
 
-// Attention tensors of one block under prefix b ("blk.N."): attn_{q,k,v,output}.weight
-// (q width n_q, k/v width n_kv), each followed by its .bias when `bias`.
-void add_attention_tensors(SynthPlan& p, const std::string& b, int64_t n_embd, int64_t n_q, int64_t n_kv,
-                           const SynthInit& w, bool bias);
-
 // general.architecture / type / name and file_type (0 until apply_type sets it).
 void set_general_header(SynthPlan& p, const std::string& arch, std::string_view name);
 
-// Tensors of one Mamba-2 block under prefix b ("blk.N."), as llama.cpp names them.
-void add_mamba2_tensors(SynthPlan& p, const std::string& b, int64_t n_embd, const Mamba2Geometry& g);
+// Appends the tensors of arch's tensor table (models/tensor_table.h) for these
+// sizes and layer plan, in table order: every required tensor and the optional
+// ones whose table pattern is listed in `optional`; values from the table's
+// fills, roles from its roles. A listed pattern the table does not have is an
+// error.
+Status add_table_tensors(SynthPlan& p, std::string_view arch, const TableParams& params,
+                         const std::vector<std::string_view>& optional = {});
+
 
 }  // namespace chimera::models::synth

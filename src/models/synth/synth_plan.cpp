@@ -60,6 +60,31 @@ void set_general_header(SynthPlan& p, const std::string& arch, std::string_view 
   p.set("general.file_type", GgufValue::from_u32(0));
 }
 
+Status add_table_tensors(SynthPlan& p, std::string_view arch, const TableParams& params,
+                         const std::vector<std::string_view>& optional) {
+  CHIMERA_ASSIGN_OR_RETURN(const TensorTable* table, require_tensor_table(arch));
+  for (std::string_view want : optional) {
+    bool found = false;
+    for (const TensorEntry& e : table->entries) found |= e.pattern == want && e.need == Need::kOptional;
+    if (!found)
+      return internal_error("synth: '" + std::string(want) + "' is not an optional tensor of arch '" +
+                            std::string(arch) + "'");
+  }
+  CHIMERA_ASSIGN_OR_RETURN(std::vector<TensorRow> rows, enumerate_tensors(*table, params));
+  for (TensorRow& r : rows) {
+    if (!r.required) {
+      bool keep = false;
+      for (std::string_view want : optional) keep |= want == r.entry->pattern;
+      if (!keep) continue;
+    }
+    const SynthFill f = r.entry->fill;
+    SynthTensor t{std::move(r.name), std::move(r.ne), f.constant ? SynthInit::constant(f.value) : SynthInit::normal(f.value)};
+    t.role = r.role;
+    p.tensors.push_back(std::move(t));
+  }
+  return Status::ok();
+}
+
 namespace {
 
 inline uint64_t splitmix64(uint64_t x) {

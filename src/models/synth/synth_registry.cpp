@@ -87,6 +87,24 @@ constexpr Mamba2SynthConfig kMamba2_1_3B = {
     .tied_embeddings = true,
 };
 
+// state-spaces/mamba-1.4b (config.json): d_model 2048, n_layer 48, vocab 50277 padded to a
+// multiple of 8 (pad_vocab_size_multiple) = 50280, tie_embeddings; Mamba-1 mixer defaults:
+// expand 2 (d_inner 4096), d_state 16, d_conv 4, dt_rank "auto" = ceil(2048 / 16) = 128,
+// conv bias, no in/out projection bias. 1,372,178,432 parameters.
+constexpr MambaSynthConfig kMamba1_4B = {
+    .display_name = "Mamba 1.4B (synthetic)",
+    .n_embd = 2048,
+    .n_layer = 48,
+    .d_inner = 4096,
+    .d_state = 16,
+    .d_conv = 4,
+    .dt_rank = 128,
+    .n_vocab = 50280,
+    .n_ctx = 1048576,  // the converter writes 2^20 (no trained limit)
+    .rms_eps = 1e-5,
+    .tied_embeddings = true,
+};
+
 // microsoft/Phi-tiny-MoE-instruct (SlimMoE; config read from Phi-tiny-MoE-derived copies
 // whose auto_map points at it: rkumar1999/phi-tiny-moe-math-lean-sft, yujiepan/phi-moe-tiny-random):
 // hidden_size 4096, num_hidden_layers 32, num_attention_heads 16 x head_dim 128 (q width 2048 !=
@@ -158,6 +176,8 @@ const std::vector<SynthModel>& synth_models() {
        [](const SynthRequest& r) { return build_granitehybrid_plan(kGraniteHTiny, r); }},
       {"mamba2-1.3b", "Mamba-2 1.3B: 48 layers, hidden 2048, d_state 128, 64 heads, vocab 50288",
        [](const SynthRequest& r) { return build_mamba2_plan(kMamba2_1_3B, r); }},
+      {"mamba-1.4b", "Mamba 1.4B (Mamba-1): 48 layers, hidden 2048, d_inner 4096, d_state 16, dt_rank 128, vocab 50280",
+       [](const SynthRequest& r) { return build_mamba_plan(kMamba1_4B, r); }},
       {"phi-tiny-moe", "Phi-tiny-MoE: 32 layers, hidden 4096, 16 experts top-2 (ff 448), vocab 32064",
        [](const SynthRequest& r) { return build_phimoe_plan(kPhiTinyMoe, r); }},
       {"phi-3.5-moe", "Phi-3.5-MoE: 32 layers, hidden 4096, 16 experts top-2 (ff 6400), vocab 32064",

@@ -1,9 +1,9 @@
-// Plan builders for the Mamba-2 families of `synth`: arch "mamba2" (pure SSM) and
-// arch "granitehybrid" (Granite 4.0-H: Mamba-2 + attention layers, dense or MoE
-// FFN). Keys, value types and tensor names follow llama.cpp's converter (and the
-// golden fixtures tiny-mamba2.gguf / tiny-granitehybrid.gguf): ssm_in packs
-// [z, x, B, C, dt] (2*d_inner + 2*n_group*d_state + n_head rows), ssm_a / ssm_d are
-// [1, n_head], ssm_norm is [d_inner / n_group, n_group].
+// Plan builders for the state-space families of `synth`: arch "mamba" (pure
+// Mamba-1), "mamba2" (pure Mamba-2) and "granitehybrid" (Granite 4.0-H: Mamba-2
+// + attention layers, dense or MoE FFN). Keys and value types follow llama.cpp's
+// converter (and the golden fixtures tiny-mamba.gguf / tiny-mamba2.gguf /
+// tiny-granitehybrid.gguf); the tensors are each arch's tensor table (the
+// loader's, models/<family>_tensors.cpp).
 //
 // --layers N on a hybrid: the first N layers of the real layer pattern; if those
 // contain no attention layer (Granite's first attention layer is index 5), the
@@ -20,20 +20,41 @@ using format::GgufValue;
 namespace {
 GgufValue u32(int64_t v) { return GgufValue::from_u32((uint32_t)v); }
 GgufValue f32(double v) { return GgufValue::from_f32((float)v); }
+
+// The Mamba-2 sizes of the tensor tables (models/tensor_blocks.h).
+void set_mamba2_sizes(TableParams& tp, const Mamba2Geometry& g) {
+  tp.set("d_inner", g.d_inner), tp.set("d_state", g.d_state), tp.set("d_conv", g.d_conv);
+  tp.set("ssm_n_head", g.n_head), tp.set("n_group", g.n_group);
+}
+
 }  // namespace
 
-void add_mamba2_tensors(SynthPlan& p, const std::string& b, int64_t n_embd, const Mamba2Geometry& g) {
-  const int64_t conv_ch = g.d_inner + 2 * g.n_group * g.d_state;
-  const SynthInit w = SynthInit::normal(0.02f);
-  p.tensors.push_back({b + "ssm_in.weight", {n_embd, 2 * g.d_inner + 2 * g.n_group * g.d_state + g.n_head}, w});
-  p.tensors.push_back({b + "ssm_conv1d.weight", {g.d_conv, conv_ch}, SynthInit::normal(0.2f)});
-  p.tensors.push_back({b + "ssm_conv1d.bias", {conv_ch}, SynthInit::constant(0.0f)});
-  p.tensors.push_back({b + "ssm_dt.bias", {g.n_head}, SynthInit::normal(0.5f)});
-  // A = -exp(A_log) with A_log = 0: a stable decay (a random sign could grow the state).
-  p.tensors.push_back({b + "ssm_a", {1, g.n_head}, SynthInit::constant(-1.0f)});
-  p.tensors.push_back({b + "ssm_d", {1, g.n_head}, SynthInit::constant(1.0f)});
-  p.tensors.push_back({b + "ssm_norm.weight", {g.d_inner / g.n_group, g.n_group}, SynthInit::constant(1.0f)});
-  p.tensors.push_back({b + "ssm_out.weight", {g.d_inner, n_embd}, w});
+Result<SynthPlan> build_mamba_plan(const MambaSynthConfig& cfg, const SynthRequest& req) {
+  const int64_t n_layer = req.n_layers.value_or(cfg.n_layer);
+  const int64_t n_vocab = req.n_vocab.value_or(cfg.n_vocab);
+  const std::string a = "mamba.";
+  SynthPlan p;
+  set_general_header(p, "mamba", cfg.display_name);
+  p.set(a + "context_length", u32(cfg.n_ctx));
+  p.set(a + "embedding_length", u32(cfg.n_embd));
+  p.set(a + "feed_forward_length", u32(0));
+  p.set(a + "attention.head_count", u32(0));
+  p.set(a + "block_count", u32(n_layer));
+  p.set(a + "ssm.conv_kernel", u32(cfg.d_conv));
+  p.set(a + "ssm.inner_size", u32(cfg.d_inner));
+  p.set(a + "ssm.state_size", u32(cfg.d_state));
+  p.set(a + "ssm.time_step_rank", u32(cfg.dt_rank));
+  p.set(a + "attention.layer_norm_rms_epsilon", f32(cfg.rms_eps));
+  p.set(a + "ssm.dt_b_c_rms", GgufValue::from_bool(false));
+  CHIMERA_RETURN_IF_ERROR(add_spm_vocab(p, n_vocab));
+
+  TableParams tp(n_layer);
+  tp.set("n_embd", cfg.n_embd), tp.set("n_vocab", n_vocab), tp.set("d_inner", cfg.d_inner);
+  tp.set("d_state", cfg.d_state), tp.set("d_conv", cfg.d_conv), tp.set("dt_rank", cfg.dt_rank);
+  std::vector<std::string_view> optional;
+  if (!cfg.tied_embeddings) optional.push_back("output.weight");
+  CHIMERA_RETURN_IF_ERROR(add_table_tensors(p, "mamba", tp, optional));
+  return p;
 }
 
 Result<SynthPlan> build_mamba2_plan(const Mamba2SynthConfig& cfg, const SynthRequest& req) {
@@ -56,16 +77,12 @@ Result<SynthPlan> build_mamba2_plan(const Mamba2SynthConfig& cfg, const SynthReq
   p.set(a + "attention.layer_norm_rms_epsilon", f32(cfg.rms_eps));
   CHIMERA_RETURN_IF_ERROR(add_spm_vocab(p, n_vocab));
 
-  const SynthInit w = SynthInit::normal(0.02f);
-  const SynthInit ones = SynthInit::constant(1.0f);
-  p.tensors.push_back({"token_embd.weight", {n_embd, n_vocab}, w});
-  for (int64_t l = 0; l < n_layer; ++l) {
-    const std::string b = "blk." + std::to_string(l) + ".";
-    p.tensors.push_back({b + "attn_norm.weight", {n_embd}, ones});
-    add_mamba2_tensors(p, b, n_embd, cfg.ssm);
-  }
-  p.tensors.push_back({"output_norm.weight", {n_embd}, ones});
-  if (!cfg.tied_embeddings) p.tensors.push_back({"output.weight", {n_embd, n_vocab}, w});
+  TableParams tp(n_layer);
+  tp.set("n_embd", n_embd), tp.set("n_vocab", n_vocab);
+  set_mamba2_sizes(tp, cfg.ssm);
+  std::vector<std::string_view> optional;
+  if (!cfg.tied_embeddings) optional.push_back("output.weight");
+  CHIMERA_RETURN_IF_ERROR(add_table_tensors(p, "mamba2", tp, optional));
   return p;
 }
 
@@ -113,37 +130,19 @@ Result<SynthPlan> build_granitehybrid_plan(const GraniteHybridSynthConfig& cfg, 
   p.set(a + "vocab_size", u32(n_vocab));
   CHIMERA_RETURN_IF_ERROR(add_spm_vocab(p, n_vocab));
 
-  const SynthInit w = SynthInit::normal(0.02f);
-  const SynthInit ones = SynthInit::constant(1.0f);
-  const int64_t n_q = cfg.n_head * head_dim, n_kv = cfg.n_head_kv * head_dim;
-  p.tensors.push_back({"token_embd.weight", {n_embd, n_vocab}, w});  // tied head (tie_word_embeddings)
+  // The tensors: granitehybrid's tensor table for this layer plan (tied head: tie_word_embeddings).
+  TableParams tp(n_layer);
+  tp.set("n_embd", n_embd), tp.set("n_vocab", n_vocab), tp.set("n_ff", cfg.n_ff);
+  tp.set("n_head", cfg.n_head), tp.set("n_head_kv", cfg.n_head_kv);
+  tp.set("head_dim", head_dim), tp.set("head_dim_v", head_dim);
+  set_mamba2_sizes(tp, cfg.ssm);
+  tp.set("n_expert", cfg.n_expert), tp.set("n_ff_shexp", cfg.n_ff_shexp);
   for (int64_t l = 0; l < n_layer; ++l) {
-    const std::string b = "blk." + std::to_string(l) + ".";
-    p.tensors.push_back({b + "attn_norm.weight", {n_embd}, ones});
-    if (is_attn[(size_t)l]) {
-      p.tensors.push_back({b + "attn_q.weight", {n_embd, n_q}, w});
-      p.tensors.push_back({b + "attn_k.weight", {n_embd, n_kv}, w});
-      p.tensors.push_back({b + "attn_v.weight", {n_embd, n_kv}, w});
-      p.tensors.push_back({b + "attn_output.weight", {n_q, n_embd}, w});
-    } else {
-      add_mamba2_tensors(p, b, n_embd, cfg.ssm);
-    }
-    p.tensors.push_back({b + "ffn_norm.weight", {n_embd}, ones});
-    if (cfg.n_expert > 0) {
-      p.tensors.push_back({b + "ffn_gate_inp.weight", {n_embd, cfg.n_expert}, w});
-      p.tensors.push_back({b + "ffn_gate_exps.weight", {n_embd, cfg.n_ff, cfg.n_expert}, w});
-      p.tensors.push_back({b + "ffn_up_exps.weight", {n_embd, cfg.n_ff, cfg.n_expert}, w});
-      p.tensors.push_back({b + "ffn_down_exps.weight", {cfg.n_ff, n_embd, cfg.n_expert}, w});
-      p.tensors.push_back({b + "ffn_gate_shexp.weight", {n_embd, cfg.n_ff_shexp}, w});
-      p.tensors.push_back({b + "ffn_up_shexp.weight", {n_embd, cfg.n_ff_shexp}, w});
-      p.tensors.push_back({b + "ffn_down_shexp.weight", {cfg.n_ff_shexp, n_embd}, w});
-    } else {
-      p.tensors.push_back({b + "ffn_gate.weight", {n_embd, cfg.n_ff}, w});
-      p.tensors.push_back({b + "ffn_up.weight", {n_embd, cfg.n_ff}, w});
-      p.tensors.push_back({b + "ffn_down.weight", {cfg.n_ff, n_embd}, w});
-    }
+    tp.tag(l, is_attn[(size_t)l] ? "attn" : "mamba2");
+    tp.tag(l, cfg.n_expert > 0 ? "moe" : "dense");
+    if (cfg.n_expert > 0 && cfg.n_ff_shexp > 0) tp.tag(l, "shexp");
   }
-  p.tensors.push_back({"output_norm.weight", {n_embd}, ones});
+  CHIMERA_RETURN_IF_ERROR(add_table_tensors(p, "granitehybrid", tp, {"blk.{i}.ssm_conv1d.bias"}));
   return p;
 }
 

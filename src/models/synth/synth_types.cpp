@@ -26,7 +26,7 @@ namespace {
 // F32 (1-D tensors, norms, MoE routers, SSM conv/A/D) stays F32 — the same
 // is_quantizable() test the quantization mixes use.
 GgmlType float_rule(const SynthType& self, const SynthTensor& t) {
-  return quant::is_quantizable({t.name, t.ne}) ? self.matrix : GgmlType::F32;
+  return quant::is_quantizable({t.name, t.ne, t.role}) ? self.matrix : GgmlType::F32;
 }
 
 bool iequals(std::string_view a, std::string_view b) {
@@ -74,7 +74,7 @@ Status apply_type(const SynthType& type, SynthPlan& plan) {
   quant::MixContext ctx;
   if (mix) {
     std::vector<quant::TensorShape> shapes;
-    for (const auto& t : plan.tensors) shapes.push_back({t.name, t.ne});
+    for (const auto& t : plan.tensors) shapes.push_back({t.name, t.ne, t.role});
     std::string arch;
     if (const auto* a = plan.find("general.architecture")) arch = a->s;
     auto head = [&](const char* key) -> int64_t {
@@ -84,7 +84,7 @@ Status apply_type(const SynthType& type, SynthPlan& plan) {
     ctx = quant::make_mix_context(shapes, head("head_count"), head("head_count_kv"));
   }
   for (auto& t : plan.tensors) {
-    t.type = mix ? quant::choose_tensor_type(*mix, ctx, {t.name, t.ne}) : type.rule(type, t);
+    t.type = mix ? quant::choose_tensor_type(*mix, ctx, {t.name, t.ne, t.role}) : type.rule(type, t);
     if (format::ggml_row_size(t.type, t.ne.empty() ? 0 : t.ne[0]) == 0)
       return invalid_argument("tensor '" + t.name + "': row of " + std::to_string(t.ne.empty() ? 0 : t.ne[0]) +
                               " elements cannot be stored as " + format::ggml_type_name(t.type));
