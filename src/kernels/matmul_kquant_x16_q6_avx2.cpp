@@ -1,7 +1,7 @@
 // AVX2 Q6_K kernels over the x16 layout (matmul_kquant_x16.h): the AVX-512
 // kernel (matmul_kquant_x16_q6_avx512.cpp) on 256-bit vectors. Each 64-byte
 // chunk / plane of a group block is two halves (rows 0..7, rows 8..15), so a
-// tile is 8 weight rows (one per 32-bit lane) x M <= 3 activation rows, and a
+// tile is 8 weight rows (one per 32-bit lane) x M <= 6 activation rows, and a
 // group is two tiles.
 //
 // Arithmetic: llama.cpp's AVX2 vec_dot (3f545bec), kq_x16_dot_ref's Q6_K: per
@@ -43,7 +43,7 @@ constexpr size_t kAbsums = offsetof(q::block_q8_K, bsums);
 constexpr size_t kQ6GroupBlock = kX16Rows * sizeof(q::block_q6_K);
 constexpr size_t kQ6D = 0, kQ6Scales = 32, kQ6Levels = 288;
 constexpr int kHalfRows = 8;
-constexpr int kMaxActs = 3;
+constexpr int kMaxActs = 6;
 
 // vpshufb control (per 128-bit lane): dword i = bytes [zero, 4i + u, zero,
 // 4i + u] -> two words (plane value u) << 8; vpsraw 8 sign-extends them.
@@ -77,10 +77,13 @@ CHIMERA_T_Q6A2_INLINE void levels4(const uint8_t* X, __m256i lv[4]) {
 
 // Rows 8 * rh .. + 7 of the group at G x M activation rows -> y[m * ldy + 0..7].
 // Per super-block: the 16 (sc_g, sc_g) word pairs of the rows on the stack
-// (vpshufb + vpsraw from the scale planes, vpmaddwd memory operands); then per
-// lane half lh (l < 4: the even groups, l >= 4: the odd ones) the four S_l of
-// each activation row, over both 128-element halves h, each lane's levels
-// built once for the M activation rows (M = 1: the decode GEMV).
+// (vpshufb + vpsraw from the scale planes; vpmaddwd memory operands); then
+// lane by lane, S_l of the M activation rows over both 128-element halves h,
+// each lane's levels built once for all M rows (M = 1: the decode GEMV). Only
+// the M sums, four levels and temporaries are live (M + ~7 of the 16 ymm), so
+// the GEMM tile takes kMaxActs = 6 activation rows without spilling; the f32
+// lane accumulators stay on the stack (one load / fma / store per lane and
+// super-block).
 template <int M>
 CHIMERA_T_Q6A2 void q6_tile8(const uint8_t* G, int rh, const uint8_t* a, size_t a_stride, int64_t nsb, float* y,
                              int64_t ldy) {
@@ -108,13 +111,11 @@ CHIMERA_T_Q6A2 void q6_tile8(const uint8_t* G, int rh, const uint8_t* a, size_t 
       dv[m] = _mm256_mul_ps(_mm256_set1_ps(dy), d8);
     }
     CHIMERA_UNROLL for (int lh = 0; lh < 2; ++lh) {
-      __m256i S[M][4];
-      CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-        CHIMERA_UNROLL for (int i = 0; i < 4; ++i) S[m][i] = _mm256_setzero_si256();
-      }
-      CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
-        CHIMERA_UNROLL for (int i = 0; i < 4; ++i) {
-          const int l = 4 * lh + i;
+      CHIMERA_UNROLL for (int i = 0; i < 4; ++i) {
+        const int l = 4 * lh + i;
+        __m256i S[M];
+        CHIMERA_UNROLL for (int m = 0; m < M; ++m) S[m] = _mm256_setzero_si256();
+        CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
           __m256i lv[4];
           levels4(B + kQ6Levels + 64 * 3 * (size_t)(8 * lh + 4 * h + i) + ho, lv);
           CHIMERA_UNROLL for (int t = 0; t < 4; ++t) {
@@ -122,18 +123,15 @@ CHIMERA_T_Q6A2 void q6_tile8(const uint8_t* G, int rh, const uint8_t* a, size_t 
             const __m256i& Vg = V[8 * h + 2 * t + lh];
             CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
               const __m256i p = _mm256_maddubs_epi16(lv[t], bcast32(Am[m] + 4 + e));
-              S[m][i] = _mm256_add_epi32(S[m][i], _mm256_madd_epi16(p, Vg));
+              S[m] = _mm256_add_epi32(S[m], _mm256_madd_epi16(p, Vg));
             }
           }
         }
-      }
-      CHIMERA_UNROLL for (int i = 0; i < 4; ++i) {
-        const int l = 4 * lh + i;
         // (sc_2l, sc_2l+1) . (bsum_2l, bsum_2l+1), times 32
         const __m256i W = _mm256_blend_epi16(V[2 * l], V[2 * l + 1], 0xAA);
         CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
           const __m256i C = _mm256_madd_epi16(W, bcast32(Am[m] + kAbsums + 4 * l));
-          const __m256i Sl = _mm256_sub_epi32(S[m][i], _mm256_slli_epi32(C, 5));
+          const __m256i Sl = _mm256_sub_epi32(S[m], _mm256_slli_epi32(C, 5));
           acc[m][l] = _mm256_fmadd_ps(dv[m], _mm256_cvtepi32_ps(Sl), acc[m][l]);
         }
       }
@@ -157,7 +155,8 @@ void q6_tile16(const uint8_t* G, const uint8_t* A, size_t a_stride, int64_t nsb,
 }  // namespace
 
 GemmFn kq_x16_q6_gemm_avx2() {
-  static constexpr KqX16TileFn kTiles[kMaxActs] = {q6_tile16<1>, q6_tile16<2>, q6_tile16<3>};
+  static constexpr KqX16TileFn kTiles[kMaxActs] = {q6_tile16<1>, q6_tile16<2>, q6_tile16<3>,
+                                                   q6_tile16<4>, q6_tile16<5>, q6_tile16<6>};
   return [](const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
     kq_x16_run(kTiles, g, r0, r1, i0, i1);
   };

@@ -10,7 +10,7 @@
 //    scales, extreme activations): bit-identical to their scalar reference
 //    kq_x16_dot_ref (for Q2_K, Q3_K, IQ4_XS the scalar storage-layout kernel;
 //    Q6_K has an x16 order of its own) on every ISA that packs them as x16,
-//    through matmul (m = 1, 2, 3, 4, 5, 9, 17, 64, 70; 1 and 2 threads; a row
+//    through matmul (m = 1..7, 9, 17, 64, 70; 1 and 2 threads; a row
 //    count that is not a multiple of 16 stays in storage layout and gives the
 //    storage kernel's bits) and called directly (AVX2, AVX-512, AVX-512 VNNI;
 //    IQ4_XS: AVX2) for every activation-row range.
@@ -289,7 +289,7 @@ void check_packed_bit_identical(GgmlType t) {
           std::fill(copy.begin(), copy.end(), (uint8_t)0xA5);  // the packed path must not read storage
         }
         const std::vector<float>& y0 = packed ? y_x16 : y_storage;
-        for (int64_t mm : {1, 2, 3, 4, 5, 9, 17, 64, 70}) {
+        for (int64_t mm : {1, 2, 3, 4, 5, 6, 7, 9, 17, 64, 70}) {
           for (ThreadPool* p : {(ThreadPool*)nullptr, &pool}) {
             std::vector<float> y((size_t)(mm * rows), -1.f);
             if (mm == 1) {  // the decode GEMV, per activation row
