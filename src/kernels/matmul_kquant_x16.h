@@ -49,8 +49,8 @@
 //
 // Q6_K group block (3360 bytes = 16 x 210). Element e = 128h + 32t + 4l + u
 // (h = 0..1, quarter t = 0..3, l = 0..7, u = 0..3) has the 6-bit level q_e
-// (decode_q6_K) and is in lane l of llama.cpp's AVX2 vec_dot; its scale is
-// sc_{e/16} = sc_{8h + 2t + l/4}.
+// (decode_q6_K); its scale is sc_{e/16} = sc_{8h + 2t + l/4} (lanes l = 0..3
+// of a quarter: group 8h + 2t, lanes 4..7: group 8h + 2t + 1).
 //   [0, 32)      d[16]     f16, row r at 2r
 //   [32, 288)    scales: four 64-byte planes P0..P3, byte 16q + 4i + u of
 //                plane k = int8 scale 4k + u of row 4q + i (as Q4_K's O_t):
@@ -68,8 +68,14 @@
 // re-arrangement. 3360 is not a multiple of 64: every other group block in
 // the stream starts 32 bytes into a cache line (the GEMV uses unaligned loads;
 // it reads each group block front to back, which the prefetchers need).
-// The Q6_K GEMV keeps llama.cpp's per-lane S_l and f32 order: bit-identical
-// to the storage kernels.
+// Q6_K arithmetic of the x16 kernels (kq_x16_dot_ref): llama.cpp's current
+// AVX2 ggml_vec_dot_q6_K_q8_K (3f545bec, the golden references' build), 8 f32
+// lanes per output, lane l getting the exact int32
+//   S_l = sum_{(e mod 32)/4 == l} sc_{e/16} q_e a_e - 32 (sc_2l bsum_2l + sc_2l+1 bsum_2l+1)
+// (the level offset from the activation block's bsums, not per element) as
+// acc_l = fma(dy * d, (float)S_l, acc_l), then matmul_kquant.h's reduction.
+// The storage kernels subtract 32 per element (llama.cpp's earlier order):
+// the same sum over l, another split into lanes, so a few ulps apart.
 //
 // Q2_K and Q3_K group blocks hold f16 fields as arrays of 16 (row r at 2r)
 // and byte fields in 64-byte chunks, chunk c of a field holding its bytes
@@ -101,7 +107,7 @@
 //                the hmask bits need no per-quarter shifts). The 96 qs/hmask
 //                bytes hold exactly the 256 levels: lossless.
 // Both keep llama.cpp's per-lane S_l and f32 order (Q2_K: the mins' fma
-// first, as matmul_kquant.h): bit-identical to the storage kernels, as Q6_K.
+// first, as matmul_kquant.h): bit-identical to the storage kernels.
 // (Summing each 16-element group in int16 before its scale, as Q4_K, would
 // save ~20% of the integer instructions but not the per-lane f32 work of
 // Q2_K's mins; bit-identity keeps the golden references of llama.cpp's AVX2
@@ -144,8 +150,9 @@ const KqX16Layout* kq_x16_layout(format::GgmlType type);
 void kq_x16_set_repack(format::GgmlType type, GemmFn packed, MatmulKernel& k);
 
 // The x16 dot product (type) of one storage-layout weight row and one Q8_K
-// activation row (k values), in the kernels' order (above): Q4_K / Q5_K their
-// own, Q2_K / Q3_K / Q6_K / IQ4_XS the storage kernels' (the scalar one's result).
+// activation row (k values), in the kernels' order (above): Q4_K / Q5_K / Q6_K
+// their own (Q6_K: llama.cpp's current one), Q2_K / Q3_K / IQ4_XS the storage
+// kernels' (the scalar one's result).
 float kq_x16_dot_ref(format::GgmlType type, const uint8_t* w_row, const uint8_t* a_row, int64_t k);
 
 // The x16 kernels: GEMM for any m (m == 1 is the decode GEMV) over x16 rows

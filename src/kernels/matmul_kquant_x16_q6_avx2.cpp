@@ -1,19 +1,30 @@
 // AVX2 Q6_K kernels over the x16 layout (matmul_kquant_x16.h): the AVX-512
 // kernel (matmul_kquant_x16_q6_avx512.cpp) on 256-bit vectors. Each 64-byte
 // chunk / plane of a group block is two halves (rows 0..7, rows 8..15), so a
-// tile is 8 weight rows (one per 32-bit lane) x M <= 3 activation rows, and a
-// group is two tiles. Per lane l of llama.cpp's AVX2 vec_dot the same exact
-// int32 S_l and the same f32 order (acc_l = fma(dy * d, S_l, acc_l), then
-// matmul_kquant.h's reduction): bit-identical to the storage-layout kernels.
-// Compared with those, the levels need no unpacking shuffle (the x16 planes
-// hold 6-bit values whole), the 16-row scale planes give every row's scale
-// with one vpshufb, and the GEMM needs no decoded panel.
+// tile is 8 weight rows (one per 32-bit lane) x M <= 6 activation rows, and a
+// group is two tiles.
+//
+// Arithmetic: llama.cpp's AVX2 vec_dot (3f545bec), kq_x16_dot_ref's Q6_K: per
+// lane l (elements e with (e mod 32) / 4 == l) the exact int32
+//   S_l = sum sc_{e/16} * q_e * a_e  -  32 * (sc_2l * bsum_2l + sc_2l+1 * bsum_2l+1)
+// and acc_l = fma(dy * d, (float)S_l, acc_l), then matmul_kquant.h's reduction.
+//  - levels: the three chunks of lane l give the four 4-element dwords of
+//    quarters t = 0..3 (X_t & 63, and the top two bits of X0..X2 for t = 3);
+//  - S_l += vpmaddubsw(level, broadcast activation dword) . (sc, sc): the
+//    unsigned levels need no offset per element (int16 pairs |.| <= 2 * 63 *
+//    128 = 16128, no saturation; |S_l| < 2^26);
+//  - the offset: one vpmaddwd of the rows' (sc_2l, sc_2l+1) word pairs with
+//    the activation block's (bsum_2l, bsum_2l+1), << 5, subtracted from S_l.
+// Per 8 rows x 4 elements: vpmaddubsw, vpmaddwd, vpaddd (the storage kernels'
+// order also needs a vpsubw of vpmaddubsw(32, a)), and no decoded panel for
+// the GEMM.
 #include "kernels/matmul_kquant_x16.h"
 
 #if defined(__x86_64__)
 
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstring>
 
 #include "kernels/matmul_tile.h"
@@ -28,10 +39,11 @@ namespace {
 namespace q = chimera::quant;
 
 constexpr size_t kAb = sizeof(q::block_q8_K);
+constexpr size_t kAbsums = offsetof(q::block_q8_K, bsums);
 constexpr size_t kQ6GroupBlock = kX16Rows * sizeof(q::block_q6_K);
 constexpr size_t kQ6D = 0, kQ6Scales = 32, kQ6Levels = 288;
 constexpr int kHalfRows = 8;
-constexpr int kMaxActs = 3;
+constexpr int kMaxActs = 6;
 
 // vpshufb control (per 128-bit lane): dword i = bytes [zero, 4i + u, zero,
 // 4i + u] -> two words (plane value u) << 8; vpsraw 8 sign-extends them.
@@ -50,83 +62,77 @@ CHIMERA_T_Q6A2_INLINE __m256i bcast32(const uint8_t* p) {
 
 CHIMERA_T_Q6A2_INLINE __m256i loadu(const uint8_t* p) { return _mm256_loadu_si256((const __m256i*)p); }
 
+// The four levels (quarters t = 0..3) of lane l's three chunks X0..X2.
+CHIMERA_T_Q6A2_INLINE void levels4(const uint8_t* X, __m256i lv[4]) {
+  const __m256i m6 = _mm256_set1_epi8(0x3F);
+  const __m256i X0 = loadu(X), X1 = loadu(X + 64), X2 = loadu(X + 128);
+  lv[0] = _mm256_and_si256(X0, m6);
+  lv[1] = _mm256_and_si256(X1, m6);
+  lv[2] = _mm256_and_si256(X2, m6);
+  // level 3 = bits 6-7 of X0 | of X1 << 2 | of X2 << 4: the top bits T_t = X_t ^ (X_t & 63)
+  // shifted as 16-bit words (nothing crosses a byte: the other bits are zero)
+  const __m256i T0 = _mm256_xor_si256(X0, lv[0]), T1 = _mm256_xor_si256(X1, lv[1]), T2 = _mm256_xor_si256(X2, lv[2]);
+  lv[3] = _mm256_srli_epi16(_mm256_or_si256(_mm256_or_si256(_mm256_srli_epi16(T0, 4), _mm256_srli_epi16(T1, 2)), T2), 2);
+}
+
 // Rows 8 * rh .. + 7 of the group at G x M activation rows -> y[m * ldy + 0..7].
-// Per super-block: O = vpmaddubsw(32, activations) once (the -32 offset of
-// every level, shared by all rows, on the stack); then for each lane half
-// (l < 4, l >= 4) and each 128-element half h, the four scale vectors of its
-// quarters and, per lane l, the four level dwords (X_t & 63, and the top two
-// bits of X0..X2 for t = 3) times the broadcast activation dword, minus the
-// offset, into S_l with the row's scale.
+// Per super-block: the 16 (sc_g, sc_g) word pairs of the rows on the stack
+// (vpshufb + vpsraw from the scale planes; vpmaddwd memory operands); then
+// lane by lane, S_l of the M activation rows over both 128-element halves h,
+// each lane's levels built once for all M rows (M = 1: the decode GEMV). Only
+// the M sums, four levels and temporaries are live (M + ~7 of the 16 ymm), so
+// the GEMM tile takes kMaxActs = 6 activation rows without spilling; the f32
+// lane accumulators stay on the stack (one load / fma / store per lane and
+// super-block).
 template <int M>
 CHIMERA_T_Q6A2 void q6_tile8(const uint8_t* G, int rh, const uint8_t* a, size_t a_stride, int64_t nsb, float* y,
                              int64_t ldy) {
-  const __m256i m6 = _mm256_set1_epi8(0x3F);
-  const __m256i c32 = _mm256_set1_epi8(32);
   const size_t ho = 32 * (size_t)rh;
-  alignas(32) int16_t off[M][128];
   __m256 acc[M][8];
   CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
     CHIMERA_UNROLL for (int l = 0; l < 8; ++l) acc[m][l] = _mm256_setzero_ps();
   }
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* B = G + (size_t)sb * kQ6GroupBlock;
-    const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(B + kQ6D + 16 * rh)));
-    __m256 dv[M];
-    const uint8_t* Ab[M];
-    const uint8_t* Ob[M];
-    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-      const uint8_t* A = a + (size_t)m * a_stride + (size_t)sb * kAb;
-      float dy;
-      std::memcpy(&dy, A, 4);
-      dv[m] = _mm256_mul_ps(_mm256_set1_ps(dy), d8);
-      CHIMERA_UNROLL for (int j = 0; j < 8; ++j) {
-        _mm256_store_si256((__m256i*)(off[m] + 16 * j), _mm256_maddubs_epi16(c32, loadu(A + 4 + 32 * j)));
+    alignas(32) __m256i V[16];
+    CHIMERA_UNROLL for (int k = 0; k < 4; ++k) {
+      const __m256i P = loadu(B + kQ6Scales + 64 * k + ho);
+      CHIMERA_UNROLL for (int u = 0; u < 4; ++u) {
+        V[4 * k + u] = _mm256_srai_epi16(_mm256_shuffle_epi8(P, pick_hi_bytes(u)), 8);
       }
-      // Broadcast dwords straight from memory (a load-port vpbroadcastd), not
-      // extracted from the registers that computed them.
-      Ab[m] = A + 4;
-      Ob[m] = (const uint8_t*)off[m];
-      __asm__("" : "+r"(Ab[m]), "+r"(Ob[m]));
+    }
+    const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(B + kQ6D + 16 * rh)));
+    const uint8_t* Am[M];
+    __m256 dv[M];
+    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+      Am[m] = a + (size_t)m * a_stride + (size_t)sb * kAb;
+      float dy;
+      std::memcpy(&dy, Am[m], 4);
+      dv[m] = _mm256_mul_ps(_mm256_set1_ps(dy), d8);
     }
     CHIMERA_UNROLL for (int lh = 0; lh < 2; ++lh) {
-      __m256i S[M][4];
-      CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-        CHIMERA_UNROLL for (int i = 0; i < 4; ++i) S[m][i] = _mm256_setzero_si256();
-      }
-      CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
-        __m256i V[4];  // scale of quarter t: group 8h + 2t + lh
-        CHIMERA_UNROLL for (int t = 0; t < 4; ++t) {
-          const int gi = 8 * h + 2 * t + lh;
-          const __m256i P = loadu(B + kQ6Scales + 64 * (gi / 4) + ho);
-          V[t] = _mm256_srai_epi16(_mm256_shuffle_epi8(P, pick_hi_bytes(gi % 4)), 8);
-        }
-        CHIMERA_UNROLL for (int i = 0; i < 4; ++i) {
-          const int l = 4 * lh + i;
-          const uint8_t* X = B + kQ6Levels + 64 * 3 * (size_t)(8 * lh + 4 * h + i) + ho;
-          const __m256i X0 = loadu(X), X1 = loadu(X + 64), X2 = loadu(X + 128);
+      CHIMERA_UNROLL for (int i = 0; i < 4; ++i) {
+        const int l = 4 * lh + i;
+        __m256i S[M];
+        CHIMERA_UNROLL for (int m = 0; m < M; ++m) S[m] = _mm256_setzero_si256();
+        CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
           __m256i lv[4];
-          lv[0] = _mm256_and_si256(X0, m6);
-          lv[1] = _mm256_and_si256(X1, m6);
-          lv[2] = _mm256_and_si256(X2, m6);
-          // level 3 = bits 6-7 of X0 | of X1 << 2 | of X2 << 4 (shifts stay within bytes
-          // for the bits kept)
-          lv[3] = _mm256_or_si256(
-              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(X0, 6), _mm256_set1_epi8(0x03)),
-                              _mm256_and_si256(_mm256_srli_epi16(X1, 4), _mm256_set1_epi8(0x0C))),
-              _mm256_and_si256(_mm256_srli_epi16(X2, 2), _mm256_set1_epi8(0x30)));
+          levels4(B + kQ6Levels + 64 * 3 * (size_t)(8 * lh + 4 * h + i) + ho, lv);
           CHIMERA_UNROLL for (int t = 0; t < 4; ++t) {
             const int e = 128 * h + 32 * t + 4 * l;
+            const __m256i& Vg = V[8 * h + 2 * t + lh];
             CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-              const __m256i p =
-                  _mm256_sub_epi16(_mm256_maddubs_epi16(lv[t], bcast32(Ab[m] + e)), bcast32(Ob[m] + e));
-              S[m][i] = _mm256_add_epi32(S[m][i], _mm256_madd_epi16(p, V[t]));
+              const __m256i p = _mm256_maddubs_epi16(lv[t], bcast32(Am[m] + 4 + e));
+              S[m] = _mm256_add_epi32(S[m], _mm256_madd_epi16(p, Vg));
             }
           }
         }
-      }
-      CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-        CHIMERA_UNROLL for (int i = 0; i < 4; ++i) {
-          acc[m][4 * lh + i] = _mm256_fmadd_ps(dv[m], _mm256_cvtepi32_ps(S[m][i]), acc[m][4 * lh + i]);
+        // (sc_2l, sc_2l+1) . (bsum_2l, bsum_2l+1), times 32
+        const __m256i W = _mm256_blend_epi16(V[2 * l], V[2 * l + 1], 0xAA);
+        CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+          const __m256i C = _mm256_madd_epi16(W, bcast32(Am[m] + kAbsums + 4 * l));
+          const __m256i Sl = _mm256_sub_epi32(S[m], _mm256_slli_epi32(C, 5));
+          acc[m][l] = _mm256_fmadd_ps(dv[m], _mm256_cvtepi32_ps(Sl), acc[m][l]);
         }
       }
     }
@@ -149,7 +155,8 @@ void q6_tile16(const uint8_t* G, const uint8_t* A, size_t a_stride, int64_t nsb,
 }  // namespace
 
 GemmFn kq_x16_q6_gemm_avx2() {
-  static constexpr KqX16TileFn kTiles[kMaxActs] = {q6_tile16<1>, q6_tile16<2>, q6_tile16<3>};
+  static constexpr KqX16TileFn kTiles[kMaxActs] = {q6_tile16<1>, q6_tile16<2>, q6_tile16<3>,
+                                                   q6_tile16<4>, q6_tile16<5>, q6_tile16<6>};
   return [](const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
     kq_x16_run(kTiles, g, r0, r1, i0, i1);
   };

@@ -1,12 +1,14 @@
 // AVX-512 Q6_K kernels over the x16 layout (matmul_kquant_x16.h): GEMV and
 // GEMM in tiles of 16 weight rows (one per 32-bit lane) x M <= 4 activation
-// rows, straight from the packed bytes. Bit-identical to the storage-layout
-// K-quant kernels (llama.cpp's AVX2 order, matmul_kquant.h).
+// rows, straight from the packed bytes. Bit-identical to kq_x16_dot_ref
+// (llama.cpp's current AVX2 Q6_K order: the level offset from the
+// activations' bsums, per f32 lane).
 #include "kernels/matmul_kquant_x16.h"
 
 #if defined(__x86_64__)
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 #include "kernels/matmul_kquant_x16_simd.h"
@@ -34,19 +36,19 @@ CHIMERA_T_X16_INLINE __m512i pick_hi_bytes(int u) {
 constexpr size_t kQ6GroupBlock = kX16Rows * sizeof(q::block_q6_K);
 constexpr size_t kQ6D = 0, kQ6Scales = 32, kQ6Levels = 288;
 
-// Q6_K, per super-block of a 16-row group (layout in matmul_kquant_x16.h):
-//   offsets: O = vpmaddubsw(32, activations) once for the 256 activations
-//     (shared by every row), kept on the stack and broadcast per dword.
+// Q6_K, per super-block of a 16-row group (layout in matmul_kquant_x16.h), in
+// llama.cpp's AVX2 order (kq_x16_dot_ref, the AVX2 kernel's comment):
+//   scales: the 16 (sc_g, sc_g) word pairs of the rows (vpshufb + vpsraw from
+//     the scale planes), on the stack.
 //   levels: the three chunks of lane l give the four 4-element dwords (t =
 //     0..3) of lane l: X_t & 63, and the top 2 bits of X0..X2 for t = 3.
-//   sums: p = vpmaddubsw(level, broadcast activation dword) - O (int16 pairs,
-//     exact: |p| <= 2 * 32 * 128), S_l += p . (sc, sc) with the scale of the
-//     dword's 16-element group (vpshufb + vpsraw from its plane): exactly
-//     llama.cpp's S_l per row (lane). f32: acc_l = fma(dy * d, (float)S_l,
-//     acc_l), then matmul_kquant.h's reduction: bit-identical to the storage
-//     kernels.
+//   sums: S_l += vpmaddubsw(level, broadcast activation dword) . (sc, sc)
+//     (vpdpwssd / vpmaddwd + vpaddd; int16 pairs |.| <= 2 * 63 * 128), then
+//     S_l -= 32 * ((sc_2l, sc_2l+1) . (bsum_2l, bsum_2l+1)) (the level offset
+//     from the activation block's bsums) and acc_l = fma(dy * d, (float)S_l,
+//     acc_l), then matmul_kquant.h's reduction.
 // The lanes of one half (l < 4: even groups, l >= 4: odd groups) are done
-// together so that only 4 scale vectors and 4 S_l are live at a time; the
+// together so that only 4 S_l per activation row are live at a time; the
 // group block is read front to back (its layout follows this order).
 // No software prefetch: the stream is sequential and the hardware prefetchers
 // keep up (Zen 4 dev machine, 4096 x 4096, 1 thread: a 24 KiB-ahead
@@ -56,35 +58,31 @@ constexpr size_t kQ6D = 0, kQ6Scales = 32, kQ6Levels = 288;
 template <bool kVnni, int M>
 CHIMERA_T_X16 void q6_tile(const uint8_t* G, const uint8_t* a, size_t a_stride, int64_t nsb, float* y, int64_t ldy) {
   constexpr size_t kAb = sizeof(q::block_q8_K);
+  constexpr size_t kAbsums = offsetof(q::block_q8_K, bsums);
   const __m512i m6 = _mm512_set1_epi8(0x3F);
   const __m512i top2 = _mm512_set1_epi8((char)0xC0);
   const __m512i hi4 = _mm512_set1_epi8((char)0xF0);
-  const __m512i c32 = _mm512_set1_epi8(32);
-  alignas(64) int16_t off[M][128];
   __m512 acc[M][8];
   CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
     CHIMERA_UNROLL for (int l = 0; l < 8; ++l) acc[m][l] = _mm512_setzero_ps();
   }
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* B = G + (size_t)sb * kQ6GroupBlock;
+    alignas(64) __m512i V[16];
+    CHIMERA_UNROLL for (int k = 0; k < 4; ++k) {
+      const __m512i P = _mm512_loadu_si512(B + kQ6Scales + 64 * k);
+      CHIMERA_UNROLL for (int u = 0; u < 4; ++u) {
+        V[4 * k + u] = _mm512_srai_epi16(_mm512_shuffle_epi8(P, pick_hi_bytes(u)), 8);
+      }
+    }
     const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(B + kQ6D)));
     __m512 dv[M];
-    const uint8_t* Ab[M];
-    const uint8_t* Ob[M];
+    const uint8_t* Am[M];
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-      const uint8_t* A = a + (size_t)m * a_stride + (size_t)sb * kAb;
+      Am[m] = a + (size_t)m * a_stride + (size_t)sb * kAb;
       float dy;
-      std::memcpy(&dy, A, 4);
+      std::memcpy(&dy, Am[m], 4);
       dv[m] = _mm512_mul_ps(_mm512_set1_ps(dy), d16);
-      CHIMERA_UNROLL for (int j = 0; j < 4; ++j) {
-        _mm512_store_si512(off[m] + 32 * j, _mm512_maddubs_epi16(c32, _mm512_loadu_si512(A + 4 + 64 * j)));
-      }
-      // Broadcast activation / offset dwords straight from memory (a
-      // load-port vpbroadcastd): hide that they are also in registers, or the
-      // compiler extracts them with two shuffles each.
-      Ab[m] = A + 4;
-      Ob[m] = (const uint8_t*)off[m];
-      __asm__("" : "+r"(Ab[m]), "+r"(Ob[m]));
     }
     CHIMERA_UNROLL for (int half = 0; half < 2; ++half) {
       __m512i S[M][4];
@@ -92,13 +90,6 @@ CHIMERA_T_X16 void q6_tile(const uint8_t* G, const uint8_t* a, size_t a_stride, 
         CHIMERA_UNROLL for (int i = 0; i < 4; ++i) S[m][i] = _mm512_setzero_si512();
       }
       CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
-        // scale of quarter t: group 8h + 2t + half
-        __m512i V[4];
-        CHIMERA_UNROLL for (int t = 0; t < 4; ++t) {
-          const int gi = 8 * h + 2 * t + half;
-          const __m512i P = _mm512_loadu_si512(B + kQ6Scales + 64 * (gi / 4));
-          V[t] = _mm512_srai_epi16(_mm512_shuffle_epi8(P, pick_hi_bytes(gi % 4)), 8);
-        }
         CHIMERA_UNROLL for (int i = 0; i < 4; ++i) {
           const int l = 4 * half + i;
           const uint8_t* X = B + kQ6Levels + 64 * 3 * (size_t)(8 * half + 4 * h + i);
@@ -114,17 +105,20 @@ CHIMERA_T_X16 void q6_tile(const uint8_t* G, const uint8_t* a, size_t a_stride, 
           lv[3] = _mm512_and_si512(_mm512_srli_epi16(w2, 2), m6);
           CHIMERA_UNROLL for (int t = 0; t < 4; ++t) {
             const int e = 128 * h + 32 * t + 4 * l;
+            const __m512i& Vg = V[8 * h + 2 * t + half];
             CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-              const __m512i p =
-                  _mm512_sub_epi16(_mm512_maddubs_epi16(lv[t], bcast32(Ab[m] + e)), bcast32(Ob[m] + e));
-              S[m][i] = dpwssd<kVnni>(S[m][i], p, V[t]);
+              S[m][i] = dpwssd<kVnni>(S[m][i], _mm512_maddubs_epi16(lv[t], bcast32(Am[m] + 4 + e)), Vg);
             }
           }
         }
       }
-      CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-        CHIMERA_UNROLL for (int i = 0; i < 4; ++i) {
-          acc[m][4 * half + i] = _mm512_fmadd_ps(dv[m], _mm512_cvtepi32_ps(S[m][i]), acc[m][4 * half + i]);
+      CHIMERA_UNROLL for (int i = 0; i < 4; ++i) {
+        const int l = 4 * half + i;
+        const __m512i W = _mm512_mask_blend_epi16(0xAAAAAAAAu, V[2 * l], V[2 * l + 1]);
+        CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+          const __m512i C = _mm512_madd_epi16(W, bcast32(Am[m] + kAbsums + 4 * l));
+          const __m512i Sl = _mm512_sub_epi32(S[m][i], _mm512_slli_epi32(C, 5));
+          acc[m][l] = _mm512_fmadd_ps(dv[m], _mm512_cvtepi32_ps(Sl), acc[m][l]);
         }
       }
     }

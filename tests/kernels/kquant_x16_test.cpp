@@ -7,11 +7,13 @@
 //    against the scalar decoder / storage fields (levels, scales, mins, d),
 //    independently of the unpacker;
 //  - Q6_K, Q2_K, Q3_K and IQ4_XS x16 kernels on random-byte blocks (all levels, all
-//    scales, extreme activations): bit-identical to the scalar storage-layout
-//    kernel on every ISA that packs them as x16, through matmul (m = 1, 2, 3,
-//    5, 17, 64, 70; 1 and 2 threads; a row count that is not a multiple of 16
-//    stays in storage layout) and called directly (AVX2, AVX-512, AVX-512
-//    VNNI; IQ4_XS: AVX2) for every activation-row range.
+//    scales, extreme activations): bit-identical to their scalar reference
+//    kq_x16_dot_ref (for Q2_K, Q3_K, IQ4_XS the scalar storage-layout kernel;
+//    Q6_K has an x16 order of its own) on every ISA that packs them as x16,
+//    through matmul (m = 1..7, 9, 17, 64, 70; 1 and 2 threads; a row
+//    count that is not a multiple of 16 stays in storage layout and gives the
+//    storage kernel's bits) and called directly (AVX2, AVX-512, AVX-512 VNNI;
+//    IQ4_XS: AVX2) for every activation-row range.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -218,11 +220,31 @@ TEST(KQuantX16, Q2KQ3KLayoutMatchesHeader) {
   }
 }
 
-// Random-byte weights of a type whose x16 kernels keep the storage kernels'
-// order (Q6_K, Q2_K, Q3_K) through kernels::matmul packed on each ISA that
-// uses the x16 layout: the same bits as the scalar storage-layout kernel for
-// every m (GEMV and GEMM tiles), 1 and 2 threads. A row count that is not a
-// multiple of 16 is not packed and still gives the same bits.
+// Q6_K's x16 kernels have an order of their own (kq_x16_dot_ref); Q2_K,
+// Q3_K and IQ4_XS keep the storage kernels'.
+bool x16_own_order(GgmlType t) { return t == GgmlType::Q6_K; }
+
+// kq_x16_dot_ref of every (activation row, weight row) of x (m x k) and w.
+std::vector<float> x16_reference(GgmlType t, const std::vector<uint8_t>& w, int64_t rows, const std::vector<float>& x,
+                                 int64_t m, int64_t k) {
+  const size_t row_bytes = (size_t)(k / 256) * weight_type_traits(t)->type_size;
+  const size_t ab = kq_act_bytes(k);
+  std::vector<uint8_t> act(ab);
+  std::vector<float> y((size_t)(m * rows));
+  for (int64_t i = 0; i < m; ++i) {
+    kq_pack_act(x.data() + i * k, k, act.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      y[(size_t)(i * rows + r)] = kq_x16_dot_ref(t, w.data() + (size_t)r * row_bytes, act.data(), k);
+    }
+  }
+  return y;
+}
+
+// Random-byte weights of an x16 type through kernels::matmul packed on each
+// ISA that uses the x16 layout: the same bits as kq_x16_dot_ref (for Q2_K,
+// Q3_K, IQ4_XS the scalar storage-layout kernel) for every m (GEMV and GEMM
+// tiles, odd tails), 1 and 2 threads. A row count that is not a multiple of
+// 16 is not packed and gives the scalar storage kernel's bits.
 void check_packed_bit_identical(GgmlType t) {
   ThreadPool pool(2);
   int x16_isas = 0;
@@ -247,11 +269,12 @@ void check_packed_bit_identical(GgmlType t) {
         }
       }
       const WeightView ws{t, w.data(), rows, k, row_bytes};
-      std::vector<float> y0((size_t)(m * rows));
+      std::vector<float> y_storage((size_t)(m * rows));
       {
         ScopedIsa scalar(Isa::kScalar);
-        matmul(ws, x.data(), m, k, y0.data(), rows, nullptr);
+        matmul(ws, x.data(), m, k, y_storage.data(), rows, nullptr);
       }
+      const std::vector<float> y_x16 = x16_own_order(t) ? x16_reference(t, w, rows, x, m, k) : y_storage;
       for (Isa isa : available_isas()) {
         ScopedIsa scoped(isa);
         const MatmulKernel* kern = matmul_kernel(t, isa);
@@ -265,7 +288,8 @@ void check_packed_bit_identical(GgmlType t) {
           ++x16_isas;
           std::fill(copy.begin(), copy.end(), (uint8_t)0xA5);  // the packed path must not read storage
         }
-        for (int64_t mm : {1, 2, 3, 5, 17, 64, 70}) {
+        const std::vector<float>& y0 = packed ? y_x16 : y_storage;
+        for (int64_t mm : {1, 2, 3, 4, 5, 6, 7, 9, 17, 64, 70}) {
           for (ThreadPool* p : {(ThreadPool*)nullptr, &pool}) {
             std::vector<float> y((size_t)(mm * rows), -1.f);
             if (mm == 1) {  // the decode GEMV, per activation row
@@ -294,10 +318,10 @@ TEST(KQuantX16, Q2KPackedIsBitIdenticalOnRandomBlocks) { check_packed_bit_identi
 TEST(KQuantX16, Q3KPackedIsBitIdenticalOnRandomBlocks) { check_packed_bit_identical(GgmlType::Q3_K); }
 TEST(KQuantX16, Iq4xsPackedIsBitIdenticalOnRandomBlocks) { check_packed_bit_identical(GgmlType::IQ4_XS); }
 
-// The x16 GEMMs of Q6_K, Q2_K, Q3_K called directly, on every ISA the CPU
-// has (AVX2, AVX-512, AVX-512 VNNI): every activation-row range (so every
-// tile height), several super-blocks, bit-identical to the scalar storage
-// kernel (kq_x16_dot_ref).
+// The x16 GEMMs of Q6_K, Q2_K, Q3_K, IQ4_XS called directly, on every ISA the
+// CPU has (AVX2, AVX-512, AVX-512 VNNI): every activation-row range (so every
+// tile height), several super-blocks, bit-identical to kq_x16_dot_ref (for
+// Q2_K, Q3_K, IQ4_XS the scalar storage kernel).
 void check_gemm_bit_identical(GgmlType t) {
   const auto isas = available_isas();
   const auto has = [&](Isa i) { return std::find(isas.begin(), isas.end(), i) != isas.end(); };
@@ -325,7 +349,7 @@ void check_gemm_bit_identical(GgmlType t) {
         y0[(size_t)(i * rows + r)] = kq_x16_dot_ref(t, w.data() + r * row_bytes, act.data() + (size_t)i * ab, k);
       }
     }
-    {  // the reference is the scalar storage kernel's result
+    if (!x16_own_order(t)) {  // the reference is the scalar storage kernel's result
       std::vector<float> ys((size_t)(m * rows));
       ScopedIsa scalar(Isa::kScalar);
       matmul(WeightView{t, w.data(), rows, k, row_bytes}, x.data(), m, k, ys.data(), rows, nullptr);

@@ -473,8 +473,8 @@ TEST(KQuantMatmul, LargeBatchAndZeroRows) {
   }
 }
 
-// The x16 Q4_K / Q5_K kernels' own order (matmul_kquant_x16.h), row by row from the
-// scalar reference: y[i][r] for activation rows [0, m).
+// The x16 Q4_K / Q5_K / Q6_K kernels' own order (matmul_kquant_x16.h), row by row
+// from the scalar reference: y[i][r] for activation rows [0, m).
 std::vector<float> x16_q4_expected(const Problem& p, int64_t m) {
   const size_t row_bytes = (size_t)(p.k / 256) * block_bytes(p.t);
   std::vector<q::block_q8_K> a((size_t)(p.k / 256));
@@ -493,8 +493,8 @@ std::vector<float> x16_q4_expected(const Problem& p, int64_t m) {
 // a view packed by PackedWeights, on every ISA, row counts that are multiples
 // of the group, m across the tile and GEMV paths, 1-3 threads. The packed
 // kernels must give the storage-layout kernel's bits (same integer sums, same
-// f32 order) — x16 Q4_K those of its own scalar reference — and stay within
-// the reference tolerance.
+// f32 order) — x16 Q4_K / Q5_K / Q6_K those of their own scalar reference —
+// and stay within the reference tolerance.
 TEST(KQuantRepack, PackedMatchesStorageLayoutBitForBit) {
   ThreadPool pool3(3);
   int packed_isas = 0;
@@ -519,8 +519,9 @@ TEST(KQuantRepack, PackedMatchesStorageLayoutBitForBit) {
           ++packed_isas;
           ASSERT_EQ(packs.bytes(), (size_t)rows * row_bytes) << name;
           std::fill(copy.begin(), copy.end(), (uint8_t)0xA5);  // the packed path must not read storage
-          // x16 Q4_K has its own f32 order: bit-exact against its scalar reference
-          const bool x16_q4 = (t == GgmlType::Q4_K || t == GgmlType::Q5_K) && matmul_kernel(t, isa)->repack_rows == kX16Rows;
+          // x16 Q4_K / Q5_K / Q6_K have their own order: bit-exact against their scalar reference
+          const bool x16_q4 = (t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K) &&
+                              matmul_kernel(t, isa)->repack_rows == kX16Rows;
           for (int64_t m : {1, 2, 3, 4, 5, 9, 17}) {
             for (ThreadPool* pool : {(ThreadPool*)nullptr, &pool2(), &pool3}) {
               const std::vector<float> y0 = x16_q4 ? x16_q4_expected(p, m) : run(p, m, p.x.data(), pool);
