@@ -85,10 +85,12 @@ CHIMERA_T_AVX2 inline __m256 block_update(__m256i s, const TqAct8& a, __m256 d, 
   return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
 }
 
+// detail::tq_finish in registers: v = (l0+l4, l1+l5, l2+l6, l3+l7), then
+// (v0 + v2) + (v1 + v3) — the same additions in the same order.
 CHIMERA_T_AVX2 inline float lanes_finish(__m256 acc) {
-  alignas(32) float l[8];
-  _mm256_store_ps(l, acc);
-  return detail::tq_finish(l);
+  const __m128 v = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  const __m128 w = _mm_add_ps(v, _mm_movehl_ps(v, v));
+  return _mm_cvtss_f32(_mm_add_ss(w, _mm_shuffle_ps(w, w, 1)));
 }
 
 CHIMERA_T_AVX2 inline float f16_bits(uint16_t h) { return _cvtsh_ss(h); }
@@ -226,7 +228,7 @@ CHIMERA_T_AVX2 void gemm_panels(const GemmArgs& g, int64_t r0, int64_t r1, int64
             kTileDot[m - 1](&p.t[(size_t)((j * nsb + kc) * 8)], &p.dd[(size_t)(j * nsb + kc)], ak, nb, acc[j]);
         }
         for (int mm = 0; mm < m; ++mm)
-          for (int j = 0; j < nr; ++j) g.y[(i + mm) * g.ldy + r + j] = detail::tq_finish(acc[j][mm]);
+          for (int j = 0; j < nr; ++j) g.y[(i + mm) * g.ldy + r + j] = lanes_finish(_mm256_load_ps(acc[j][mm]));
       }
     }
   }
