@@ -19,7 +19,7 @@
 // R * M f32 accumulators in the 16 ymm registers: 4 x 1 (GEMV, with the L2
 // prefetch of the next tile's blocks of the VNNI kernel), 2 x 2 and 1 x 3
 // for GEMM (2048x2048, m = 256, 1 thread, loaded machine: 1 x 3 took 0.5x,
-// 2 x 2 0.7x, 1 x 4 (spills) 0.7x the storage-layout kernel's time).
+// 2 x 2 0.7x the storage-layout kernel's time; 1 x 4 no better than 1 x 3).
 #include "kernels/matmul_q8_0_repack.h"
 
 #if defined(__x86_64__)
@@ -80,6 +80,9 @@ struct Avx2 {
           CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
             const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, _mm256_sign_epi8(a[mm], w)), ones);
             sum[rr][mm] = c == 0 ? p : _mm256_add_epi32(sum[rr][mm], p);
+            // Keeps the sums as chains: GCC otherwise reassociates them into
+            // trees over all 8 chunks and spills the products to the stack.
+            __asm__("" : "+x"(sum[rr][mm]));
           }
         }
       }
