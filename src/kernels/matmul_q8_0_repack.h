@@ -20,7 +20,7 @@
 // Arithmetic (every ISA implementing it, scalar reference included): per
 // output one f32 accumulator, blocks in order,
 //   acc = fma((float)sumi_b, d_w * d_a, acc)      (d_w * d_a rounded to f32)
-// so the packed kernels agree bit for bit with each other (scalar ==
+// so the packed kernels agree bit for bit with each other (scalar == AVX2 ==
 // AVX-512 VNNI, tested) and are independent of tiling, m and threads. They
 // are NOT bit-identical to the storage-layout Q8_0 kernels (those keep 8 lanes
 // per output and sum them at the end); both are within the same bound against
@@ -46,6 +46,7 @@ void repack(const uint8_t* src, size_t src_stride, int64_t n, int64_t k, uint8_t
 // The packed gemm of each ISA (GemmFn; r0 % 8 == 0, r1 % 8 == 0).
 void gemm_packed_scalar(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1);
 #if defined(__x86_64__)
+void gemm_packed_avx2(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1);
 void gemm_packed_avx512vnni(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1);
 #endif
 

@@ -22,6 +22,7 @@
 #if defined(__x86_64__)
 
 #include "kernels/matmul_q4_0_repack.h"
+#include "kernels/matmul_q8_0_repack.h"
 #include "kernels/matmul_q_legacy.h"
 #include "kernels/matmul_tile.h"
 
@@ -97,8 +98,10 @@ struct Entries {
 
 MatmulKernel legacy_quant_kernel_avx2(format::GgmlType t) {
   MatmulKernel k = legacy_kernel_for<Entries>(t);
-  // Q4_0 weights are repacked at load into 8-row groups (matmul_q4_0_repack.h).
+  // Q4_0 and Q8_0 weights are repacked at load into 8-row groups
+  // (matmul_q4_0_repack.h, matmul_q8_0_repack.h).
   if (t == GgmlType::Q4_0) q4r::add_repacking(k, q4r::gemm_packed_avx2);
+  if (t == GgmlType::Q8_0) q8r::add_repacking(k, q8r::gemm_packed_avx2);
   return k;
 }
 

@@ -36,7 +36,8 @@
 //     lane j of a vpdpwssd / vpmaddwd has class j / 2.
 // TqAct*.corr[l] = bsums[2l] + bsums[2l+1] (subtracted from S_l).
 // GEMV (m == 1) decodes in registers with an L2 prefetch of the rows ahead;
-// GEMM decodes each weight row once into a plane-order panel. Repacked
+// GEMM decodes each weight row once into a plane-order panel (AVX2: up to
+// kTqGroup rows per panel, register tiles of up to 4 activation rows). Repacked
 // weights (TQ2_0, TQ1_0; AVX2 and AVX-512): kTqGroup rows per pass over one
 // contiguous buffer, bit-identical to the storage-layout kernels.
 #pragma once
@@ -86,7 +87,7 @@ void tq_pack_act8(const float* x, int64_t k, void* out);
 size_t tq_act16_bytes(int64_t k);
 void tq_pack_act16(const float* x, int64_t k, void* out);
 
-// Load-time repacked TQ2_0 (MatmulKernel::repack, AVX-512 kernels): groups of
+// Load-time repacked TQ2_0 (MatmulKernel::repack, AVX2 / AVX-512 kernels): groups of
 // kTqGroup rows; group layout = [f16 scales, [block sb][row j], zero-padded to
 // a multiple of 64 bytes] then [64 qs bytes of block sb of row j at
 // (sb * kTqGroup + j) * 64] — storage bytes unchanged, so every 64-byte qs

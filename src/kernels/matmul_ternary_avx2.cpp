@@ -1,15 +1,17 @@
 // AVX2 ternary matmul kernels (Isa::kAvx2): TQ1_0 / TQ2_0 / I2_S weights x
 // Q8_K activations, bit-identical to Isa::kScalar (matmul_ternary.h).
 //   TQ2_0 / I2_S: TqAct8 plane-order activations; per 256 elements two 32-byte
-//   loads, plane n of half h = (x_h >> shift_n) & 3 (TQ2_0 2n, I2_S 6 - 2n)
-//   against activation bytes 64n + 32h; vpmaddubsw (trits u8 0..2 x s8, no
+//   code loads, plane n of half h = (x_h >> shift_n) & 3 (TQ2_0 2n, I2_S
+//   6 - 2n) against activation bytes 64n + 32h; vpmaddubsw (trits u8 x s8, no
 //   saturation), the 8 products of a block summed in int16, one vpmaddwd(1)
-//   -> int32 lane l of class l. GEMV (m == 1)
-//   decodes in registers with an L2 prefetch of the rows ahead; GEMM decodes
-//   each row once into a plane-order panel.
-//   Repacked TQ2_0 / TQ1_0 (2-bit grouped layout, matmul_ternary.h): the same
-//   planes_dot per row and block over one contiguous buffer, kTqGroup rows per
-//   pass. TQ1_0 runs on TqAct8 (repacked, or re-encoded per row when not).
+//   -> int32 lane l of class l (bounds at block_dot / tile_dot).
+//   GEMV (m == 1) decodes in registers (block_dot: 2 shifts + 8 and per 256
+//   weights); storage layout with an L2 prefetch of the rows ahead.
+//   GEMM (m > 1) decodes up to kTqGroup rows once into a panel and runs
+//   register tiles of up to 4 activation rows over it (gemm_panels).
+//   Repacked TQ2_0 / TQ1_0 (2-bit grouped layout, matmul_ternary.h): GEMV
+//   kTqGroup rows per pass over one contiguous buffer, GEMM the same panels.
+//   TQ1_0 runs on TqAct8 (repacked, or re-encoded per block when not).
 //   TQ1_0 with CHIMERA_TQ1_2BIT=0: block_q8_K activations, each weight row
 //   decoded once per call into natural-order trits (shared scalar decoder),
 //   8 chunks of 32 per block.
@@ -25,6 +27,7 @@
 #include <cstring>
 
 #include "kernels/matmul_kquant.h"
+#include "kernels/matmul_tile.h"
 
 #define CHIMERA_T_AVX2 __attribute__((target("avx2,fma,f16c")))
 
@@ -35,117 +38,227 @@ using format::GgmlType;
 namespace q = chimera::quant;
 
 // ---- TQ2_0 / I2_S on plane-order activations.
-// The eight vpmaddubsw results of a block are summed in int16 before one
-// vpmaddwd: each int16 lane is t0*a0 + t1*a1 with t in 0..2 and |a| <= 128,
-// so |lane| <= 512 and eight of them stay within 4096 — exact, and the int16
-// lanes keep their lane class, so the int32 S_l are the same. One vpmaddwd and
-// one 32-bit add per block instead of eight each (the GEMV is compute-bound
-// on AVX2: 2 vector ports, no VNNI).
+// Chunk c = 2n + h (0..7) of a block is plane n of code half h (bytes 32h..32h+31
+// of the 64 qs bytes): trits (x_h >> shift_n) & 3, shift_n = 2n (TQ2_0) or
+// 6 - 2n (I2_S); its activations are TqAct8 bytes 32c..32c+31 (chunk n, half
+// h). vpmaddubsw(trits u8 0..3, activations s8 |a| <= 128) leaves int16 lanes
+// t0*a0 + t1*a1 (|.| <= 2*3*128 = 768) of the lane class of their bytes, and
+// vpmaddwd(1) sums each 4-byte group into int32 lane l of class l (matmul_ternary.h),
+// so any exact int16 sum of a block's products gives the same int32 S_l.
+
+// Activation chunk c = 2n + h of a block.
+CHIMERA_T_AVX2 inline __m256i act_chunk(const TqAct8& a, int c) {
+  return _mm256_load_si256((const __m256i*)(a.qs + 32 * c));
+}
+
+// S_l (before the correction) of one block, decoded in registers (GEMV).
+// Unpack without most shifts: with y_h = x_h >> 4 (16-bit shift; the 0x03 /
+// 0x0C masks keep each byte's own bits), the four planes of a half are
+// x&3, x&0x0C, y&3, y&0x0C; the 0x0C ones are 4t, not t. Their products are
+// summed apart: s1 = 4 products of t (|lane| <= 4*768 = 3072), s4 = 4
+// products of 4t (|lane| <= 4*4*768 = 12288 < 2^15, and a multiple of 4, so
+// the arithmetic shift s4 >> 2 is the exact quotient); s1 + (s4 >> 2) is the
+// exact int16 sum of the block's 8 products (|.| <= 6144). Per 64 weights
+// 1 shift + 4 and + 4 vpmaddubsw instead of 3 + 4 + 4.
 template <bool kI2s>
-CHIMERA_T_AVX2 inline __m256i planes_dot(const uint8_t* blk, const TqAct8& a) {
-  const __m256i mask = _mm256_set1_epi8(3);
-  const __m256i x0 = _mm256_loadu_si256((const __m256i*)blk);
-  const __m256i x1 = _mm256_loadu_si256((const __m256i*)(blk + 32));
-  __m256i s = _mm256_setzero_si256();
-  for (int n = 0; n < 4; ++n) {
-    const int sh = kI2s ? 6 - 2 * n : 2 * n;
-    const __m256i t0 = _mm256_and_si256(sh ? _mm256_srli_epi16(x0, sh) : x0, mask);
-    const __m256i t1 = _mm256_and_si256(sh ? _mm256_srli_epi16(x1, sh) : x1, mask);
-    const __m256i y0 = _mm256_load_si256((const __m256i*)(a.qs + 64 * n));
-    const __m256i y1 = _mm256_load_si256((const __m256i*)(a.qs + 64 * n + 32));
-    s = _mm256_add_epi16(s, _mm256_maddubs_epi16(t0, y0));
-    s = _mm256_add_epi16(s, _mm256_maddubs_epi16(t1, y1));
+CHIMERA_T_AVX2 inline __m256i block_dot(const uint8_t* blk, const TqAct8& a) {
+  const __m256i m3 = _mm256_set1_epi8(3);
+  const __m256i mc = _mm256_set1_epi8(0x0C);
+  // The planes at bits 0-1, 2-3, 4-5, 6-7 of a byte.
+  constexpr int p0 = kI2s ? 3 : 0, p1 = kI2s ? 2 : 1, p2 = kI2s ? 1 : 2, p3 = kI2s ? 0 : 3;
+  __m256i s1 = _mm256_setzero_si256(), s4 = _mm256_setzero_si256();
+  CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
+    const __m256i x = _mm256_loadu_si256((const __m256i*)(blk + 32 * h));
+    const __m256i y = _mm256_srli_epi16(x, 4);
+    s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(_mm256_and_si256(x, m3), act_chunk(a, 2 * p0 + h)));
+    s4 = _mm256_add_epi16(s4, _mm256_maddubs_epi16(_mm256_and_si256(x, mc), act_chunk(a, 2 * p1 + h)));
+    s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(_mm256_and_si256(y, m3), act_chunk(a, 2 * p2 + h)));
+    s4 = _mm256_add_epi16(s4, _mm256_maddubs_epi16(_mm256_and_si256(y, mc), act_chunk(a, 2 * p3 + h)));
   }
-  return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+  return _mm256_madd_epi16(_mm256_add_epi16(s1, _mm256_srai_epi16(s4, 2)), _mm256_set1_epi16(1));
 }
 
-CHIMERA_T_AVX2 inline __m256 plane_update(__m256i s, const TqAct8& a, float d, __m256 acc) {
+// acc = fma(a.d * d, (float)(S_l - corr_l), acc) (the product rounded first,
+// as in the scalar kernel).
+CHIMERA_T_AVX2 inline __m256 block_update(__m256i s, const TqAct8& a, __m256 d, __m256 acc) {
   s = _mm256_sub_epi32(s, _mm256_load_si256((const __m256i*)a.corr));
-  return _mm256_fmadd_ps(_mm256_set1_ps(a.d * d), _mm256_cvtepi32_ps(s), acc);
+  return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
 }
 
+// detail::tq_finish in registers: v = (l0+l4, l1+l5, l2+l6, l3+l7), then
+// (v0 + v2) + (v1 + v3) — the same additions in the same order.
 CHIMERA_T_AVX2 inline float lanes_finish(__m256 acc) {
-  alignas(32) float l[8];
-  _mm256_store_ps(l, acc);
-  return detail::tq_finish(l);
+  const __m128 v = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  const __m128 w = _mm_add_ps(v, _mm_movehl_ps(v, v));
+  return _mm_cvtss_f32(_mm_add_ss(w, _mm_shuffle_ps(w, w, 1)));
 }
 
-// One weight row's blocks as 64-byte code units (TQ2_0 qs order, or I2_S as
-// stored) and their block scales; per thread, grown on demand.
-struct RowPanel {
-  std::vector<uint8_t> qs;
-  std::vector<float> dd;
-  uint8_t* block(int64_t sb) { return &qs[(size_t)sb * 64]; }
+CHIMERA_T_AVX2 inline float f16_bits(uint16_t h) { return _cvtsh_ss(h); }
+
+// Storage-layout GEMV (m == 1): one row at a time, with an L2 prefetch >= 4 KiB ahead.
+template <bool kI2s>
+CHIMERA_T_AVX2 void gemv_storage(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i) {
+  constexpr size_t kBytes = kI2s ? 64 : sizeof(q::block_tq2_0);
+  const int64_t nsb = g.k / q::kQK_K;
+  float ts = 0.f;
+  if (kI2s) std::memcpy(&ts, g.w_tail, sizeof(ts));
+  const auto* act = reinterpret_cast<const TqAct8*>(g.a + (size_t)i * g.a_stride);
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* w = g.w + (size_t)r * g.w_stride;
+    const uint8_t* pf = w + std::max<size_t>(2, (4096 + g.w_stride - 1) / g.w_stride) * g.w_stride;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      const uint8_t* blk = w + (size_t)sb * kBytes;
+      _mm_prefetch((const char*)(pf + (size_t)sb * kBytes), _MM_HINT_T1);
+      float d = ts;
+      if (!kI2s) {
+        uint16_t h;
+        std::memcpy(&h, blk + 64, 2);
+        d = f16_bits(h);
+      }
+      acc = block_update(block_dot<kI2s>(blk, act[sb]), act[sb], _mm256_set1_ps(act[sb].d * d), acc);
+    }
+    _mm_prefetch((const char*)(pf + (size_t)nsb * kBytes - 1), _MM_HINT_T1);
+    g.y[i * g.ldy + r] = lanes_finish(acc);
+  }
+}
+
+// ---- GEMM (m > 1): decoded panels x register tiles.
+// Up to kTqGroup weight rows are decoded once into a panel (per row and
+// block the 8 trit chunks in activation order and the block scale), then
+// every tile of up to kActs activation rows runs over it: per chunk one panel
+// load feeds kActs vpmaddubsw whose activation operand comes from memory, the
+// 8 products of a block are summed in int16 (|lane| <= 8*768 = 6144), then
+// one vpmaddwd, the correction, convert and fma per (row, activation row,
+// block): 19 vector ops per 256 weights x 1 activation row instead of 34
+// with the decode repeated per activation row. Blocking: activation rows in
+// L2-sized blocks (detail::act_block_rows), within a tile the blocks in
+// chunks of kKc (activation tile + panel chunk ~ 23 KiB, L1-resident while
+// the panel's rows reuse them); the f32 accumulators of a tile stay in a
+// small buffer between chunks, so each output still sees its blocks in order
+// with the same operations (bit-identical to the GEMV and the scalar kernel).
+// Measured (1 thread, m = 64, loaded 2-vCPU SPR, docs/PERFORMANCE.md session
+// 10): 1.34-1.48x faster than the per-activation-row decode.
+constexpr int kActs = 4;
+constexpr int64_t kKc = 10;
+
+struct alignas(32) Chunk32 {
+  uint8_t b[32];
 };
 
-inline RowPanel& row_panel(int64_t nsb) {
-  thread_local RowPanel p;
-  if (p.dd.size() < (size_t)nsb) {
-    p.qs.resize((size_t)nsb * 64);
-    p.dd.resize((size_t)nsb);
+struct Panel {
+  std::vector<Chunk32> t;  // [row][block][8]
+  std::vector<float> dd;   // [row][block]
+};
+
+inline Panel& panel(int64_t nsb) {
+  thread_local Panel p;
+  if (p.dd.size() < (size_t)(kTqGroup * nsb)) {
+    p.t.resize((size_t)(kTqGroup * nsb * 8));
+    p.dd.resize((size_t)(kTqGroup * nsb));
   }
   return p;
 }
 
-// y[i][r] for every activation row i in [i0, i1) from row r's panel; the
-// decode stays in registers (two shifts per 64 elements are cheaper than
-// reloading decoded planes).
+// The 8 trit chunks of one block's 64 code bytes.
 template <bool kI2s>
-CHIMERA_T_AVX2 void panel_rows(RowPanel& pr, const GemmArgs& g, int64_t nsb, int64_t i0, int64_t i1, int64_t r) {
-  for (int64_t i = i0; i < i1; ++i) {
-    const auto* act = reinterpret_cast<const TqAct8*>(g.a + (size_t)i * g.a_stride);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t sb = 0; sb < nsb; ++sb)
-      acc = plane_update(planes_dot<kI2s>(pr.block(sb), act[sb]), act[sb], pr.dd[(size_t)sb], acc);
-    g.y[i * g.ldy + r] = lanes_finish(acc);
+CHIMERA_T_AVX2 inline void decode_block(const uint8_t* blk, Chunk32* out) {
+  const __m256i m3 = _mm256_set1_epi8(3);
+  CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
+    const __m256i x = _mm256_loadu_si256((const __m256i*)(blk + 32 * h));
+    CHIMERA_UNROLL for (int n = 0; n < 4; ++n) {
+      const int sh = kI2s ? 6 - 2 * n : 2 * n;
+      _mm256_store_si256((__m256i*)out[2 * n + h].b, _mm256_and_si256(sh ? _mm256_srli_epi16(x, sh) : x, m3));
+    }
+  }
+}
+
+// acc[mm][.] += the blocks [0, nb) of one panel row (t, dd) x act[mm].
+template <int M>
+CHIMERA_T_AVX2 void tile_dot(const Chunk32* t, const float* dd, const TqAct8* const* act, int64_t nb,
+                             float (*acc)[8]) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 f[M];
+  CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) f[mm] = _mm256_load_ps(acc[mm]);
+  for (int64_t sb = 0; sb < nb; ++sb) {
+    __m256i s[M];
+    CHIMERA_UNROLL for (int c = 0; c < 8; ++c) {
+      const __m256i w = _mm256_load_si256((const __m256i*)t[sb * 8 + c].b);
+      CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
+        const __m256i p = _mm256_maddubs_epi16(w, act_chunk(act[mm][sb], c));
+        s[mm] = c == 0 ? p : _mm256_add_epi16(s[mm], p);
+        // Keeps the sums as chains: GCC otherwise reassociates them into
+        // trees over all 8 x M products and spills them to the stack.
+        __asm__("" : "+x"(s[mm]));
+      }
+    }
+    const __m256 dw = _mm256_broadcast_ss(dd + sb);
+    CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
+      const __m256 d = _mm256_mul_ps(_mm256_broadcast_ss(&act[mm][sb].d), dw);
+      f[mm] = block_update(_mm256_madd_epi16(s[mm], ones), act[mm][sb], d, f[mm]);
+    }
+  }
+  CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) _mm256_store_ps(acc[mm], f[mm]);
+}
+
+using TileDotFn = void (*)(const Chunk32*, const float*, const TqAct8* const*, int64_t, float (*)[8]);
+constexpr TileDotFn kTileDot[kActs] = {tile_dot<1>, tile_dot<2>, tile_dot<3>, tile_dot<4>};
+
+// y[i][r] for rows [r0, r1) x activation rows [i0, i1); fill(r, nr, p)
+// decodes rows r..r+nr-1 (nr <= kTqGroup) into panel rows 0..nr-1.
+template <class Fill>
+CHIMERA_T_AVX2 void gemm_panels(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1, Fill fill) {
+  const int64_t nsb = g.k / q::kQK_K;
+  Panel& p = panel(nsb);
+  const int64_t ib_rows = detail::act_block_rows(g.a_stride, kActs);
+  alignas(32) float acc[kTqGroup][kActs][8];
+  for (int64_t ib = i0; ib < i1; ib += ib_rows) {
+    const int64_t ie = std::min(i1, ib + ib_rows);
+    for (int64_t r = r0; r < r1; r += kTqGroup) {
+      const int nr = (int)std::min<int64_t>(kTqGroup, r1 - r);
+      fill(r, nr, p);
+      for (int64_t i = ib; i < ie; i += kActs) {
+        const int m = (int)std::min<int64_t>(kActs, ie - i);
+        const TqAct8* act[kActs];
+        for (int mm = 0; mm < m; ++mm) act[mm] = reinterpret_cast<const TqAct8*>(g.a + (size_t)(i + mm) * g.a_stride);
+        std::memset(acc, 0, sizeof(acc));
+        for (int64_t kc = 0; kc < nsb; kc += kKc) {
+          const int64_t nb = std::min(kKc, nsb - kc);
+          const TqAct8* ak[kActs];
+          for (int mm = 0; mm < m; ++mm) ak[mm] = act[mm] + kc;
+          for (int j = 0; j < nr; ++j)
+            kTileDot[m - 1](&p.t[(size_t)((j * nsb + kc) * 8)], &p.dd[(size_t)(j * nsb + kc)], ak, nb, acc[j]);
+        }
+        for (int mm = 0; mm < m; ++mm)
+          for (int j = 0; j < nr; ++j) g.y[(i + mm) * g.ldy + r + j] = lanes_finish(_mm256_load_ps(acc[j][mm]));
+      }
+    }
   }
 }
 
 template <bool kI2s>
 CHIMERA_T_AVX2 void gemm_planes(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+  if (i1 - i0 == 1) return gemv_storage<kI2s>(g, r0, r1, i0);
   constexpr size_t kBytes = kI2s ? 64 : sizeof(q::block_tq2_0);
   const int64_t nsb = g.k / q::kQK_K;
   float ts = 0.f;
   if (kI2s) std::memcpy(&ts, g.w_tail, sizeof(ts));
-  if (i1 - i0 == 1) {
-    const auto* act = reinterpret_cast<const TqAct8*>(g.a + (size_t)i0 * g.a_stride);
-    for (int64_t r = r0; r < r1; ++r) {
-      const uint8_t* w = g.w + (size_t)r * g.w_stride;
-      const uint8_t* pf = w + std::max<size_t>(2, (4096 + g.w_stride - 1) / g.w_stride) * g.w_stride;  // >= 4 KiB ahead
-      __m256 acc = _mm256_setzero_ps();
+  gemm_panels(g, r0, r1, i0, i1, [&g, nsb, ts](int64_t r, int nr, Panel& p) {
+    for (int j = 0; j < nr; ++j) {
+      const uint8_t* w = g.w + (size_t)(r + j) * g.w_stride;
       for (int64_t sb = 0; sb < nsb; ++sb) {
         const uint8_t* blk = w + (size_t)sb * kBytes;
-        _mm_prefetch((const char*)(pf + (size_t)sb * kBytes), _MM_HINT_T1);
+        decode_block<kI2s>(blk, &p.t[(size_t)((j * nsb + sb) * 8)]);
         float d = ts;
         if (!kI2s) {
           uint16_t h;
           std::memcpy(&h, blk + 64, 2);
-          d = _cvtsh_ss(h);
+          d = f16_bits(h);
         }
-        acc = plane_update(planes_dot<kI2s>(blk, act[sb]), act[sb], d, acc);
-      }
-      _mm_prefetch((const char*)(pf + (size_t)nsb * kBytes - 1), _MM_HINT_T1);
-      g.y[i0 * g.ldy + r] = lanes_finish(acc);
-    }
-    return;
-  }
-  // Panel: the row's blocks copied to 64-byte units so every activation row
-  // reuses one contiguous copy.
-  RowPanel& pr = row_panel(nsb);
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* w = g.w + (size_t)r * g.w_stride;
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-      std::memcpy(pr.block(sb), w + (size_t)sb * kBytes, 64);
-      if (kI2s) {
-        pr.dd[(size_t)sb] = ts;
-      } else {
-        uint16_t h;
-        std::memcpy(&h, w + (size_t)sb * kBytes + 64, 2);
-        pr.dd[(size_t)sb] = _cvtsh_ss(h);
+        p.dd[(size_t)(j * nsb + sb)] = d;
       }
     }
-    panel_rows<kI2s>(pr, g, nsb, i0, i1, r);
-  }
+  });
 }
 
 // ---- TQ1_0 on block_q8_K activations.
@@ -173,43 +286,71 @@ CHIMERA_T_AVX2 float dot_avx2(const TqDecoded* w, const float* wd, const uint8_t
 }
 
 // ---- Repacked TQ2_0 / TQ1_0 (2-bit grouped layout, matmul_ternary.h) and
-// TQ1_0 on TqAct8 in storage layout. Same planes_dot / plane_update per row
-// and block as gemm_planes: bit-identical to it and to Isa::kScalar.
-CHIMERA_T_AVX2 inline float f16_bits(uint16_t h) { return _cvtsh_ss(h); }
+// TQ1_0 on TqAct8 in storage layout: the same block_dot / tile_dot
+// arithmetic as gemm_planes, bit-identical to it and to Isa::kScalar.
 
-CHIMERA_T_AVX2 void gemm_packed(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+// GEMV: one pass per group of kTqGroup rows over one contiguous buffer (the
+// hardware prefetcher keeps up; no software prefetch). The group's block
+// scales are converted and multiplied by the activation scale with one
+// vector op each, then broadcast per row.
+CHIMERA_T_AVX2 void gemv_packed(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i) {
   constexpr int G = kTqGroup;
+  static_assert(G == 4);
   const int64_t nsb = g.k / q::kQK_K;
+  const auto* act = reinterpret_cast<const TqAct8*>(g.a + (size_t)i * g.a_stride);
   const size_t sc_bytes = tq_packed_scale_bytes(g.k);
   const size_t group_bytes = (size_t)G * g.w_stride;
   for (int64_t r = r0; r < r1; r += G) {
     const uint8_t* grp = g.w + (size_t)(r / G) * group_bytes;
     const auto* sc = reinterpret_cast<const uint16_t*>(grp);
     const uint8_t* qs = grp + sc_bytes;
-    for (int64_t i = i0; i < i1; ++i) {
-      const auto* act = reinterpret_cast<const TqAct8*>(g.a + (size_t)i * g.a_stride);
-      __m256 acc[G];
-      for (int j = 0; j < G; ++j) acc[j] = _mm256_setzero_ps();
-      for (int64_t sb = 0; sb < nsb; ++sb) {
-        for (int j = 0; j < G; ++j) {
-          acc[j] = plane_update(planes_dot<false>(qs + (size_t)(sb * G + j) * 64, act[sb]), act[sb],
-                                f16_bits(sc[sb * G + j]), acc[j]);
-        }
+    __m256 acc[G];
+    CHIMERA_UNROLL for (int j = 0; j < G; ++j) acc[j] = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      const TqAct8& a = act[sb];
+      const __m128 d4 = _mm_mul_ps(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i*)(sc + sb * G))), _mm_set1_ps(a.d));
+      const __m256 d8 = _mm256_castps128_ps256(d4);
+      CHIMERA_UNROLL for (int j = 0; j < G; ++j) {
+        const __m256 d = _mm256_permutevar8x32_ps(d8, _mm256_set1_epi32(j));
+        acc[j] = block_update(block_dot<false>(qs + (size_t)(sb * G + j) * 64, a), a, d, acc[j]);
       }
-      for (int j = 0; j < G; ++j) g.y[i * g.ldy + r + j] = lanes_finish(acc[j]);
     }
+    CHIMERA_UNROLL for (int j = 0; j < G; ++j) g.y[i * g.ldy + r + j] = lanes_finish(acc[j]);
   }
 }
 
+CHIMERA_T_AVX2 void gemm_packed(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+  if (i1 - i0 == 1) return gemv_packed(g, r0, r1, i0);
+  constexpr int G = kTqGroup;
+  const int64_t nsb = g.k / q::kQK_K;
+  const size_t sc_bytes = tq_packed_scale_bytes(g.k);
+  const size_t group_bytes = (size_t)G * g.w_stride;
+  gemm_panels(g, r0, r1, i0, i1, [&g, nsb, sc_bytes, group_bytes](int64_t r, int nr, Panel& p) {
+    const uint8_t* grp = g.w + (size_t)(r / G) * group_bytes;
+    const auto* sc = reinterpret_cast<const uint16_t*>(grp);
+    for (int j = 0; j < nr; ++j) {
+      for (int64_t sb = 0; sb < nsb; ++sb) {
+        decode_block<false>(grp + sc_bytes + (size_t)(sb * G + j) * 64, &p.t[(size_t)((j * nsb + sb) * 8)]);
+        p.dd[(size_t)(j * nsb + sb)] = f16_bits(sc[sb * G + j]);
+      }
+    }
+  });
+}
+
+// Rows left in storage layout (CHIMERA_REPACK=0, or a row count not a
+// multiple of kTqGroup): re-encoded block by block with the scalar decoder.
 CHIMERA_T_AVX2 void gemm_tq1_act8(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
   const int64_t nsb = g.k / q::kQK_K;
-  RowPanel& pr = row_panel(nsb);
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* w = g.w + (size_t)r * g.w_stride;
-    for (int64_t sb = 0; sb < nsb; ++sb)
-      pr.dd[(size_t)sb] = f16_bits(tq1_0_to_tq2_qs(w + (size_t)sb * sizeof(q::block_tq1_0), pr.block(sb)));
-    panel_rows<false>(pr, g, nsb, i0, i1, r);
-  }
+  gemm_panels(g, r0, r1, i0, i1, [&g, nsb](int64_t r, int nr, Panel& p) {
+    for (int j = 0; j < nr; ++j) {
+      const uint8_t* w = g.w + (size_t)(r + j) * g.w_stride;
+      for (int64_t sb = 0; sb < nsb; ++sb) {
+        alignas(32) uint8_t qs[64];
+        p.dd[(size_t)(j * nsb + sb)] = f16_bits(tq1_0_to_tq2_qs(w + (size_t)sb * sizeof(q::block_tq1_0), qs));
+        decode_block<false>(qs, &p.t[(size_t)((j * nsb + sb) * 8)]);
+      }
+    }
+  });
 }
 
 }  // namespace

@@ -5,7 +5,10 @@
 //   - on every ISA, matmul through a view packed by PackedWeights gives the
 //     same bits as the storage-layout view and as the scalar kernel, for row
 //     counts that are multiples of the group (odd group counts), m = 1..9
-//     (GEMV and GEMM paths) and 1-3 threads.
+//     (GEMV and every GEMM tile width), k up to 27 blocks (the AVX2 GEMM's
+//     block chunks) and 1-3 threads;
+//   - the same for m = 50 at k = 6912 (two AVX2 activation blocks) and a
+//     row count that is not a multiple of the group (storage-layout panels).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -96,7 +99,7 @@ TEST(TernaryRepack, PackedMatchesStorageLayoutOnEveryIsa) {
   ThreadPool* pools[] = {nullptr, &p2, &p3};
   int packed_cases = 0;
   for (GgmlType type : {GgmlType::TQ2_0, GgmlType::TQ1_0})
-  for (int64_t k : {256, 768, 2560}) {
+  for (int64_t k : {256, 768, 2560, 6912}) {
     for (int64_t rows : {(int64_t)kTqGroup, 3 * (int64_t)kTqGroup, 5 * (int64_t)kTqGroup + 64}) {
       std::vector<uint8_t> w, w1;
       if (type == GgmlType::TQ2_0) {
@@ -146,6 +149,49 @@ TEST(TernaryRepack, PackedMatchesStorageLayoutOnEveryIsa) {
     if (isa == Isa::kAvx512Vnni) {
       EXPECT_GT(packed_cases, 0);
     }
+}
+
+TEST(TernaryRepack, LargeBatchAcrossActivationBlocksMatchesScalar) {
+  ThreadPool p2(2);
+  const int64_t k = 6912, m = 50;
+  for (GgmlType type : {GgmlType::TQ2_0, GgmlType::TQ1_0}) {
+    for (int64_t rows : {3 * (int64_t)kTqGroup, 3 * (int64_t)kTqGroup + 2}) {
+      std::vector<uint8_t> w, w1;
+      if (type == GgmlType::TQ2_0) {
+        w = random_tq2_rows(rows, k, (uint32_t)(rows + 11));
+      } else {
+        ternary_rows(rows, k, (uint32_t)(rows + 11), &w1, &w);
+      }
+      const size_t rb = format::ggml_row_size(type, k);
+      std::mt19937 rng((uint32_t)rows);
+      std::normal_distribution<float> nd(0.f, 1.f);
+      std::vector<float> x((size_t)(m * k));
+      for (float& v : x) v = nd(rng);
+      const WeightView plain{type, w.data(), rows, k, rb};
+      std::vector<float> ref((size_t)(m * rows));
+      {
+        ScopedIsa scoped(Isa::kScalar);
+        matmul(plain, x.data(), m, k, ref.data(), rows, nullptr);
+      }
+      for (Isa isa : available_isas()) {
+        ScopedIsa scoped(isa);
+        const std::string name = matmul_kernel(type, isa)->name;
+        std::vector<uint8_t> copy = w;
+        WeightView pv{type, copy.data(), rows, k, rb};
+        PackedWeights packs;
+        packs.pack(pv);  // rows % kTqGroup != 0 stays in storage layout
+        for (ThreadPool* pool : {(ThreadPool*)nullptr, &p2}) {
+          std::vector<float> y((size_t)(m * rows), -1.f), yp((size_t)(m * rows), -2.f);
+          matmul(plain, x.data(), m, k, y.data(), rows, pool);
+          matmul(pv, x.data(), m, k, yp.data(), rows, pool);
+          for (int64_t i = 0; i < m * rows; ++i) {
+            ASSERT_EQ(y[(size_t)i], ref[(size_t)i]) << name << " rows=" << rows << " i=" << i;
+            ASSERT_EQ(yp[(size_t)i], ref[(size_t)i]) << "packed " << name << " rows=" << rows << " i=" << i;
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
