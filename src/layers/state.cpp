@@ -87,6 +87,11 @@ struct KvCache::Block {
 
 size_t KvCache::live_bytes() { return g_live_bytes.load(std::memory_order_relaxed); }
 
+void KvCache::visit_blocks(const std::function<void(const void*, long, size_t)>& f) const {
+  for (const auto& b : blocks_)
+    if (b) f(b.get(), b.use_count(), b->bytes);
+}
+
 KvCache::KvCache(const KvSpec& spec, int64_t n_ctx, KvCacheTypes types) : spec_(spec), n_ctx_(n_ctx), types_(types) {}
 
 int64_t KvCache::n_blocks() const {
@@ -320,6 +325,20 @@ size_t SequenceState::bytes(bool full_context) const {
   size_t b = 0;
   for (const auto& l : layers_) {
     if (const auto* p = std::get_if<std::unique_ptr<KvCache>>(&l)) b += (*p)->bytes();
+    if (const auto* r = std::get_if<std::unique_ptr<RecurrentState>>(&l)) b += (*r)->bytes();
+    if (const auto* rk = std::get_if<std::unique_ptr<RingKvCache>>(&l)) b += (*rk)->bytes();
+  }
+  return b;
+}
+
+void SequenceState::visit_kv_blocks(const std::function<void(const void*, long, size_t)>& f) const {
+  for (const auto& l : layers_)
+    if (const auto* p = std::get_if<std::unique_ptr<KvCache>>(&l)) (*p)->visit_blocks(f);
+}
+
+size_t SequenceState::unshared_bytes() const {
+  size_t b = 0;
+  for (const auto& l : layers_) {
     if (const auto* r = std::get_if<std::unique_ptr<RecurrentState>>(&l)) b += (*r)->bytes();
     if (const auto* rk = std::get_if<std::unique_ptr<RingKvCache>>(&l)) b += (*rk)->bytes();
   }

@@ -39,6 +39,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <variant>
 #include <vector>
@@ -131,6 +132,9 @@ class KvCache {
   void copy_from(const KvCache& o, int64_t n_rows);
   // Bytes of KV blocks alive in this process (every cache; a shared block once).
   static size_t live_bytes();
+  // Calls f(block identity, number of caches holding it, its bytes) for every
+  // block held: lets an owner of several states count a shared block once.
+  void visit_blocks(const std::function<void(const void*, long, size_t)>& f) const;
 
  private:
   struct Block;
@@ -235,6 +239,10 @@ class SequenceState {
   // Bytes once n_tokens positions are stored (KV blocks rounded up; the
   // recurrent and ring states in full): what a sequence of that length needs.
   size_t bytes_at(int64_t n_tokens) const;
+  // bytes() split: the KV blocks one by one (KvCache::visit_blocks) and the
+  // rest (recurrent and ring states, never shared).
+  void visit_kv_blocks(const std::function<void(const void*, long, size_t)>& f) const;
+  size_t unshared_bytes() const;
 
  private:
   std::vector<LayerStateSpec> specs_;

@@ -5,6 +5,7 @@
 #include "server/prefix_cache.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 namespace chimera::server {
 namespace {
@@ -72,12 +73,10 @@ void PrefixCache::insert(const std::string& scope, std::vector<int32_t> tokens,
   }
   Entry e;
   e.scope = scope;
-  e.bytes = state->bytes();
   e.tokens = std::move(tokens);
   e.state = std::move(state);
   e.truncatable = truncatable;
   e.last_used = ++clock_;
-  bytes_ += e.bytes;
   entries_.push_back(std::move(e));
 }
 
@@ -90,14 +89,29 @@ bool PrefixCache::evict_lru() {
   return true;
 }
 
-void PrefixCache::clear() {
-  entries_.clear();
-  bytes_ = 0;
-}
+void PrefixCache::clear() { entries_.clear(); }
 
-void PrefixCache::erase(std::list<Entry>::iterator it) {
-  bytes_ -= it->bytes;
-  entries_.erase(it);
+void PrefixCache::erase(std::list<Entry>::iterator it) { entries_.erase(it); }
+
+size_t PrefixCache::bytes() const {
+  struct Held {
+    long by_entries = 0, holders = 0;
+    size_t bytes = 0;
+  };
+  std::unordered_map<const void*, Held> blocks;
+  size_t b = 0;
+  for (const Entry& e : entries_) {
+    b += e.state->unshared_bytes();
+    e.state->visit_kv_blocks([&](const void* id, long holders, size_t bytes) {
+      Held& h = blocks[id];
+      ++h.by_entries;
+      h.holders = holders;
+      h.bytes = bytes;
+    });
+  }
+  for (const auto& [id, h] : blocks)
+    if (h.by_entries >= h.holders) b += h.bytes;
+  return b;
 }
 
 }  // namespace chimera::server

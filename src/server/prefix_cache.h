@@ -10,9 +10,14 @@
 //    per-position history, so the entry is usable only as a whole, when its
 //    tokens are a prefix of the request. The engine stores such checkpoints at
 //    turn boundaries and every N prompt tokens.
-// Entries are compact: a snapshot's n_ctx equals the tokens it holds, so its
-// bytes() is what it really costs. Memory is bounded by the owner (the engine
-// evicts least-recently-used entries against its budget).
+// Entries are compact: a snapshot's n_ctx equals the tokens it holds. Their
+// KV blocks are shared (copy on write) with the states they were taken from,
+// with states restored from them and with each other, so bytes() counts what
+// the cache alone keeps alive: each block held only by entries once, plus
+// the entries' recurrent states; a block a live sequence also holds is that
+// sequence's (the engine budgets it through the sequence's reservation).
+// Memory is bounded by the owner (the engine evicts least-recently-used
+// entries against its budget).
 // Every entry belongs to a scope (an opaque string; the server's API key +
 // cache_salt partition): lookups, coverage and de-duplication only ever see
 // entries of the caller's scope; eviction is global LRU.
@@ -50,7 +55,10 @@ class PrefixCache {
   // Drops the least recently used entry; false when empty.
   bool evict_lru();
   void clear();
-  size_t bytes() const { return bytes_; }
+  // Bytes kept alive only by the cache (see above): a block counts when every
+  // holder of it is an entry. Recomputed on each call (a walk over the
+  // entries' block tables), since sharing changes as sequences end.
+  size_t bytes() const;
   size_t entries() const { return entries_.size(); }
 
  private:
@@ -59,13 +67,11 @@ class PrefixCache {
     std::vector<int32_t> tokens;
     std::unique_ptr<layers::SequenceState> state;
     bool truncatable = true;
-    size_t bytes = 0;
     uint64_t last_used = 0;
   };
   void erase(std::list<Entry>::iterator it);
 
   std::list<Entry> entries_;
-  size_t bytes_ = 0;
   uint64_t clock_ = 0;
 };
 

@@ -119,5 +119,38 @@ TEST(PrefixCache, EvictsLeastRecentlyUsed) {
   EXPECT_EQ(c.bytes(), 0u);
 }
 
+// bytes() is what the cache alone keeps alive: a block also held by a live
+// sequence is that sequence's, blocks shared between entries count once, and
+// a block counts again as soon as the sequence sharing it lets go.
+TEST(PrefixCache, BytesCountBlocksHeldOnlyByTheCacheOnce) {
+  const std::vector<int32_t> toks(100, 7);  // two 64-row blocks per KV layer
+  auto live = kv_state(toks);
+  const size_t full = live->bytes();
+  ASSERT_GT(full, 0u);
+  PrefixCache c;
+  c.insert("", toks, live->snapshot());
+  EXPECT_EQ(c.bytes(), 0u) << "every block is shared with the live sequence";
+  // A second entry (another scope) sharing the same blocks adds nothing.
+  c.insert("other", toks, live->snapshot());
+  EXPECT_EQ(c.entries(), 2u);
+  EXPECT_EQ(c.bytes(), 0u);
+  // The sequence writes into its last block (copy on write): that block's
+  // old version is now the cache's alone.
+  float row[4] = {1, 2, 3, 4};
+  live->kv(0)->store(99, 1, row, 4, row, 4);
+  const size_t one_block = live->kv(0)->row_bytes() * layers::KvCache::kBlockRows;
+  EXPECT_EQ(c.bytes(), one_block);
+  // The sequence ends: every block is held by the two entries only, once.
+  live->reset();
+  EXPECT_EQ(c.bytes(), full);
+  ASSERT_TRUE(c.evict_lru());
+  EXPECT_EQ(c.bytes(), full);
+  ASSERT_TRUE(c.evict_lru());
+  EXPECT_EQ(c.bytes(), 0u);
+  // Recurrent states are never shared: counted in full per entry.
+  c.insert("", {1, 2, 3}, hybrid_state({1, 2, 3}));
+  EXPECT_EQ(c.bytes(), hybrid_state({1, 2, 3})->bytes());
+}
+
 }  // namespace
 }  // namespace chimera::server
