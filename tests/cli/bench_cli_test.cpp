@@ -60,8 +60,14 @@ TEST(BenchCli, TakesTheRepackCacheAndKvCacheOptions) {
   const json j = bench_json(model, "-p 8 -n 4 --no-repack-cache --cache-type-k q8_0 --cache-type-v f16");
   EXPECT_GT(j["decode_tok_s"].get<double>(), 0);
   EXPECT_FALSE(std::filesystem::exists(model + ".chimera-cache"));
-  const test::SplitResult bad = test::run_chimera_split("bench -m " + test::shell_quote(shared + "/golden/models/tiny-bitnet-TQ2_0.gguf") +
-                                            " -p 8 -n 4 -r 1 --no-probe --cache-type-k f16");
+  // The llama2.c BitNet's reference-order attention reads only f32 caches.
+  const std::string l2c = (dir / "bitnet-1M.gguf").string(), src = shared + "/models/bitnet-llama2c";
+  ASSERT_EQ(test::run_chimera_split("convert --from bitnet-llama2c " + test::shell_quote(src + "/bitnet-1M.bin") +
+                                    " --vocab " + test::shell_quote(src + "/tok512.bin") + " -o " + test::shell_quote(l2c))
+                .exit_code,
+            0);
+  const test::SplitResult bad =
+      test::run_chimera_split("bench -m " + test::shell_quote(l2c) + " -p 8 -n 4 -r 1 --no-probe --cache-type-k f16");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("--cache-type-k"), std::string::npos) << bad.err;
   const test::SplitResult typo = test::run_chimera_split("bench -m " + test::shell_quote(model) + " -p 8 -n 4 --cache-type-v q4");

@@ -179,8 +179,15 @@ TEST(CliCoverage, KvCacheTypeFlags) {
   const SplitResult bad = run_chimera_split("run -m " + m + " -p hi -n 1 --cache-type-k q4_0");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("--cache-type-k"), std::string::npos) << bad.err;
-  const SplitResult f32_only = run_chimera_split("run -m " + shell_quote(shared + "/golden/models/tiny-bitnet-TQ2_0.gguf") +
-                                                 " -p hi -n 1 --cache-type-v f16");
+  // The llama2.c BitNet's reference-order attention reads only f32 caches.
+  const std::string dir = shared + "/models/bitnet-llama2c";
+  const std::string l2c = temp_path("kv-refuse-bitnet-1M.gguf");
+  ASSERT_EQ(run_chimera_split("convert --from bitnet-llama2c " + shell_quote(dir + "/bitnet-1M.bin") + " --vocab " +
+                              shell_quote(dir + "/tok512.bin") + " -o " + shell_quote(l2c))
+                .exit_code,
+            0);
+  const SplitResult f32_only = run_chimera_split("run -m " + shell_quote(l2c) + " -p hi -n 1 --cache-type-v f16");
+  std::filesystem::remove(l2c);
   EXPECT_NE(f32_only.exit_code, 0);
   EXPECT_NE(f32_only.err.find("--cache-type-k/--cache-type-v: bitnet"), std::string::npos) << f32_only.err;
 }

@@ -213,9 +213,17 @@ TEST(Context, KvTypesApplyOnlyToTheContextsOwnStates) {
   EXPECT_EQ(0, std::memcmp(got_plain.data(), want.data(), want.size() * sizeof(float)));
   EXPECT_NE(0, std::memcmp(got_typed.data(), want.data(), want.size() * sizeof(float)));
 
-  // A refused type (bitnet's attention reads only f32 caches) changes nothing.
-  auto bn = load(shared, "tiny-bitnet-TQ2_0");
-  ASSERT_TRUE(bn);
+  // A refused type changes nothing: the llama2.c BitNet's reference-order
+  // attention reads only f32 caches.
+  const std::string dir = shared + "/models/bitnet-llama2c";
+  const std::string path = temp_path("context-kv-bitnet-1M.gguf");
+  format::bitnet_llama2c::ConvertOptions opts;
+  opts.name = "bitnet-1M";
+  ASSERT_TRUE(format::bitnet_llama2c::convert(dir + "/bitnet-1M.bin", dir + "/tok512.bin", path, opts).is_ok());
+  auto loaded = models::load_model(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(loaded.is_ok()) << loaded.status().message();
+  std::unique_ptr<models::Model> bn = std::move(loaded).value();
   models::Context bc = bn->new_context();
   const Status r = bc.set_kv_types(f16);
   EXPECT_EQ(r.code(), StatusCode::kUnsupported);

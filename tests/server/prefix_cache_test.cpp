@@ -138,7 +138,8 @@ TEST(PrefixCache, BytesCountBlocksHeldOnlyByTheCacheOnce) {
   // old version is now the cache's alone.
   float row[4] = {1, 2, 3, 4};
   live->kv(0)->store(99, 1, row, 4, row, 4);
-  const size_t one_block = live->kv(0)->row_bytes() * layers::KvCache::kBlockRows;
+  // (The last block of a 100-position context holds rows 64..99 only.)
+  const size_t one_block = live->kv(0)->row_bytes() * (100 - layers::KvCache::kBlockRows);
   EXPECT_EQ(c.bytes(), one_block);
   // The sequence ends: every block is held by the two entries only, once.
   live->reset();
