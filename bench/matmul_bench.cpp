@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/bandwidth.h"
 #include "core/fp16.h"
 #include "bench_util.h"
 #include "core/memory.h"
@@ -48,7 +49,9 @@ void run_matmul(benchmark::State& state, GgmlType type, int64_t n, int64_t m, in
 }
 
 // Reads a 1 GiB buffer (~10x the L3 of large server parts) with `threads`
-// threads: the bandwidth a cold GEMV should approach.
+// threads, one sequential stream each: what a kernel streaming one run of
+// weights per thread can expect (on the session-10 VM about half of
+// membw_probe: one stream keeps too few misses in flight).
 void membw_read(benchmark::State& state, int threads) {
   ThreadPool pool(threads);
   const size_t n = (size_t{1} << 30) / 8;
@@ -74,6 +77,19 @@ void membw_read(benchmark::State& state, int threads) {
   state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)(n * 8));
 }
 
+// The probe `chimera bench` reports against (core/bandwidth.h: 8 interleaved
+// streams per thread with prefetch): the machine's read bandwidth.
+void membw_probe(benchmark::State& state, int threads) {
+  ThreadPool pool(threads);
+  int64_t bytes = 0;
+  for (auto _ : state) {
+    const BandwidthResult r = measure_read_bandwidth(pool, size_t{1} << 30, 1);
+    state.SetIterationTime(r.read_gbs > 0 ? (double)r.bytes / (r.read_gbs * 1e9) : 1.0);
+    bytes += (int64_t)r.bytes;
+  }
+  state.SetBytesProcessed(bytes);
+}
+
 void register_all() {
   const std::vector<Isa> isas = available_isas();
   const GgmlType types[] = {GgmlType::F16, GgmlType::BF16, GgmlType::F32};
@@ -81,6 +97,11 @@ void register_all() {
     benchmark::RegisterBenchmark(("membw_read/threads:" + std::to_string(threads)).c_str(),
                                  [threads](benchmark::State& s) { membw_read(s, threads); })
         ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("membw_probe/threads:" + std::to_string(threads)).c_str(),
+                                 [threads](benchmark::State& s) { membw_probe(s, threads); })
+        ->UseManualTime()
+        ->Iterations(3)
         ->Unit(benchmark::kMillisecond);
   }
   for (Isa isa : isas) {
