@@ -23,17 +23,6 @@ Model::~Model() = default;
 
 Context Model::new_context() const { return Context(*this); }
 
-Status Model::forward(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
-                      ThreadPool* pool) {
-  if (!default_ctx_) default_ctx_ = std::make_unique<Context>(*this);
-  return default_ctx_->forward(st, tokens, n, which, logits, pool);
-}
-
-Status Model::forward_batch(std::span<BatchItem> items, ThreadPool* pool) {
-  if (!default_ctx_) default_ctx_ = std::make_unique<Context>(*this);
-  return default_ctx_->forward_batch(items, pool);
-}
-
 bool Model::accepts_kv_types(layers::KvCacheTypes t) const {
   if (t == layers::KvCacheTypes{}) return true;
   const bool q8 = t.k == kernels::KvType::kQ8_0 || t.v == kernels::KvType::kQ8_0;

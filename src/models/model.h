@@ -120,14 +120,6 @@ class Model {
   // (Context's constructor calls it).
   virtual std::unique_ptr<ModelScratch> new_scratch() const = 0;
 
-  // Convenience for tests and one-shot tools: Context::forward /
-  // forward_batch on a default context the model owns (made on first use,
-  // f32 KV types). Not thread-safe, and not used by the server engine, the
-  // generators, the C API or the CLI commands, which own their Contexts.
-  Status forward(layers::SequenceState& st, const int32_t* tokens, int64_t n, Logits which, float* logits,
-                 ThreadPool* pool);
-  Status forward_batch(std::span<BatchItem> items, ThreadPool* pool);
-
   // Capabilities beyond forward(), null where the family has none: its MoE
   // routing observer hook (expert statistics, placement) and its masked
   // diffusion entry points. Callers ask the model instead of casting it.
@@ -157,8 +149,6 @@ class Model {
   std::unique_ptr<tokenizer::Tokenizer> tok_;
   friend Result<std::unique_ptr<Model>> load_model(const std::string& path);
 
- private:
-  std::unique_ptr<Context> default_ctx_;  // forward() / forward_batch() convenience
 };
 
 // One sequence's share of a fused micro-batch (MicroBatchedModel): rows

@@ -414,7 +414,7 @@ std::vector<Engine::WorkItem> Engine::plan_step() {
 
 Status Engine::execute_plan(std::vector<WorkItem>& plan) {
   // One fused multi-sequence forward for the whole step: each weight is
-  // streamed once for all sequences (Model::forward_batch; bit-identical to
+  // streamed once for all sequences (Context::forward_batch; bit-identical to
   // one forward per sequence).
   std::vector<models::BatchItem> items;
   items.reserve(plan.size());

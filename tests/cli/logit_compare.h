@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "models/context.h"
 #include "models/model.h"
 
 namespace chimera::test {
@@ -23,11 +24,12 @@ inline std::vector<float> all_logits(const std::string& path, const std::vector<
   auto m = models::load_model(path);
   EXPECT_TRUE(m.is_ok()) << path << ": " << m.status().message();
   if (!m) return {};
-  auto st = (*m)->new_state(64);
+  models::Context ctx = (*m)->new_context();
+  auto st = ctx.new_state(64);
   const int64_t nv = (*m)->info().n_vocab;
   if (n_vocab) *n_vocab = nv;
   std::vector<float> out(ids.size() * (size_t)nv);
-  Status s = (*m)->forward(*st, ids.data(), (int64_t)ids.size(), models::Logits::kAll, out.data(), &global_thread_pool());
+  Status s = ctx.forward(*st, ids.data(), (int64_t)ids.size(), models::Logits::kAll, out.data(), &global_thread_pool());
   EXPECT_TRUE(s.is_ok()) << s.message();
   return out;
 }

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "core/thread_pool.h"
+#include "models/context.h"
 #include "models/model.h"
 #include "models/synth/synth.h"
 #include "test_util.h"
@@ -114,11 +115,12 @@ TEST(Phi4FlashCli, SynthSmallFileLoadsAndRuns) {
   std::filesystem::remove(out);
   ASSERT_TRUE(m.is_ok()) << m.status().message();
   ThreadPool pool(2);
-  auto st = (*m)->new_state(600);
+  models::Context ctx = (*m)->new_context();
+  auto st = ctx.new_state(600);
   std::vector<int32_t> toks(8);  // the ring itself is covered by tests/models/phi4flash_test.cpp
   for (size_t i = 0; i < toks.size(); ++i) toks[i] = (int32_t)(3 + (i * 7) % 500);
   std::vector<float> logits(512);
-  ASSERT_TRUE((*m)->forward(*st, toks.data(), (int64_t)toks.size(), models::Logits::kLast, logits.data(), &pool).is_ok());
+  ASSERT_TRUE(ctx.forward(*st, toks.data(), (int64_t)toks.size(), models::Logits::kLast, logits.data(), &pool).is_ok());
   for (float x : logits) ASSERT_TRUE(std::isfinite(x));
   // --layers 4: Mamba, SWA (ring of 512 rows), Mamba (memory), full KV (600 rows
   // at a full context, one 64-row block after 8 tokens); K and V rows of 20·64

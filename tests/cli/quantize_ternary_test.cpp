@@ -23,6 +23,7 @@
 #include "core/fp16.h"
 #include "core/thread_pool.h"
 #include "format/gguf/gguf.h"
+#include "models/context.h"
 #include "models/model.h"
 #include "quant/quantize_model.h"
 #include "gguf_inspect.h"
@@ -83,9 +84,10 @@ std::vector<float> logits_of(const std::string& path, const std::vector<int32_t>
   EXPECT_TRUE(m.is_ok()) << path << ": " << m.status().message();
   if (!m) return {};
   *nv = (*m)->info().n_vocab;
-  auto st = (*m)->new_state(64);
+  models::Context ctx = (*m)->new_context();
+  auto st = ctx.new_state(64);
   std::vector<float> out(ids.size() * (size_t)*nv);
-  Status s = (*m)->forward(*st, ids.data(), (int64_t)ids.size(), models::Logits::kAll, out.data(), nullptr);
+  Status s = ctx.forward(*st, ids.data(), (int64_t)ids.size(), models::Logits::kAll, out.data(), nullptr);
   EXPECT_TRUE(s.is_ok()) << s.message();
   return out;
 }

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "format/gguf/gguf.h"
+#include "models/context.h"
 #include "models/model.h"
 #include "models/synth/synth.h"
 #include "quant/quantize_model.h"
@@ -71,10 +72,11 @@ TEST(SynthBitnet, OneLayerTernaryFilesLoadAndRun) {
     auto m = models::load_model(out);
     ASSERT_TRUE(m.is_ok()) << m.status().message();
     EXPECT_EQ((*m)->info().n_vocab, 512);
-    auto st = (*m)->new_state(16);
+    models::Context ctx = (*m)->new_context();
+    auto st = ctx.new_state(16);
     const int32_t toks[3] = {1, 300, 17};
     std::vector<float> logits(512);
-    ASSERT_TRUE((*m)->forward(*st, toks, 3, models::Logits::kLast, logits.data(), nullptr).is_ok());
+    ASSERT_TRUE(ctx.forward(*st, toks, 3, models::Logits::kLast, logits.data(), nullptr).is_ok());
     float mx = 0;
     for (float v : logits) {
       ASSERT_TRUE(std::isfinite(v));

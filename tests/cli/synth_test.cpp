@@ -14,6 +14,7 @@
 #include "core/fp16.h"
 #include "core/thread_pool.h"
 #include "format/gguf/gguf.h"
+#include "models/context.h"
 #include "models/model.h"
 #include "models/synth/synth.h"
 #include "test_util.h"
@@ -209,10 +210,11 @@ TEST(Synth, NewFamiliesLoadAndRunForward) {
     auto& model = **m;
     const int64_t nv = model.info().n_vocab;
     EXPECT_EQ(nv, 512);
-    auto st = model.new_state(16);
+    models::Context ctx = model.new_context();
+    auto st = ctx.new_state(16);
     const int32_t toks[3] = {1, 300, 17};
     std::vector<float> logits((size_t)nv);
-    ASSERT_TRUE(model.forward(*st, toks, 3, models::Logits::kLast, logits.data(), &pool).is_ok());
+    ASSERT_TRUE(ctx.forward(*st, toks, 3, models::Logits::kLast, logits.data(), &pool).is_ok());
     float max_abs = 0;
     for (float v : logits) {
       ASSERT_TRUE(std::isfinite(v));

@@ -35,6 +35,7 @@
 #include "hf_test_folder.h"
 #include "kernels/type_traits.h"
 #include "models/golden_case.h"
+#include "models/context.h"
 #include "models/model.h"
 #include "test_util.h"
 
@@ -273,9 +274,10 @@ void expect_tq2_0_matches_golden(const std::string& shared, const Built& b) {
   ASSERT_TRUE(m.is_ok()) << m.status().message();
   const int64_t n = (int64_t)gc.prompt.size(), nv = (*m)->info().n_vocab;
   ASSERT_EQ(nv, gc.n_cols());
-  auto st = (*m)->new_state(n);
+  models::Context ctx = (*m)->new_context();
+  auto st = ctx.new_state(n);
   std::vector<float> got((size_t)(n * nv));
-  ASSERT_TRUE((*m)->forward(*st, gc.prompt.data(), n, models::Logits::kAll, got.data(), nullptr).is_ok());
+  ASSERT_TRUE(ctx.forward(*st, gc.prompt.data(), n, models::Logits::kAll, got.data(), nullptr).is_ok());
   ASSERT_EQ(got.size(), gc.prompt_logits.size());
   float worst = 0;
   for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(got[i] - gc.prompt_logits[i]));

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "format/gguf/gguf.h"
+#include "models/context.h"
 #include "models/model.h"
 #include "test_util.h"
 
@@ -231,9 +232,10 @@ inline std::vector<float> logits_of(const std::string& path,
   auto m = models::load_model(path);
   EXPECT_TRUE(m.is_ok()) << m.status().message();
   if (!m.is_ok()) return {};
-  auto st = (*m)->new_state(32);
+  models::Context ctx = (*m)->new_context();
+  auto st = ctx.new_state(32);
   std::vector<float> out(ids.size() * (size_t)(*m)->info().n_vocab);
-  EXPECT_TRUE((*m)->forward(*st, ids.data(), (int64_t)ids.size(), models::Logits::kAll, out.data(), nullptr).is_ok());
+  EXPECT_TRUE(ctx.forward(*st, ids.data(), (int64_t)ids.size(), models::Logits::kAll, out.data(), nullptr).is_ok());
   return out;
 }
 

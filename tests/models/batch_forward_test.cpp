@@ -247,15 +247,16 @@ class PerSequenceModel final : public models::Model {
 
 TEST(ForwardBatch, DefaultPathRunsEachSequenceAndIsCounted) {
   PerSequenceModel m;
-  auto a = m.new_state(16), b = m.new_state(16);
+  models::Context ctx = m.new_context();
+  auto a = ctx.new_state(16), b = ctx.new_state(16);
   const int32_t t[3] = {1, 2, 3};
   const int64_t unfused = models::unfused_batch_steps();
   std::vector<models::BatchItem> one = {{a.get(), t, 3, models::Logits::kNone, nullptr}};
-  ASSERT_TRUE(m.forward_batch(one, nullptr).is_ok());
+  ASSERT_TRUE(ctx.forward_batch(one, nullptr).is_ok());
   EXPECT_EQ(models::unfused_batch_steps(), unfused);  // one sequence: nothing to fuse
   std::vector<models::BatchItem> two = {{a.get(), t, 2, models::Logits::kNone, nullptr},
                                         {b.get(), t, 1, models::Logits::kNone, nullptr}};
-  ASSERT_TRUE(m.forward_batch(two, nullptr).is_ok());
+  ASSERT_TRUE(ctx.forward_batch(two, nullptr).is_ok());
   EXPECT_EQ(models::unfused_batch_steps(), unfused + 1);
   EXPECT_EQ(m.calls, 3);
   EXPECT_EQ(a->n_past(), 5);
@@ -316,33 +317,34 @@ TEST(ForwardBatch, InvalidItemsFailWithoutTouchingAnyState) {
   CHIMERA_REQUIRE_SHARED(shared);
   auto m = load(shared, "tiny-llama");
   ASSERT_TRUE(m);
-  auto a = m->new_state(8), b = m->new_state(8);
+  models::Context ctx = m->new_context();
+  auto a = ctx.new_state(8), b = ctx.new_state(8);
   const int32_t t[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
   std::vector<float> lg((size_t)m->info().n_vocab);
   {
     std::vector<models::BatchItem> items = {{a.get(), t, 2, models::Logits::kLast, lg.data()},
                                             {a.get(), t, 1, models::Logits::kNone, nullptr}};
-    EXPECT_FALSE(m->forward_batch(items, nullptr).is_ok());  // same state twice
+    EXPECT_FALSE(ctx.forward_batch(items, nullptr).is_ok());  // same state twice
   }
   {
     std::vector<models::BatchItem> items = {{a.get(), t, 2, models::Logits::kNone, nullptr},
                                             {b.get(), t, 9, models::Logits::kNone, nullptr}};
-    EXPECT_FALSE(m->forward_batch(items, nullptr).is_ok());  // context overflow
+    EXPECT_FALSE(ctx.forward_batch(items, nullptr).is_ok());  // context overflow
   }
   {
     const int32_t bad[2] = {1, (int32_t)m->info().n_vocab};
     std::vector<models::BatchItem> items = {{a.get(), t, 2, models::Logits::kNone, nullptr},
                                             {b.get(), bad, 2, models::Logits::kNone, nullptr}};
-    EXPECT_FALSE(m->forward_batch(items, nullptr).is_ok());  // token out of range
+    EXPECT_FALSE(ctx.forward_batch(items, nullptr).is_ok());  // token out of range
   }
   {
     std::vector<models::BatchItem> items = {{a.get(), t, 2, models::Logits::kLast, nullptr}};
-    EXPECT_FALSE(m->forward_batch(items, nullptr).is_ok());  // logits without a buffer
+    EXPECT_FALSE(ctx.forward_batch(items, nullptr).is_ok());  // logits without a buffer
   }
   EXPECT_EQ(a->n_past(), 0);
   EXPECT_EQ(b->n_past(), 0);
   std::vector<models::BatchItem> none;
-  EXPECT_TRUE(m->forward_batch(none, nullptr).is_ok());
+  EXPECT_TRUE(ctx.forward_batch(none, nullptr).is_ok());
 }
 
 TEST(PackSegments, CutsLikeForwardAndPacksOnePiecePerItem) {

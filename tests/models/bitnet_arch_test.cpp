@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "format/gguf/gguf.h"
+#include "models/context.h"
 #include "models/model.h"
 #include "test_util.h"
 
@@ -47,9 +48,10 @@ std::vector<float> logits(const std::string& path, std::string* arch) {
   const std::vector<int32_t> ids = {1, 9038, 2501, 263, 931, 29892};
   std::vector<int32_t> in;
   for (int32_t t : ids) in.push_back(t % (int32_t)(*m)->info().n_vocab);
-  auto st = (*m)->new_state(64);
+  models::Context ctx = (*m)->new_context();
+  auto st = ctx.new_state(64);
   std::vector<float> out(in.size() * (size_t)(*m)->info().n_vocab);
-  EXPECT_TRUE((*m)->forward(*st, in.data(), (int64_t)in.size(), models::Logits::kAll, out.data(), nullptr).is_ok());
+  EXPECT_TRUE(ctx.forward(*st, in.data(), (int64_t)in.size(), models::Logits::kAll, out.data(), nullptr).is_ok());
   return out;
 }
 

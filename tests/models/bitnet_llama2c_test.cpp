@@ -17,6 +17,7 @@
 #include "format/bitnet_llama2c/bitnet_llama2c.h"
 #include "format/gguf/gguf.h"
 #include "kernels/type_traits.h"
+#include "models/context.h"
 #include "models/model.h"
 #include "test_util.h"
 
@@ -54,9 +55,10 @@ void check_reference(const std::string& name) {
   EXPECT_EQ(model.info().arch, "bitnet");
   const int64_t nv = model.info().n_vocab;
   std::vector<float> logits((size_t)nv);
-  auto st = model.new_state(512);
+  models::Context ctx = model.new_context();
+  auto st = ctx.new_state(512);
   // Prefill BOS + prompt in one batch, then greedy.
-  ASSERT_TRUE(model.forward(*st, prompt.data(), (int64_t)prompt.size(), models::Logits::kLast, logits.data(), nullptr)
+  ASSERT_TRUE(ctx.forward(*st, prompt.data(), (int64_t)prompt.size(), models::Logits::kLast, logits.data(), nullptr)
                   .is_ok());
   std::vector<int32_t> got(prompt.begin() + 1, prompt.end());
   int first_diff = -1;
@@ -64,18 +66,18 @@ void check_reference(const std::string& name) {
     const int32_t next = argmax(logits.data(), nv);
     if (first_diff < 0 && next != seq[got.size()]) first_diff = (int)got.size();
     got.push_back(seq[got.size()]);  // continue on the reference path
-    ASSERT_TRUE(model.forward(*st, &got.back(), 1, models::Logits::kLast, logits.data(), nullptr).is_ok());
+    ASSERT_TRUE(ctx.forward(*st, &got.back(), 1, models::Logits::kLast, logits.data(), nullptr).is_ok());
   }
   ::testing::Test::RecordProperty("first_mismatch", first_diff);
   EXPECT_EQ(first_diff, -1) << name << ": first greedy mismatch at sequence index " << first_diff;
 
   // Token-by-token decoding of the prompt gives the same logits as the batch.
-  auto st2 = model.new_state(512);
+  auto st2 = ctx.new_state(512);
   std::vector<float> l2((size_t)nv);
-  for (int32_t t : prompt) ASSERT_TRUE(model.forward(*st2, &t, 1, models::Logits::kLast, l2.data(), nullptr).is_ok());
-  auto st3 = model.new_state(512);
+  for (int32_t t : prompt) ASSERT_TRUE(ctx.forward(*st2, &t, 1, models::Logits::kLast, l2.data(), nullptr).is_ok());
+  auto st3 = ctx.new_state(512);
   std::vector<float> l3((size_t)nv);
-  ASSERT_TRUE(model.forward(*st3, prompt.data(), (int64_t)prompt.size(), models::Logits::kLast, l3.data(), nullptr).is_ok());
+  ASSERT_TRUE(ctx.forward(*st3, prompt.data(), (int64_t)prompt.size(), models::Logits::kLast, l3.data(), nullptr).is_ok());
   EXPECT_EQ(std::memcmp(l2.data(), l3.data(), l2.size() * 4), 0);
   std::remove(path.c_str());
 }

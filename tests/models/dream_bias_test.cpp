@@ -19,6 +19,7 @@
 #include "core/thread_pool.h"
 #include "format/gguf/gguf.h"
 #include "golden_case.h"
+#include "models/context.h"
 #include "models/model.h"
 
 namespace chimera::test {
@@ -190,10 +191,11 @@ TEST(DreamBias, NonZeroQkvBiasesMatchAFloat64Reference) {
   ASSERT_EQ((*m)->info().arch, "dream");
   const std::vector<int32_t>& ids = gc.prompt;
   const int64_t n = (int64_t)ids.size(), nv = (*m)->info().n_vocab;
-  auto st = (*m)->new_state(n);
+  models::Context ctx = (*m)->new_context();
+  auto st = ctx.new_state(n);
   std::vector<float> got((size_t)(n * nv));
   ThreadPool pool(2);
-  ASSERT_TRUE((*m)->forward(*st, ids.data(), n, models::Logits::kAll, got.data(), &pool).is_ok());
+  ASSERT_TRUE(ctx.forward(*st, ids.data(), n, models::Logits::kAll, got.data(), &pool).is_ok());
 
   const std::vector<double> ref = reference(w, ids, true), nobias = reference(w, ids, false);
   double scale = 1, diff = 0, bias_effect = 0;

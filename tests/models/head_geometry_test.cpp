@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "format/gguf/gguf.h"
+#include "models/context.h"
 #include "models/model.h"
 #include "test_util.h"
 
@@ -104,9 +105,10 @@ Narrowed narrow_heads(const std::string& src, const std::string& arch, int64_t n
 std::vector<float> all_logits(models::Model& m, int64_t n) {
   std::vector<int32_t> ids;
   for (int64_t i = 0; i < n; ++i) ids.push_back((int32_t)(1 + (37 * i) % (m.info().n_vocab - 1)));
-  auto st = m.new_state(64);
+  models::Context ctx = m.new_context();
+  auto st = ctx.new_state(64);
   std::vector<float> out((size_t)(n * m.info().n_vocab));
-  EXPECT_TRUE(m.forward(*st, ids.data(), n, models::Logits::kAll, out.data(), nullptr).is_ok());
+  EXPECT_TRUE(ctx.forward(*st, ids.data(), n, models::Logits::kAll, out.data(), nullptr).is_ok());
   return out;
 }
 

@@ -20,6 +20,7 @@
 
 #include "format/gguf/gguf.h"
 #include "golden_case.h"
+#include "models/context.h"
 #include "models/model.h"
 
 namespace chimera::test {
@@ -39,12 +40,13 @@ std::unique_ptr<models::Model> load(const std::string& shared, const std::string
 std::vector<float> run(models::Model& m, const std::vector<int32_t>& seq, int64_t chunk, ThreadPool* pool,
                        layers::SequenceState* st_out = nullptr) {
   const int64_t n = (int64_t)seq.size(), nv = m.info().n_vocab;
-  auto st = m.new_state(std::max<int64_t>(512, n + 8));
+  models::Context ctx = m.new_context();
+  auto st = ctx.new_state(std::max<int64_t>(512, n + 8));
   std::vector<float> rows((size_t)(n * nv));
   if (chunk <= 0) chunk = n;
   for (int64_t i = 0; i < n; i += chunk) {
     const int64_t c = std::min(chunk, n - i);
-    EXPECT_TRUE(m.forward(*st, seq.data() + i, c, models::Logits::kAll, rows.data() + i * nv, pool).is_ok());
+    EXPECT_TRUE(ctx.forward(*st, seq.data() + i, c, models::Logits::kAll, rows.data() + i * nv, pool).is_ok());
   }
   if (st_out) {
     EXPECT_TRUE(st_out->copy_from(*st).is_ok());
@@ -107,18 +109,19 @@ TEST(HybridState, InterleavedSequencesDoNotLeak) {
     }
     ThreadPool pool(2);
     const auto ra = run(*m, a, 1, &pool), rb = run(*m, b, 1, &pool);
-    auto sa = m->new_state(64), sb = m->new_state(64);
+    models::Context ctx = m->new_context();
+    auto sa = ctx.new_state(64), sb = ctx.new_state(64);
     std::vector<float> la((size_t)nv), lb((size_t)nv);
     // Prefill a in one batch, b in chunks, then alternate single steps.
     std::vector<float> pa((size_t)(4 * nv)), pb((size_t)(4 * nv));
-    ASSERT_TRUE(m->forward(*sa, a.data(), 4, models::Logits::kAll, pa.data(), &pool).is_ok());
-    ASSERT_TRUE(m->forward(*sb, b.data(), 2, models::Logits::kAll, pb.data(), &pool).is_ok());
-    ASSERT_TRUE(m->forward(*sb, b.data() + 2, 2, models::Logits::kAll, pb.data() + 2 * nv, &pool).is_ok());
+    ASSERT_TRUE(ctx.forward(*sa, a.data(), 4, models::Logits::kAll, pa.data(), &pool).is_ok());
+    ASSERT_TRUE(ctx.forward(*sb, b.data(), 2, models::Logits::kAll, pb.data(), &pool).is_ok());
+    ASSERT_TRUE(ctx.forward(*sb, b.data() + 2, 2, models::Logits::kAll, pb.data() + 2 * nv, &pool).is_ok());
     EXPECT_EQ(max_diff(pa.data(), ra.data(), pa.size()), 0.f);
     EXPECT_EQ(max_diff(pb.data(), rb.data(), pb.size()), 0.f);
     for (size_t i = 4; i < a.size(); ++i) {
-      ASSERT_TRUE(m->forward(*sa, &a[i], 1, models::Logits::kLast, la.data(), &pool).is_ok());
-      ASSERT_TRUE(m->forward(*sb, &b[i], 1, models::Logits::kLast, lb.data(), &pool).is_ok());
+      ASSERT_TRUE(ctx.forward(*sa, &a[i], 1, models::Logits::kLast, la.data(), &pool).is_ok());
+      ASSERT_TRUE(ctx.forward(*sb, &b[i], 1, models::Logits::kLast, lb.data(), &pool).is_ok());
       ASSERT_EQ(max_diff(la.data(), ra.data() + i * nv, (size_t)nv), 0.f) << "seq a step " << i;
       ASSERT_EQ(max_diff(lb.data(), rb.data() + i * nv, (size_t)nv), 0.f) << "seq b step " << i;
     }
@@ -221,10 +224,11 @@ TEST(HybridState, ResetTruncateSnapshotAndFork) {
     const int64_t nv = m->info().n_vocab;
     const std::vector<int32_t> p = {5, 17, 300, 42, 7, 99}, q = {11, 12, 13};
     ThreadPool pool(1);
-    auto st = m->new_state(64);
+    models::Context ctx = m->new_context();
+    auto st = ctx.new_state(64);
     EXPECT_TRUE(st->has_recurrent());
     std::vector<float> l1((size_t)nv), l2((size_t)nv), l3((size_t)nv);
-    ASSERT_TRUE(m->forward(*st, p.data(), 6, models::Logits::kLast, l1.data(), &pool).is_ok());
+    ASSERT_TRUE(ctx.forward(*st, p.data(), 6, models::Logits::kLast, l1.data(), &pool).is_ok());
 
     // Recurrent state cannot be rolled back; truncating to n_past is a no-op.
     EXPECT_FALSE(st->truncate(3).is_ok());
@@ -234,16 +238,16 @@ TEST(HybridState, ResetTruncateSnapshotAndFork) {
 
     // Snapshot, continue, restore, continue again: identical logits.
     auto snap = st->snapshot();
-    ASSERT_TRUE(m->forward(*st, q.data(), 3, models::Logits::kLast, l2.data(), &pool).is_ok());
+    ASSERT_TRUE(ctx.forward(*st, q.data(), 3, models::Logits::kLast, l2.data(), &pool).is_ok());
     ASSERT_TRUE(st->copy_from(*snap).is_ok());
     EXPECT_EQ(st->n_past(), 6);
-    ASSERT_TRUE(m->forward(*st, q.data(), 3, models::Logits::kLast, l3.data(), &pool).is_ok());
+    ASSERT_TRUE(ctx.forward(*st, q.data(), 3, models::Logits::kLast, l3.data(), &pool).is_ok());
     EXPECT_EQ(max_diff(l2.data(), l3.data(), (size_t)nv), 0.f);
 
     // Fork into a fresh state.
-    auto fork = m->new_state(64);
+    auto fork = ctx.new_state(64);
     ASSERT_TRUE(fork->copy_from(*snap).is_ok());
-    ASSERT_TRUE(m->forward(*fork, q.data(), 3, models::Logits::kLast, l3.data(), &pool).is_ok());
+    ASSERT_TRUE(ctx.forward(*fork, q.data(), 3, models::Logits::kLast, l3.data(), &pool).is_ok());
     EXPECT_EQ(max_diff(l2.data(), l3.data(), (size_t)nv), 0.f);
 
     // reset() starts a new sequence: zero state, same logits as a fresh state.
@@ -254,7 +258,7 @@ TEST(HybridState, ResetTruncateSnapshotAndFork) {
         for (int64_t i = 0; i < r->spec().ssm_floats; ++i) ASSERT_EQ(r->ssm()[i], 0.f);
         for (int64_t i = 0; i < r->spec().conv_channels * r->spec().conv_rows; ++i) ASSERT_EQ(r->conv()[i], 0.f);
       }
-    ASSERT_TRUE(m->forward(*st, p.data(), 6, models::Logits::kLast, l3.data(), &pool).is_ok());
+    ASSERT_TRUE(ctx.forward(*st, p.data(), 6, models::Logits::kLast, l3.data(), &pool).is_ok());
     EXPECT_EQ(max_diff(l1.data(), l3.data(), (size_t)nv), 0.f);
 
     // Shapes must match to copy.

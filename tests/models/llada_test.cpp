@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "golden_case.h"
+#include "models/context.h"
 #include "models/model.h"
 #include "runtime/diffusion.h"
 #include "runtime/diffusion_model.h"
@@ -77,9 +78,10 @@ TEST_P(LladaGolden, PromptLogitsMatch) {
   for (int threads : {1, 2}) {
     ThreadPool pool(threads);
     std::vector<float> a((size_t)(np * nv)), b(a.size());
-    auto st = c.model->new_state(np);
-    ASSERT_TRUE(c.model->forward(*st, gc.prompt.data(), np, models::Logits::kAll, a.data(), &pool).is_ok());
-    auto st2 = c.model->new_state(np);
+    models::Context mctx = c.model->new_context();
+    auto st = mctx.new_state(np);
+    ASSERT_TRUE(mctx.forward(*st, gc.prompt.data(), np, models::Logits::kAll, a.data(), &pool).is_ok());
+    auto st2 = mctx.new_state(np);
     models::Context ctx = c.model->new_context();
     ASSERT_TRUE(models::diffusion_forward(ctx, *st2, gc.prompt.data(), 0, np, np, 0, np, b.data(), &pool).is_ok());
     const float d = max_diff(a.data(), gc.prompt_logits.data(), np * nv);

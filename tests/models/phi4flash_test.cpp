@@ -16,6 +16,7 @@
 #include "core/thread_pool.h"
 #include "format/hf/hf_convert.h"
 #include "models/golden_case.h"
+#include "models/context.h"
 #include "models/model.h"
 
 namespace chimera {
@@ -90,11 +91,12 @@ TEST(Phi4FlashGolden, PromptGenAndTurn2LogitsInAllModes) {
     ThreadPool pool(threads);
     for (int64_t chunk : {0, 1, 3}) {
       SCOPED_TRACE("threads=" + std::to_string(threads) + " chunk=" + std::to_string(chunk));
-      auto st = m.new_state(n + 8);
+      models::Context ctx = m.new_context();
+      auto st = ctx.new_state(n + 8);
       std::vector<float> rows((size_t)(n * nv));
       const int64_t c = chunk <= 0 ? n : chunk;
       for (int64_t i = 0; i < n; i += c) {
-        Status s = m.forward(*st, seq.data() + i, std::min(c, n - i), models::Logits::kAll, rows.data() + i * nv, &pool);
+        Status s = ctx.forward(*st, seq.data() + i, std::min(c, n - i), models::Logits::kAll, rows.data() + i * nv, &pool);
         ASSERT_TRUE(s.is_ok()) << s.message();
       }
       float worst = 0;
@@ -135,9 +137,10 @@ TEST(Phi4FlashGolden, LastRowOnlyAndGreedy) {
   const int64_t nv = gc.n_vocab, nc = gc.n_cols(), ng = (int64_t)gc.greedy.size();
   const float bound = gc.tolerance * scale_of(f);
   ThreadPool pool(2);
+  models::Context ctx = m.new_context();
   auto st = m.new_state((int64_t)gc.prompt.size() + ng + 8);
   std::vector<float> logits((size_t)nv);
-  ASSERT_TRUE(m.forward(*st, gc.prompt.data(), (int64_t)gc.prompt.size(), models::Logits::kLast, logits.data(), &pool)
+  ASSERT_TRUE(ctx.forward(*st, gc.prompt.data(), (int64_t)gc.prompt.size(), models::Logits::kLast, logits.data(), &pool)
                   .is_ok());
   for (int64_t j = 0; j < ng; ++j) {
     float worst = 0;
@@ -149,7 +152,7 @@ TEST(Phi4FlashGolden, LastRowOnlyAndGreedy) {
       EXPECT_LE(gc.gen_margin[(size_t)j], bound) << "greedy token " << j << ": " << mine << " vs " << gc.greedy[(size_t)j];
     }
     const int32_t tok = gc.greedy[(size_t)j];
-    ASSERT_TRUE(m.forward(*st, &tok, 1, models::Logits::kLast, logits.data(), &pool).is_ok());
+    ASSERT_TRUE(ctx.forward(*st, &tok, 1, models::Logits::kLast, logits.data(), &pool).is_ok());
   }
 }
 
@@ -186,11 +189,12 @@ std::vector<int32_t> golden_sequence(const P4Fixture& f) {
 
 std::vector<float> all_logits(models::Model& m, const std::vector<int32_t>& seq, int64_t chunk, ThreadPool* pool) {
   const int64_t n = (int64_t)seq.size(), nv = m.info().n_vocab;
-  auto st = m.new_state(n + 8);
+  models::Context ctx = m.new_context();
+  auto st = ctx.new_state(n + 8);
   std::vector<float> rows((size_t)(n * nv));
   const int64_t c = chunk <= 0 ? n : chunk;
   for (int64_t i = 0; i < n; i += c) {
-    Status s = m.forward(*st, seq.data() + i, std::min(c, n - i), models::Logits::kAll, rows.data() + i * nv, pool);
+    Status s = ctx.forward(*st, seq.data() + i, std::min(c, n - i), models::Logits::kAll, rows.data() + i * nv, pool);
     EXPECT_TRUE(s.is_ok()) << s.message();
   }
   return rows;
@@ -210,7 +214,8 @@ TEST(Phi4FlashRing, StateBytesAndChunksLongerThanTheWindow) {
   const int64_t window = f.gc.meta["settings"]["sliding_window"].get<int64_t>();
   ASSERT_EQ(window, 16);
   // Tiny case: hidden 64, 4 heads / 2 KV heads (head_dim 16): 32 floats per K and V row.
-  auto s64 = m.new_state(64), s4k = m.new_state(4096);
+  models::Context ctx = m.new_context();
+  auto s64 = ctx.new_state(64), s4k = ctx.new_state(4096);
   const size_t full_row_bytes = 2 * 32 * sizeof(float);
   EXPECT_EQ(s4k->bytes(true) - s64->bytes(true), (4096 - 64) * full_row_bytes)
       << "only the shared full-KV layer may grow";
@@ -236,8 +241,8 @@ TEST(Phi4FlashRing, StateBytesAndChunksLongerThanTheWindow) {
     EXPECT_LE(golden_diff(f, got), bound) << "vs reference";
   }
   // Rolling a state with recurrent and ring layers back is refused.
-  auto st = m.new_state(64);
-  ASSERT_TRUE(m.forward(*st, seq.data(), 30, models::Logits::kNone, nullptr, &pool).is_ok());
+  auto st = ctx.new_state(64);
+  ASSERT_TRUE(ctx.forward(*st, seq.data(), 30, models::Logits::kNone, nullptr, &pool).is_ok());
   EXPECT_FALSE(st->truncate(10).is_ok());
 }
 
@@ -267,9 +272,10 @@ TEST(Phi4FlashYoco, AllRowsSwitchGivesTheSameLogits) {
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
   }
   std::vector<float> la((size_t)nv), lb((size_t)nv);
-  auto sa = all.new_state(64), sb = pruned.new_state(64);
-  ASSERT_TRUE(all.forward(*sa, seq.data(), 30, models::Logits::kLast, la.data(), &pool).is_ok());
-  ASSERT_TRUE(pruned.forward(*sb, seq.data(), 30, models::Logits::kLast, lb.data(), &pool).is_ok());
+  models::Context ctx_all = all.new_context(), ctx_pruned = pruned.new_context();
+  auto sa = ctx_all.new_state(64), sb = ctx_pruned.new_state(64);
+  ASSERT_TRUE(ctx_all.forward(*sa, seq.data(), 30, models::Logits::kLast, la.data(), &pool).is_ok());
+  ASSERT_TRUE(ctx_pruned.forward(*sb, seq.data(), 30, models::Logits::kLast, lb.data(), &pool).is_ok());
   float d = 0;
   for (int64_t k = 0; k < nv; ++k) d = std::max(d, std::fabs(la[(size_t)k] - lb[(size_t)k]));
   EXPECT_LE(d, 1e-5f * scale_of(f)) << "last-row logits differ";

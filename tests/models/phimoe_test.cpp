@@ -14,6 +14,7 @@
 #include "golden_case.h"
 #include "gguf_rewrite.h"
 #include "layers/moe.h"
+#include "models/context.h"
 #include "models/model.h"
 
 namespace chimera::test {
@@ -52,14 +53,15 @@ TEST(PhiMoe, GoldenMaxDiffAndRoutingMatchTheReference) {
     // Reference protocol: prompt in one batch, then one teacher-forced token per step.
     ThreadPool pool(2);
     const int64_t np = (int64_t)gc.prompt.size(), ng = (int64_t)gc.greedy.size(), nv = gc.n_vocab;
-    auto st = m.new_state(512);
+    models::Context ctx = m.new_context();
+    auto st = ctx.new_state(512);
     std::vector<float> rows((size_t)(np * nv));
-    ASSERT_TRUE(m.forward(*st, gc.prompt.data(), np, models::Logits::kAll, rows.data(), &pool).is_ok());
+    ASSERT_TRUE(ctx.forward(*st, gc.prompt.data(), np, models::Logits::kAll, rows.data(), &pool).is_ok());
     float worst = 0;
     for (size_t i = 0; i < rows.size(); ++i) worst = std::max(worst, std::fabs(rows[i] - gc.prompt_logits[i]));
     std::vector<float> row((size_t)nv);
     for (int64_t j = 1; j < ng; ++j) {
-      ASSERT_TRUE(m.forward(*st, &gc.greedy[(size_t)j - 1], 1, models::Logits::kLast, row.data(), &pool).is_ok());
+      ASSERT_TRUE(ctx.forward(*st, &gc.greedy[(size_t)j - 1], 1, models::Logits::kLast, row.data(), &pool).is_ok());
       for (int64_t c = 0; c < nv; ++c)
         worst = std::max(worst, std::fabs(row[(size_t)c] - gc.gen_logits[(size_t)(j * nv + c)]));
     }
@@ -122,9 +124,10 @@ std::vector<float> prompt_logits(const std::string& path, int64_t n) {
   if (!m.is_ok()) return {};
   std::vector<int32_t> ids;
   for (int64_t i = 0; i < n; ++i) ids.push_back((int32_t)(1 + 37 * i % 3000));
-  auto st = (*m)->new_state(64);
+  models::Context ctx = (*m)->new_context();
+  auto st = ctx.new_state(64);
   std::vector<float> out((size_t)(n * (*m)->info().n_vocab));
-  EXPECT_TRUE((*m)->forward(*st, ids.data(), n, models::Logits::kAll, out.data(), nullptr).is_ok());
+  EXPECT_TRUE(ctx.forward(*st, ids.data(), n, models::Logits::kAll, out.data(), nullptr).is_ok());
   return out;
 }
 
@@ -166,9 +169,10 @@ TEST(PhiMoe, LongRopeSwitchesFactorSetsPastTheOriginalContext) {
       if (!m.is_ok()) return std::vector<float>{};
       std::vector<int32_t> ids;
       for (int64_t i = 0; i < n; ++i) ids.push_back((int32_t)(1 + 37 * i % 3000));
-      auto st = (*m)->new_state(n);
+      models::Context ctx = (*m)->new_context();
+      auto st = ctx.new_state(n);
       std::vector<float> out((size_t)(*m)->info().n_vocab);
-      EXPECT_TRUE((*m)->forward(*st, ids.data(), n, models::Logits::kLast, out.data(), nullptr).is_ok());
+      EXPECT_TRUE(ctx.forward(*st, ids.data(), n, models::Logits::kLast, out.data(), nullptr).is_ok());
       return out;
     };
     const std::vector<float> long300 = last_logits(lr260, 300);

@@ -7,6 +7,7 @@
 
 #include "format/gguf/gguf.h"
 #include "golden_case.h"
+#include "models/context.h"
 #include "models/model.h"
 
 namespace chimera::test {
@@ -100,14 +101,15 @@ TEST(Forward, ContextOverflowAndBadIdsAreErrors) {
   CHIMERA_REQUIRE_SHARED(shared);
   auto m = models::load_model(shared + "/models/stories260K.gguf");
   ASSERT_TRUE(m.is_ok()) << m.status().message();
-  auto st = (*m)->new_state(4);
+  models::Context ctx = (*m)->new_context();
+  auto st = ctx.new_state(4);
   std::vector<float> logits((size_t)(*m)->info().n_vocab * 8);
   std::vector<int32_t> ids = {1, 2, 3, 4, 5};
-  Status s = (*m)->forward(*st, ids.data(), 5, models::Logits::kAll, logits.data(), nullptr);
+  Status s = ctx.forward(*st, ids.data(), 5, models::Logits::kAll, logits.data(), nullptr);
   EXPECT_EQ(s.code(), StatusCode::kOutOfRange);
   EXPECT_EQ(st->n_past(), 0);
   int32_t bad = 512;
-  s = (*m)->forward(*st, &bad, 1, models::Logits::kLast, logits.data(), nullptr);
+  s = ctx.forward(*st, &bad, 1, models::Logits::kLast, logits.data(), nullptr);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(st->n_past(), 0);
 }

@@ -15,6 +15,7 @@
 #include "format/gguf/gguf.h"
 #include "kernels/dispatch.h"
 #include "kernels/repack_cache.h"
+#include "models/context.h"
 #include "models/model.h"
 #include "test_util.h"
 
@@ -37,10 +38,11 @@ LoadedRun load_and_run(const std::string& path) {
   }
   r.model = std::move(m).value();
   const std::vector<int32_t> ids = {1, 300, 45, 12, 99, 7};
-  auto st = r.model->new_state(16);
+  models::Context ctx = r.model->new_context();
+  auto st = ctx.new_state(16);
   r.logits.resize(ids.size() * (size_t)r.model->info().n_vocab);
   ThreadPool pool(2);
-  EXPECT_TRUE(r.model->forward(*st, ids.data(), (int64_t)ids.size(), models::Logits::kAll, r.logits.data(), &pool)
+  EXPECT_TRUE(ctx.forward(*st, ids.data(), (int64_t)ids.size(), models::Logits::kAll, r.logits.data(), &pool)
                   .is_ok());
   return r;
 }

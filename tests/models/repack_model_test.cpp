@@ -19,6 +19,7 @@
 #include "golden_case.h"
 #include "kernels/dispatch.h"
 #include "kernels/type_traits.h"
+#include "models/context.h"
 #include "models/model.h"
 #include "quant/quantize_model.h"
 #include "test_util.h"
@@ -44,10 +45,11 @@ Loaded run(const GoldenCase& gc, bool repack) {
     return l;
   }
   l.model = std::move(m).value();
+  models::Context ctx = l.model->new_context();
   auto st = l.model->new_state((int64_t)gc.prompt.size() + 8);
   l.logits.resize(gc.prompt.size() * (size_t)l.model->info().n_vocab);
   ThreadPool pool(2);
-  EXPECT_TRUE(l.model->forward(*st, gc.prompt.data(), (int64_t)gc.prompt.size(), models::Logits::kAll,
+  EXPECT_TRUE(ctx.forward(*st, gc.prompt.data(), (int64_t)gc.prompt.size(), models::Logits::kAll,
                                l.logits.data(), &pool)
                   .is_ok());
   return l;

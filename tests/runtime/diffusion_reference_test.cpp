@@ -1,6 +1,6 @@
 // Diffusion options against a teacher-forced reference loop (tiny-llada):
 // the test re-derives every step of masked-diffusion decoding on its own —
-// a full non-causal Model::forward of the canvas (the path the golden test
+// a full non-causal Context::forward of the canvas (the path the golden test
 // checks against LLaDA's reference logits), the remasking confidence written
 // from its definition (low_confidence softmax(l)[x̂], margin p1 - p2, entropy
 // Σ p log p, random U(0,1) from the seeded mt19937_64), classifier-free
@@ -20,6 +20,7 @@
 #include <random>
 
 #include "core/thread_pool.h"
+#include "models/context.h"
 #include "models/model.h"
 #include "runtime/diffusion.h"
 #include "runtime/diffusion_model.h"
@@ -73,9 +74,10 @@ Pick pick(const float* l, int64_t nv, Remasking r, std::mt19937_64& rng) {
 // Full non-causal logits of a canvas, [L][n_vocab].
 std::vector<float> canvas_logits(models::Model& m, const std::vector<int32_t>& canvas, ThreadPool* pool) {
   const int64_t nv = m.info().n_vocab, L = (int64_t)canvas.size();
-  auto st = m.new_state(L);
+  models::Context ctx = m.new_context();
+  auto st = ctx.new_state(L);
   std::vector<float> out((size_t)(L * nv));
-  EXPECT_TRUE(m.forward(*st, canvas.data(), L, models::Logits::kAll, out.data(), pool).is_ok());
+  EXPECT_TRUE(ctx.forward(*st, canvas.data(), L, models::Logits::kAll, out.data(), pool).is_ok());
   return out;
 }
 

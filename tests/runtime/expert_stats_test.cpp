@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "models/context.h"
 #include "runtime/expert_stats.h"
 #include "test_util.h"
 
@@ -176,11 +177,12 @@ TEST(ExpertStats, RealModelRunCountsAndReplay) {
   ASSERT_TRUE(sess.is_ok()) << sess.status().message();
   std::vector<int32_t> ids;
   for (int i = 0; i < 40; ++i) ids.push_back(1 + (i * 53) % 3100);
-  auto st = (*m)->new_state(64);
+  models::Context ctx = (*m)->new_context();
+  auto st = ctx.new_state(64);
   ThreadPool pool(2);
-  ASSERT_TRUE((*m)->forward(*st, ids.data(), 25, models::Logits::kNone, nullptr, &pool).is_ok());
+  ASSERT_TRUE(ctx.forward(*st, ids.data(), 25, models::Logits::kNone, nullptr, &pool).is_ok());
   for (int i = 25; i < 40; ++i)
-    ASSERT_TRUE((*m)->forward(*st, &ids[(size_t)i], 1, models::Logits::kNone, nullptr, &pool).is_ok());
+    ASSERT_TRUE(ctx.forward(*st, &ids[(size_t)i], 1, models::Logits::kNone, nullptr, &pool).is_ok());
   const ExpertStatsCollector& s = (*sess)->stats();
   ASSERT_EQ(s.layers().size(), 2u);
   int64_t total = 0;
@@ -207,7 +209,7 @@ TEST(ExpertStats, RealModelRunCountsAndReplay) {
   EXPECT_TRUE(j.contains("placement"));
   // Detach: no more collection after the session ends.
   (*sess).reset();
-  ASSERT_TRUE((*m)->forward(*st, ids.data(), 1, models::Logits::kNone, nullptr, &pool).is_ok());
+  ASSERT_TRUE(ctx.forward(*st, ids.data(), 1, models::Logits::kNone, nullptr, &pool).is_ok());
 }
 
 TEST(ExpertStats, SessionRejectsDenseModels) {
