@@ -64,11 +64,14 @@ void BM_DecodeStep(benchmark::State& state) {
   state.counters["tok/s"] = benchmark::Counter((double)(state.iterations() * n_seq), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_DecodeStep)
+    ->Args({1, 1, 1})
+    ->Args({8, 1, 1})
     ->Args({4, 0, 1})
     ->Args({4, 1, 1})
     ->Args({16, 0, 1})
     ->Args({16, 1, 1})
     ->Args({1, 1, 2})
+    ->Args({8, 1, 2})
     ->Args({4, 0, 2})
     ->Args({4, 1, 2})
     ->Iterations(50)
