@@ -33,7 +33,7 @@
 
 // One tile class per ISA: TARGET is its target attribute, DOT(sum, u, a) its
 // exact int32 multiply-add of unsigned codes u and signed activations a.
-#define CHIMERA_Q4R_TILE(NAME, TARGET, DOT)                                                                    \
+#define CHIMERA_Q4R_TILE(NAME, TARGET, DOT, I16)                                                                  \
   struct NAME {                                                                                                 \
     template <int R, int M>                                                                                     \
     TARGET static void tile(const GemmArgs& g, int64_t grp, int64_t i) {                                        \
@@ -56,6 +56,12 @@
           CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) sum[rr][mm] = s0;                                       \
         }                                                                                                       \
         const uint8_t* cb = codes + (size_t)b * 128;                                                            \
+        [[maybe_unused]] __m256i p16[R][M];                                                                     \
+        if constexpr (I16) {                                                                                    \
+          CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {                                                       \
+            CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) p16[rr][mm] = _mm256_setzero_si256();                 \
+          }                                                                                                     \
+        }                                                                                                       \
         if constexpr (M == 1) {                                                                                 \
           CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {                                                       \
             const uint8_t* nx = cb + (size_t)(R + rr) * gbytes;                                                 \
@@ -75,9 +81,21 @@
             const __m256i lo = _mm256_and_si256(wv, m4);                                                        \
             const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(wv, 4), m4);                                  \
             CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {                                                     \
-              sum[rr][mm] = DOT(sum[rr][mm], lo, alo[mm]);                                                      \
-              sum[rr][mm] = DOT(sum[rr][mm], hi, ahi[mm]);                                                      \
+              if constexpr (I16) {                                                                              \
+                p16[rr][mm] = _mm256_add_epi16(p16[rr][mm], _mm256_maddubs_epi16(lo, alo[mm]));                 \
+                p16[rr][mm] = _mm256_add_epi16(p16[rr][mm], _mm256_maddubs_epi16(hi, ahi[mm]));                 \
+                __asm__("" : "+x"(p16[rr][mm])); /* keeps the sum a chain (no spilled tree) */                  \
+              } else {                                                                                          \
+                sum[rr][mm] = DOT(sum[rr][mm], lo, alo[mm]);                                                    \
+                sum[rr][mm] = DOT(sum[rr][mm], hi, ahi[mm]);                                                    \
+              }                                                                                                 \
             }                                                                                                   \
+          }                                                                                                     \
+        }                                                                                                       \
+        if constexpr (I16) {                                                                                    \
+          CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {                                                       \
+            CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm)                                                       \
+              sum[rr][mm] = _mm256_add_epi32(sum[rr][mm], _mm256_madd_epi16(p16[rr][mm], ones));               \
           }                                                                                                     \
         }                                                                                                       \
         CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {                                                         \
@@ -102,11 +120,11 @@ namespace {
 
 #define CHIMERA_Q4R_DOT_AVX2(s, u, a) _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), ones))
 #define CHIMERA_Q4R_DOT_VNNI(s, u, a) _mm256_dpbusd_epi32(s, u, a)
-CHIMERA_Q4R_TILE(Avx2, CHIMERA_T_Q4R_AVX2, CHIMERA_Q4R_DOT_AVX2)
-CHIMERA_Q4R_TILE(Vnni, CHIMERA_T_Q4R_VNNI, CHIMERA_Q4R_DOT_VNNI)
+CHIMERA_Q4R_TILE(Avx2, CHIMERA_T_Q4R_AVX2, CHIMERA_Q4R_DOT_AVX2, true)
+CHIMERA_Q4R_TILE(Vnni, CHIMERA_T_Q4R_VNNI, CHIMERA_Q4R_DOT_VNNI, false)
 
-constexpr int kAvx2Groups = 4, kAvx2Acts = 2;
-constexpr std::array<int, kAvx2Acts + 1> kAvx2GroupsFor = {0, 4, 2};
+constexpr int kAvx2Groups = 4, kAvx2Acts = 3;
+constexpr std::array<int, kAvx2Acts + 1> kAvx2GroupsFor = {0, 4, 2, 2};
 constexpr detail::TileSet<kAvx2Groups, kAvx2Acts> kAvx2Tiles =
     detail::make_tile_set<Avx2, kAvx2Groups, kAvx2Acts>(kAvx2GroupsFor);
 
