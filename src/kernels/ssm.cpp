@@ -4,8 +4,9 @@
 //
 // Vectorisation: conv1d runs across channels (each lane one channel, the taps
 // an FMA chain in a fixed order); the scans run across the state dimension N
-// (one channel / head row at a time, its state row hot in L1 while the tokens
-// stream past). Tails go through padded vectors, so every element follows the
+// (one channel / head row at a time; Mamba-2 keeps a head row hot in L1 while
+// the tokens stream past, Mamba-1 takes 64 channels per token so that their
+// softplus(dt) is one vector pass). Tails go through padded vectors, so every element follows the
 // same instruction sequence wherever it sits: results do not depend on the
 // channel / head range a thread is given.
 //
@@ -87,32 +88,52 @@ void Conv1dImpl(const float* x, int64_t ldx, int64_t T, const float* w, const fl
   }
 }
 
+// softplus(v) = v > 20 ? v : log(1 + e^v) (ggml's threshold), lane by lane.
+HWY_INLINE hn::Vec<DF> SoftplusV(DF d, hn::Vec<DF> v) {
+  const auto lp = hn::Log(d, hn::Add(hn::Set(d, 1.0f), hn::Exp(d, hn::Min(v, hn::Set(d, 20.0f)))));
+  return hn::IfThenElse(hn::Gt(v, hn::Set(d, 20.0f)), v, lp);
+}
+
+// Channels in blocks of kScan1Block: per token, the block's Δ = softplus(dt + bias)
+// are computed as vectors first (no libm call inside the channel loop, whose
+// vector constants then stay in registers), then each channel's state row is
+// updated as before. Each lane's value depends only on its own channel, so the
+// bits do not depend on where a thread's range starts.
+constexpr int64_t kScan1Block = 64;
+
 void Scan1Impl(const Scan1Args& a, int64_t d0, int64_t d1) {
   const DF d;
   const size_t NL = hn::Lanes(d), N = (size_t)a.N;
-  for (int64_t ch = d0; ch < d1; ++ch) {
-    float* s = a.state + ch * a.N;
-    const float* A = a.A + ch * a.N;
-    const float bias = a.dt_bias ? a.dt_bias[ch] : 0.0f;
+  HWY_ALIGN float dsp[kScan1Block];
+  for (int64_t cb = d0; cb < d1; cb += kScan1Block) {
+    const int64_t nc = std::min(kScan1Block, d1 - cb);
     for (int64_t t = 0; t < a.T; ++t) {
-      float dtv = a.dt[t * a.lddt + ch];
-      if (a.dt_bias) dtv = dtv + bias;
-      const float dsp = softplus(dtv);
-      const float xv = a.x[t * a.ldx + ch];
-      const auto vdsp = hn::Set(d, dsp), vxdt = hn::Set(d, xv * dsp);
+      for (int64_t j = 0; j < nc; j += (int64_t)NL) {
+        const size_t c = (size_t)std::min<int64_t>((int64_t)NL, nc - j);
+        auto v = LoadN(d, a.dt + t * a.lddt + cb + j, c);
+        if (a.dt_bias) v = hn::Add(v, LoadN(d, a.dt_bias + cb + j, c));
+        StoreN(d, SoftplusV(d, v), dsp + j, c);
+      }
       const float* B = a.B + t * a.ldbc;
       const float* Cv = a.C + t * a.ldbc;
-      auto sum = hn::Zero(d);
-      for (size_t n = 0; n < N; n += NL) {
-        const size_t c = std::min(NL, N - n);
-        const auto dA = hn::Exp(d, hn::Mul(vdsp, LoadN(d, A + n, c)));
-        const auto st = hn::Add(hn::Mul(LoadN(d, s + n, c), dA), hn::Mul(LoadN(d, B + n, c), vxdt));
-        sum = hn::MulAdd(st, LoadN(d, Cv + n, c), sum);
-        StoreN(d, st, s + n, c);
+      for (int64_t ch = cb; ch < cb + nc; ++ch) {
+        float* s = a.state + ch * a.N;
+        const float* A = a.A + ch * a.N;
+        const float dv = dsp[ch - cb];
+        const float xv = a.x[t * a.ldx + ch];
+        const auto vdsp = hn::Set(d, dv), vxdt = hn::Set(d, xv * dv);
+        auto sum = hn::Zero(d);
+        for (size_t n = 0; n < N; n += NL) {
+          const size_t c = std::min(NL, N - n);
+          const auto dA = hn::Exp(d, hn::Mul(vdsp, LoadN(d, A + n, c)));
+          const auto st = hn::Add(hn::Mul(LoadN(d, s + n, c), dA), hn::Mul(LoadN(d, B + n, c), vxdt));
+          sum = hn::MulAdd(st, LoadN(d, Cv + n, c), sum);
+          StoreN(d, st, s + n, c);
+        }
+        float yv = hn::GetLane(hn::SumOfLanes(d, sum));
+        if (a.d_skip) yv = yv + xv * a.d_skip[ch];
+        a.y[t * a.ldy + ch] = yv;
       }
-      float yv = hn::GetLane(hn::SumOfLanes(d, sum));
-      if (a.d_skip) yv = yv + xv * a.d_skip[ch];
-      a.y[t * a.ldy + ch] = yv;
     }
   }
 }
