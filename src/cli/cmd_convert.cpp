@@ -20,6 +20,7 @@
 #include "format/bitnet_llama2c/bitnet_llama2c.h"
 #include "format/hf/hf_convert.h"
 #include "format/llama2c/llama2c.h"
+#include "models/model.h"
 
 namespace chimera::cli {
 namespace {
@@ -58,6 +59,7 @@ Status import_llama2c(const ConvertRequest& req) {
   format::llama2c::ConvertOptions opts;
   opts.name = req.name.empty() ? file_stem(req.input) : req.name;
   opts.context_length = req.ctx;
+  opts.check = &models::check_model_header;
   if (!req.quiet) {
     opts.progress = [](const format::llama2c::TensorPlan& t) {
       std::fprintf(stderr, "  %-28s %-14s F32\n", t.name.c_str(), shape_string(t.ne).c_str());
@@ -74,6 +76,7 @@ Status import_bitnet_llama2c(const ConvertRequest& req) {
   format::bitnet_llama2c::ConvertOptions opts;
   opts.name = req.name.empty() ? file_stem(req.input) : req.name;
   opts.context_length = req.ctx;
+  opts.check = &models::check_model_header;
   if (!req.quiet)
     opts.progress = [](const std::string& n, const std::vector<int64_t>& ne, const char* type) {
       std::fprintf(stderr, "  %-28s %-14s %s\n", n.c_str(), shape_string(ne).c_str(), type);
@@ -90,6 +93,7 @@ Status import_hf(const ConvertRequest& req) {
   const bool float_type = lower == "f32" || lower == "f16" || lower == "bf16";
   opts.out_type = float_type ? lower : req.type;
   opts.name = req.name;
+  opts.check = &models::check_model_header;
   // A quantized --type: convert at the checkpoint's float type into a
   // temporary file next to the output, then quantize it (llama.cpp's rules).
   const quant::QuantMix* mix = nullptr;

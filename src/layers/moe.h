@@ -140,7 +140,8 @@ struct MoeWeights {
 };
 
 // Binds the router, the three expert tensors and (if c.n_ff_shexp > 0) the
-// shared expert under `prefix` ("blk.N"). Validates c.routing.
+// shared expert under `prefix` (a layer's tn::layer_prefix, format/gguf/
+// tensor_names.h). Validates c.routing.
 Result<MoeWeights> bind_moe(const WeightBinder& b, const format::GgufFile& g, const std::string& prefix,
                             const MoeConfig& c);
 

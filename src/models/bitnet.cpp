@@ -98,7 +98,7 @@ class BitnetModel final : public MicroBatchedModel {
   }
   bool reads_typed_kv() const override { return true; }  // attention via layers::attention_core
 
-  Status init(const format::GgufFile& g) {
+  Result<layers::DeclaredShapes> plan(const format::GgufFile& g) {
     HParams hp(g, arch_);
     CHIMERA_ASSIGN_OR_RETURN(n_embd_, hp.count("embedding_length", 1 << 20));
     CHIMERA_ASSIGN_OR_RETURN(int64_t n_layer, hp.count("block_count", 4096));
@@ -106,7 +106,7 @@ class BitnetModel final : public MicroBatchedModel {
     CHIMERA_ASSIGN_OR_RETURN(n_head_, hp.count("attention.head_count", 1 << 14));
     n_head_kv_ = hp.count_or("attention.head_count_kv", n_head_);
     if (n_head_kv_ < 1 || n_head_ % n_head_kv_ != 0) return invalid_argument("head_count must be a multiple of head_count_kv");
-    CHIMERA_ASSIGN_OR_RETURN(const HeadDims heads, read_head_dims(hp, n_embd_, n_head_, n_head_kv_, "blk.0"));
+    CHIMERA_ASSIGN_OR_RETURN(const HeadDims heads, read_head_dims(hp, n_embd_, n_head_, n_head_kv_, 0));
     head_dim_ = heads.k;
     if (heads.v != heads.k) return invalid_argument("unsupported attention head sizes (value_length != key_length)");
     eps_ = hp.real_or("attention.layer_norm_rms_epsilon", 1e-5f);
@@ -125,19 +125,23 @@ class BitnetModel final : public MicroBatchedModel {
     CHIMERA_ASSIGN_OR_RETURN(const int64_t n_vocab, embedding_rows(g));
     tp.set("n_embd", n_embd_), tp.set("n_vocab", n_vocab), tp.set("n_ff", n_ff_);
     tp.set("n_head", n_head_), tp.set("n_head_kv", n_head_kv_), tp.set("head_dim", head_dim_);
-    CHIMERA_ASSIGN_OR_RETURN(const layers::DeclaredShapes declared, declare_tensors(arch_, tp, g));
+    info_.derived = hp.notes();
+    return declare_tensors(arch_, tp, g);
+  }
+
+  Status bind(const format::GgufFile& g, const layers::DeclaredShapes& declared) {
     layers::WeightBinder b(g, &packed_, &declared);
     CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
     info_.n_vocab = embd_.output.rows;
     const int64_t nq = n_head_ * head_dim_, nkv = n_head_kv_ * head_dim_;
-    layers_.resize((size_t)n_layer);
-    for (int64_t i = 0; i < n_layer; ++i) {
-      const std::string p = "blk." + std::to_string(i);
+    layers_.resize((size_t)info_.n_layer);
+    for (int64_t i = 0; i < info_.n_layer; ++i) {
+      const std::string p = tn::layer_prefix(i);
       BitnetLayer& L = layers_[(size_t)i];
-      CHIMERA_ASSIGN_OR_RETURN(L.attn_norm, b.vector(p + ".attn_norm.weight"));
-      CHIMERA_ASSIGN_OR_RETURN(L.attn_sub_norm, b.vector(p + ".attn_sub_norm.weight"));
-      CHIMERA_ASSIGN_OR_RETURN(L.ffn_norm, b.vector(p + ".ffn_norm.weight"));
-      CHIMERA_ASSIGN_OR_RETURN(L.ffn_sub_norm, b.vector(p + ".ffn_sub_norm.weight"));
+      CHIMERA_ASSIGN_OR_RETURN(L.attn_norm, b.vector(tn::at(tn::kAttnNorm, i)));
+      CHIMERA_ASSIGN_OR_RETURN(L.attn_sub_norm, b.vector(tn::at(tn::kAttnSubNorm, i)));
+      CHIMERA_ASSIGN_OR_RETURN(L.ffn_norm, b.vector(tn::at(tn::kFfnNorm, i)));
+      CHIMERA_ASSIGN_OR_RETURN(L.ffn_sub_norm, b.vector(tn::at(tn::kFfnSubNorm, i)));
       CHIMERA_ASSIGN_OR_RETURN(L.wq, bind_scaled(b, p + ".attn_q", n_embd_, nq));
       CHIMERA_ASSIGN_OR_RETURN(L.wk, bind_scaled(b, p + ".attn_k", n_embd_, nkv));
       CHIMERA_ASSIGN_OR_RETURN(L.wv, bind_scaled(b, p + ".attn_v", n_embd_, nkv));
@@ -147,7 +151,6 @@ class BitnetModel final : public MicroBatchedModel {
       CHIMERA_ASSIGN_OR_RETURN(L.down, bind_scaled(b, p + ".ffn_down", n_ff_, n_embd_));
     }
     info_.weight_bytes = g.tensor_bytes();
-    info_.derived = hp.notes();
     return Status::ok();
   }
 

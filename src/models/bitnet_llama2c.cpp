@@ -30,7 +30,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <tuple>
 
+#include "format/gguf/tensor_names.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -49,7 +51,10 @@ struct CodeMatrix {
   std::vector<int8_t> codes;
 };
 
-Result<CodeMatrix> bind_codes(const format::GgufFile& g, const std::string& base, int64_t in, int64_t out) {
+// The checks of bind_codes that read only the file's header: the tensor
+// base + ".weight" exists, holds in x out codes of a supported type.
+Result<const format::GgufTensorInfo*> check_codes(const format::GgufFile& g, const std::string& base, int64_t in,
+                                                  int64_t out) {
   const format::GgufTensorInfo* t = g.find_tensor(base + ".weight");
   if (!t) return invalid_argument("missing tensor " + base + ".weight");
   if ((int64_t)t->n_elements != in * out)
@@ -59,6 +64,12 @@ Result<CodeMatrix> bind_codes(const format::GgufFile& g, const std::string& base
   if (!tr || (t->type != format::GgmlType::TQ2_0 && t->type != format::GgmlType::TQ1_0 &&
               t->type != format::GgmlType::F32))
     return unsupported(base + ".weight: absmax-int8 BitLinear needs TQ2_0, TQ1_0 or F32 codes");
+  return t;
+}
+
+Result<CodeMatrix> bind_codes(const format::GgufFile& g, const std::string& base, int64_t in, int64_t out) {
+  CHIMERA_ASSIGN_OR_RETURN(const format::GgufTensorInfo* t, check_codes(g, base, in, out));
+  const kernels::WeightTypeTraits* tr = kernels::weight_type_traits(t->type);
   CodeMatrix m;
   m.out = out;
   m.in = in;
@@ -140,7 +151,10 @@ class BitnetLlama2cModel final : public MicroBatchedModel {
     return std::vector<layers::LayerStateSpec>(layers_.size(), layers::KvSpec{kv_dim_, kv_dim_});
   }
 
-  Status init(const format::GgufFile& g) {
+  // No tensor table (the TQ2_0 codes of a matrix whose width is not a multiple
+  // of 256 are stored as [256, n/256]): the plan checks each matrix's name,
+  // element count and type (check_codes) and returns no declared shapes.
+  Result<layers::DeclaredShapes> plan(const format::GgufFile& g) {
     HParams hp(g, "bitnet");
     CHIMERA_ASSIGN_OR_RETURN(dim_, hp.count("embedding_length", 1 << 20));
     CHIMERA_ASSIGN_OR_RETURN(int64_t n_layer, hp.count("block_count", 4096));
@@ -156,12 +170,23 @@ class BitnetLlama2cModel final : public MicroBatchedModel {
     info_.n_layer = n_layer;
     info_.n_embd = dim_;
     CHIMERA_ASSIGN_OR_RETURN(rope_, read_rope(hp, kernels::RopeMode::kNorm, head_dim_, info_.n_ctx_train));
+    for (const char* name : {format::tn::kTokenEmbd, format::tn::kOutputNorm})
+      if (!g.find_tensor(name)) return invalid_argument(std::string("missing ") + name);
+    for (int64_t i = 0; i < n_layer; ++i) {
+      const std::string p = format::tn::layer_prefix(i);
+      for (const auto& [suffix, in, out] : matrices())
+        CHIMERA_RETURN_IF_ERROR(check_codes(g, p + suffix, in, out).status());
+    }
+    return layers::DeclaredShapes{};
+  }
+
+  Status bind(const format::GgufFile& g, const layers::DeclaredShapes& /*declared: none*/) {
     layers::WeightBinder b(g, &packed_);
     CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, dim_, &embd_));
     info_.n_vocab = embd_.output.rows;
-    layers_.resize((size_t)n_layer);
-    for (int64_t i = 0; i < n_layer; ++i) {
-      const std::string p = "blk." + std::to_string(i);
+    layers_.resize((size_t)info_.n_layer);
+    for (int64_t i = 0; i < info_.n_layer; ++i) {
+      const std::string p = format::tn::layer_prefix(i);
       L2cLayer& L = layers_[(size_t)i];
       CHIMERA_ASSIGN_OR_RETURN(L.wq, bind_codes(g, p + ".attn_q", dim_, dim_));
       CHIMERA_ASSIGN_OR_RETURN(L.wk, bind_codes(g, p + ".attn_k", dim_, kv_dim_));
@@ -176,6 +201,12 @@ class BitnetLlama2cModel final : public MicroBatchedModel {
     cls_.resize((size_t)(info_.n_vocab * dim_));
     for (int64_t v = 0; v < info_.n_vocab; ++v) kernels::weight_row_to_f32(embd_.output, v, cls_.data() + v * dim_);
     return Status::ok();
+  }
+
+  // The seven BitLinear matrices of a layer: name suffix, in, out.
+  std::vector<std::tuple<const char*, int64_t, int64_t>> matrices() const {
+    return {{".attn_q", dim_, dim_},   {".attn_k", dim_, kv_dim_},  {".attn_v", dim_, kv_dim_}, {".attn_output", dim_, dim_},
+            {".ffn_gate", dim_, hid_}, {".ffn_down", hid_, dim_},   {".ffn_up", dim_, hid_}};
   }
 
   std::unique_ptr<ModelScratch> new_scratch() const override {

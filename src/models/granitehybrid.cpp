@@ -78,7 +78,7 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
     return v;
   }
 
-  Status init(const format::GgufFile& g) {
+  Result<layers::DeclaredShapes> plan(const format::GgufFile& g) {
     HParams hp(g, "granitehybrid");
     CHIMERA_ASSIGN_OR_RETURN(n_embd_, hp.count("embedding_length", 1 << 20));
     CHIMERA_ASSIGN_OR_RETURN(int64_t n_layer, hp.count("block_count", 4096));
@@ -134,7 +134,6 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
     for (int64_t i = 0; i < n_layer; ++i) {
       GraniteLayer& L = layers_[(size_t)i];
       if (L.plan.mixer != Mixer::kAttention) continue;
-      const std::string p = "blk." + std::to_string(i);
       layers::AttentionConfig& c = L.attn_cfg;
       c.n_embd = n_embd_;
       c.n_head = n_head[(size_t)i];
@@ -144,7 +143,7 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
                                 ") must be a positive multiple of head_count_kv (" + std::to_string(c.n_head_kv) +
                                 ")");
       if (heads.k == 0) {
-        CHIMERA_ASSIGN_OR_RETURN(heads, read_head_dims(hp, n_embd_, c.n_head, c.n_head_kv, p));
+        CHIMERA_ASSIGN_OR_RETURN(heads, read_head_dims(hp, n_embd_, c.n_head, c.n_head_kv, i));
       }
       c.head_dim = heads.k;
       c.head_dim_v = heads.v;
@@ -176,15 +175,20 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
       tp.tag(i, L.plan.ffn == Ffn::kMoe ? "moe" : "dense");
       if (L.plan.ffn == Ffn::kMoe && moe_cfg_.n_ff_shexp > 0) tp.tag(i, "shexp");
     }
-    CHIMERA_ASSIGN_OR_RETURN(const layers::DeclaredShapes declared, declare_tensors("granitehybrid", tp, g));
+    n_ff_ = n_ff;
+    info_.derived = hp.notes();
+    return declare_tensors("granitehybrid", tp, g);
+  }
+
+  Status bind(const format::GgufFile& g, const layers::DeclaredShapes& declared) {
     layers::WeightBinder b(g, &packed_, &declared);
     CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
     info_.n_vocab = embd_.output.rows;
-    for (int64_t i = 0; i < n_layer; ++i) {
-      const std::string p = "blk." + std::to_string(i);
+    for (int64_t i = 0; i < info_.n_layer; ++i) {
+      const std::string p = tn::layer_prefix(i);
       GraniteLayer& L = layers_[(size_t)i];
-      CHIMERA_ASSIGN_OR_RETURN(L.attn_norm, b.vector(p + ".attn_norm.weight"));
-      CHIMERA_ASSIGN_OR_RETURN(L.ffn_norm, b.vector(p + ".ffn_norm.weight"));
+      CHIMERA_ASSIGN_OR_RETURN(L.attn_norm, b.vector(tn::at(tn::kAttnNorm, i)));
+      CHIMERA_ASSIGN_OR_RETURN(L.ffn_norm, b.vector(tn::at(tn::kFfnNorm, i)));
       if (L.plan.mixer == Mixer::kAttention) {
         CHIMERA_ASSIGN_OR_RETURN(L.attn, layers::bind_attention(b, p, L.attn_cfg));
       } else {
@@ -193,12 +197,10 @@ class GraniteHybridModel final : public MicroBatchedModel, public layers::MoeObs
       if (L.plan.ffn == Ffn::kMoe) {
         CHIMERA_ASSIGN_OR_RETURN(L.moe, layers::bind_moe(b, g, p, moe_cfg_));
       } else {
-        CHIMERA_ASSIGN_OR_RETURN(L.mlp, layers::bind_gated_mlp(b, p, n_embd_, n_ff));
+        CHIMERA_ASSIGN_OR_RETURN(L.mlp, layers::bind_gated_mlp(b, p, n_embd_, n_ff_));
       }
     }
     info_.weight_bytes = g.tensor_bytes();
-    info_.derived = hp.notes();
-    n_ff_ = n_ff;
     return Status::ok();
   }
 

@@ -1,6 +1,8 @@
 // HParams implementation.
 #include "models/hparams.h"
 
+#include "format/gguf/tensor_names.h"
+
 namespace chimera::models {
 
 Result<int64_t> HParams::count(const std::string& k, int64_t max) const {
@@ -37,10 +39,11 @@ bool HParams::flag_or(const std::string& k, bool dflt) const {
 
 namespace {
 
-// Rows of `<layer>.<name>.weight` per head, or 0 when the tensor is absent or
-// not a matrix; an error when the rows are not a multiple of the head count.
-Result<int64_t> rows_per_head(const HParams& hp, const std::string& layer, const char* name, int64_t n_heads) {
-  const std::string t = layer + "." + name + ".weight";
+// Rows of layer `layer`'s tensor `pattern` per head, or 0 when the tensor is
+// absent or not a matrix; an error when the rows are not a multiple of the
+// head count.
+Result<int64_t> rows_per_head(const HParams& hp, const char* pattern, int64_t layer, int64_t n_heads) {
+  const std::string t = format::tn::at(pattern, layer);
   const format::GgufTensorInfo* ti = hp.gguf().find_tensor(t);
   if (!ti || ti->ne.size() != 2) return int64_t{0};
   const int64_t rows = ti->ne[1];
@@ -53,7 +56,7 @@ Result<int64_t> rows_per_head(const HParams& hp, const std::string& layer, const
 }  // namespace
 
 Result<HeadDims> read_head_dims(const HParams& hp, int64_t n_embd, int64_t n_head, int64_t n_head_kv,
-                                const std::string& layer) {
+                                int64_t layer) {
   HeadDims d;
   const int64_t naive = n_embd / n_head;
   const auto key_k = hp.gguf().get_int(hp.key("attention.key_length"));
@@ -61,19 +64,19 @@ Result<HeadDims> read_head_dims(const HParams& hp, int64_t n_embd, int64_t n_hea
   if (key_k) {
     d.k = *key_k;
   } else {
-    CHIMERA_ASSIGN_OR_RETURN(const int64_t from_q, rows_per_head(hp, layer, "attn_q", n_head));
+    CHIMERA_ASSIGN_OR_RETURN(const int64_t from_q, rows_per_head(hp, format::tn::kAttnQ, layer, n_head));
     d.k = from_q > 0 ? from_q : naive;
     if (from_q > 0 && from_q != naive)
-      hp.note("head size " + std::to_string(from_q) + " from " + layer + ".attn_q.weight (no " +
+      hp.note("head size " + std::to_string(from_q) + " from " + format::tn::at(format::tn::kAttnQ, layer) + " (no " +
               hp.key("attention.key_length") + "; embedding_length / head_count would be " + std::to_string(naive) + ")");
   }
   if (key_v) {
     d.v = *key_v;
   } else {
-    CHIMERA_ASSIGN_OR_RETURN(const int64_t from_v, rows_per_head(hp, layer, "attn_v", n_head_kv));
+    CHIMERA_ASSIGN_OR_RETURN(const int64_t from_v, rows_per_head(hp, format::tn::kAttnV, layer, n_head_kv));
     d.v = from_v > 0 ? from_v : d.k;
     if (from_v > 0 && from_v != d.k)
-      hp.note("value head size " + std::to_string(from_v) + " from " + layer + ".attn_v.weight (no " +
+      hp.note("value head size " + std::to_string(from_v) + " from " + format::tn::at(format::tn::kAttnV, layer) + " (no " +
               hp.key("attention.value_length") + ")");
   }
   if (d.k < 1 || d.v < 1 || d.k > 4096 || d.v > 4096)
@@ -82,7 +85,7 @@ Result<HeadDims> read_head_dims(const HParams& hp, int64_t n_embd, int64_t n_hea
   return d;
 }
 
-Result<AttentionGeometry> read_attention_geometry(const HParams& hp, int64_t n_embd, const std::string& layer) {
+Result<AttentionGeometry> read_attention_geometry(const HParams& hp, int64_t n_embd, int64_t layer) {
   AttentionGeometry a;
   CHIMERA_ASSIGN_OR_RETURN(a.n_head, hp.count("attention.head_count", 1 << 14));
   a.n_head_kv = hp.count_or("attention.head_count_kv", a.n_head);

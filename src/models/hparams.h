@@ -41,7 +41,7 @@ class HParams {
 
 // Attention head sizes (key/query and value) for the given head counts:
 // `key_length` / `value_length` when present; otherwise derived from the
-// shapes of `<layer>.attn_q.weight` (rows / n_head) and `<layer>.attn_v.weight`
+// shapes of layer `layer`'s attn_q.weight (rows / n_head) and attn_v.weight
 // (rows / n_head_kv) when the layer has them, because published files often
 // lack the keys while head_dim != n_embd / n_head (Phi-tiny-MoE, Granite,
 // Qwen-style checkpoints); else n_embd / n_head. A derived value that differs
@@ -51,15 +51,15 @@ struct HeadDims {
   int64_t k = 0, v = 0;
 };
 Result<HeadDims> read_head_dims(const HParams& hp, int64_t n_embd, int64_t n_head, int64_t n_head_kv,
-                                const std::string& layer);
+                                int64_t layer);
 
 // Attention geometry shared by uniform-attention families: head counts
 // (head_count_kv defaults to head_count and must divide it) and head sizes
-// (read_head_dims of `layer`), validated.
+// (read_head_dims of layer `layer`), validated.
 struct AttentionGeometry {
   int64_t n_head = 0, n_head_kv = 0, head_dim = 0, head_dim_v = 0;
 };
-Result<AttentionGeometry> read_attention_geometry(const HParams& hp, int64_t n_embd, const std::string& layer = "blk.0");
+Result<AttentionGeometry> read_attention_geometry(const HParams& hp, int64_t n_embd, int64_t layer = 0);
 
 // Rotated dimensions per head: `rope.dimension_count`, default the head size.
 // A count larger than the head (llama.cpp's converter writes hidden/heads for

@@ -62,7 +62,7 @@ class DiffusionLm final : public Model, public DiffusionModel {
   const DiffusionSpec& spec() const override { return spec_; }
   const DiffusionModel* diffusion() const override { return this; }
 
-  Status init(const format::GgufFile& g, const DiffusionFamily& fam) {
+  Result<layers::DeclaredShapes> plan(const format::GgufFile& g, const DiffusionFamily& fam) {
     HParams hp(g, fam.arch);
     CHIMERA_ASSIGN_OR_RETURN(n_embd_, hp.count("embedding_length", 1 << 20));
     CHIMERA_ASSIGN_OR_RETURN(int64_t n_layer, hp.count("block_count", 4096));
@@ -91,27 +91,30 @@ class DiffusionLm final : public Model, public DiffusionModel {
     tp.set("n_embd", n_embd_), tp.set("n_vocab", n_vocab), tp.set("n_ff", n_ff_);
     tp.set("n_head", n_head), tp.set("n_head_kv", n_head_kv), tp.set("head_dim", head_dim);
     tp.set("head_dim_v", head_dim_v);
-    CHIMERA_ASSIGN_OR_RETURN(const layers::DeclaredShapes declared, declare_tensors(fam.arch, tp, g));
-    layers::WeightBinder b(g, &packed_, &declared);
-    CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
-    info_.n_vocab = embd_.output.rows;
-    layers_.resize((size_t)n_layer);
-    for (int64_t i = 0; i < n_layer; ++i) {
-      const std::string p = "blk." + std::to_string(i);
-      DlmLayer& L = layers_[(size_t)i];
-      CHIMERA_ASSIGN_OR_RETURN(L.attn_norm, b.vector(p + ".attn_norm.weight"));
-      CHIMERA_ASSIGN_OR_RETURN(L.ffn_norm, b.vector(p + ".ffn_norm.weight"));
-      CHIMERA_ASSIGN_OR_RETURN(L.attn, layers::bind_attention(b, p, attn_cfg_));
-      CHIMERA_ASSIGN_OR_RETURN(L.mlp, layers::bind_gated_mlp(b, p, n_embd_, n_ff_));
-    }
     const auto mask = g.get_int("tokenizer.ggml.mask_token_id");
     if (!mask) return invalid_argument("tokenizer.ggml.mask_token_id is missing (a diffusion LM needs its mask token)");
-    if (*mask < 0 || *mask >= info_.n_vocab)
+    if (*mask < 0 || *mask >= n_vocab)
       return invalid_argument("tokenizer.ggml.mask_token_id " + std::to_string(*mask) + " is outside the vocabulary");
     spec_.mask_id = (int32_t)*mask;
     spec_.shift_logits = g.get_bool("diffusion.shift_logits").value_or(fam.default_shift);
-    info_.weight_bytes = g.tensor_bytes();
     info_.derived = hp.notes();
+    return declare_tensors(fam.arch, tp, g);
+  }
+
+  Status bind(const format::GgufFile& g, const layers::DeclaredShapes& declared, const DiffusionFamily& /*fam*/) {
+    layers::WeightBinder b(g, &packed_, &declared);
+    CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
+    info_.n_vocab = embd_.output.rows;
+    layers_.resize((size_t)info_.n_layer);
+    for (int64_t i = 0; i < info_.n_layer; ++i) {
+      const std::string p = tn::layer_prefix(i);
+      DlmLayer& L = layers_[(size_t)i];
+      CHIMERA_ASSIGN_OR_RETURN(L.attn_norm, b.vector(tn::at(tn::kAttnNorm, i)));
+      CHIMERA_ASSIGN_OR_RETURN(L.ffn_norm, b.vector(tn::at(tn::kFfnNorm, i)));
+      CHIMERA_ASSIGN_OR_RETURN(L.attn, layers::bind_attention(b, p, attn_cfg_));
+      CHIMERA_ASSIGN_OR_RETURN(L.mlp, layers::bind_gated_mlp(b, p, n_embd_, n_ff_));
+    }
+    info_.weight_bytes = g.tensor_bytes();
     return Status::ok();
   }
 

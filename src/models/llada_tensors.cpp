@@ -13,13 +13,13 @@ constexpr Need kReq = Need::kRequired, kOpt = Need::kOptional;
 
 const TensorTable& llada_tensors() {
   static const TensorTable t = make_table({
-      {{"token_embd.weight", {"n_embd", "n_vocab"}, R::kTokenEmbd},
-       {"blk.{i}.attn_norm.weight", {"n_embd"}, R::kNorm, kReq, {}, kFillOnes}},
+      {{tn::kTokenEmbd, {"n_embd", "n_vocab"}, R::kTokenEmbd},
+       {tn::kAttnNorm, {"n_embd"}, R::kNorm, kReq, {}, kFillOnes}},
       attention_entries({}, kOpt),
-      {{"blk.{i}.ffn_norm.weight", {"n_embd"}, R::kNorm, kReq, {}, kFillOnes}},
+      {{tn::kFfnNorm, {"n_embd"}, R::kNorm, kReq, {}, kFillOnes}},
       gated_ffn_entries({}),
-      {{"output_norm.weight", {"n_embd"}, R::kNorm, kReq, {}, kFillOnes},
-       {"output.weight", {"n_embd", "n_vocab"}, R::kOutput, kOpt}},  // absent: tied to token_embd
+      {{tn::kOutputNorm, {"n_embd"}, R::kNorm, kReq, {}, kFillOnes},
+       {tn::kOutput, {"n_embd", "n_vocab"}, R::kOutput, kOpt}},  // absent: tied to token_embd
   });
   return t;
 }

@@ -36,7 +36,7 @@ class LlamaModel final : public MicroBatchedModel {
     return std::vector<layers::LayerStateSpec>(layers_.size(), attn_cfg_.kv_spec());
   }
 
-  Status init(const format::GgufFile& g) {
+  Result<layers::DeclaredShapes> plan(const format::GgufFile& g) {
     HParams hp(g, "llama");
     CHIMERA_ASSIGN_OR_RETURN(n_embd_, hp.count("embedding_length", 1 << 20));
     CHIMERA_ASSIGN_OR_RETURN(int64_t n_layer, hp.count("block_count", 4096));
@@ -63,25 +63,28 @@ class LlamaModel final : public MicroBatchedModel {
     tp.set("n_embd", n_embd_), tp.set("n_vocab", n_vocab), tp.set("n_ff", n_ff), tp.set("n_rot", n_rot);
     tp.set("n_head", n_head), tp.set("n_head_kv", n_head_kv), tp.set("head_dim", head_dim);
     tp.set("head_dim_v", head_dim_v);
-    CHIMERA_ASSIGN_OR_RETURN(const layers::DeclaredShapes declared, declare_tensors("llama", tp, g));
+    n_ff_ = n_ff;
+    info_.derived = hp.notes();
+    return declare_tensors("llama", tp, g);
+  }
+
+  Status bind(const format::GgufFile& g, const layers::DeclaredShapes& declared) {
     layers::WeightBinder b(g, &packed_, &declared);
     CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
     info_.n_vocab = embd_.output.rows;
-    CHIMERA_ASSIGN_OR_RETURN(rope_freqs_, b.optional_vector("rope_freqs.weight"));
+    CHIMERA_ASSIGN_OR_RETURN(rope_freqs_, b.optional_vector(tn::kRopeFreqs));
     attn_cfg_.rope.freq_factors = rope_freqs_.ptr();
 
-    layers_.resize((size_t)n_layer);
-    for (int64_t i = 0; i < n_layer; ++i) {
-      const std::string p = "blk." + std::to_string(i);
+    layers_.resize((size_t)info_.n_layer);
+    for (int64_t i = 0; i < info_.n_layer; ++i) {
+      const std::string p = tn::layer_prefix(i);
       LlamaLayer& L = layers_[(size_t)i];
-      CHIMERA_ASSIGN_OR_RETURN(L.attn_norm, b.vector(p + ".attn_norm.weight"));
-      CHIMERA_ASSIGN_OR_RETURN(L.ffn_norm, b.vector(p + ".ffn_norm.weight"));
+      CHIMERA_ASSIGN_OR_RETURN(L.attn_norm, b.vector(tn::at(tn::kAttnNorm, i)));
+      CHIMERA_ASSIGN_OR_RETURN(L.ffn_norm, b.vector(tn::at(tn::kFfnNorm, i)));
       CHIMERA_ASSIGN_OR_RETURN(L.attn, layers::bind_attention(b, p, attn_cfg_));
-      CHIMERA_ASSIGN_OR_RETURN(L.mlp, layers::bind_gated_mlp(b, p, n_embd_, n_ff));
+      CHIMERA_ASSIGN_OR_RETURN(L.mlp, layers::bind_gated_mlp(b, p, n_embd_, n_ff_));
     }
     info_.weight_bytes = g.tensor_bytes();
-    info_.derived = hp.notes();
-    n_ff_ = n_ff;
     return Status::ok();
   }
 

@@ -12,14 +12,14 @@ constexpr Need kReq = Need::kRequired, kOpt = Need::kOptional;
 
 const TensorTable& llama_tensors() {
   static const TensorTable t = make_table({
-      {{"token_embd.weight", {"n_embd", "n_vocab"}, R::kTokenEmbd},
-       {"rope_freqs.weight", {"n_rot/2"}, R::kRopeFactors, kOpt},  // Llama 3 frequency factors
-       {"blk.{i}.attn_norm.weight", {"n_embd"}, R::kNorm, kReq, {}, kFillOnes}},
+      {{tn::kTokenEmbd, {"n_embd", "n_vocab"}, R::kTokenEmbd},
+       {tn::kRopeFreqs, {"n_rot/2"}, R::kRopeFactors, kOpt},  // Llama 3 frequency factors
+       {tn::kAttnNorm, {"n_embd"}, R::kNorm, kReq, {}, kFillOnes}},
       attention_entries({}, kOpt),
-      {{"blk.{i}.ffn_norm.weight", {"n_embd"}, R::kNorm, kReq, {}, kFillOnes}},
+      {{tn::kFfnNorm, {"n_embd"}, R::kNorm, kReq, {}, kFillOnes}},
       gated_ffn_entries({}),
-      {{"output_norm.weight", {"n_embd"}, R::kNorm, kReq, {}, kFillOnes},
-       {"output.weight", {"n_embd", "n_vocab"}, R::kOutput, kOpt}},  // absent: tied to token_embd
+      {{tn::kOutputNorm, {"n_embd"}, R::kNorm, kReq, {}, kFillOnes},
+       {tn::kOutput, {"n_embd", "n_vocab"}, R::kOutput, kOpt}},  // absent: tied to token_embd
   });
   return t;
 }

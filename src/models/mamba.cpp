@@ -43,7 +43,7 @@ class MambaModel final : public MicroBatchedModel {
     return std::vector<layers::LayerStateSpec>(layers_.size(), spec);
   }
 
-  Status init(const format::GgufFile& g, const std::string& arch) {
+  Result<layers::DeclaredShapes> plan(const format::GgufFile& g, const std::string& arch) {
     HParams hp(g, arch);
     CHIMERA_ASSIGN_OR_RETURN(n_embd_, hp.count("embedding_length", 1 << 20));
     CHIMERA_ASSIGN_OR_RETURN(int64_t n_layer, hp.count("block_count", 4096));
@@ -74,15 +74,18 @@ class MambaModel final : public MicroBatchedModel {
     tp.set("n_embd", n_embd_), tp.set("n_vocab", n_vocab), tp.set("d_inner", d_inner), tp.set("d_state", d_state);
     tp.set("d_conv", d_conv), tp.set("dt_rank", dt_rank), tp.set("ssm_n_head", dt_rank);
     tp.set("n_group", kind_ == MixerKind::kMamba2 ? m2_.n_group : 1);
-    CHIMERA_ASSIGN_OR_RETURN(const layers::DeclaredShapes declared, declare_tensors(arch, tp, g));
+    return declare_tensors(arch, tp, g);
+  }
+
+  Status bind(const format::GgufFile& g, const layers::DeclaredShapes& declared, const std::string& /*arch*/) {
     layers::WeightBinder b(g, &packed_, &declared);
     CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
     info_.n_vocab = embd_.output.rows;
-    layers_.resize((size_t)n_layer);
-    for (int64_t i = 0; i < n_layer; ++i) {
-      const std::string p = "blk." + std::to_string(i);
+    layers_.resize((size_t)info_.n_layer);
+    for (int64_t i = 0; i < info_.n_layer; ++i) {
+      const std::string p = tn::layer_prefix(i);
       MambaLayer& L = layers_[(size_t)i];
-      CHIMERA_ASSIGN_OR_RETURN(L.norm, b.vector(p + ".attn_norm.weight"));
+      CHIMERA_ASSIGN_OR_RETURN(L.norm, b.vector(tn::at(tn::kAttnNorm, i)));
       if (kind_ == MixerKind::kMamba1) {
         CHIMERA_ASSIGN_OR_RETURN(L.m1, layers::bind_mamba1(b, g, p, m1_));
       } else {

@@ -11,11 +11,11 @@ constexpr Need kReq = Need::kRequired, kOpt = Need::kOptional;
 
 TensorTable ssm_table(std::vector<TensorEntry> mixer) {
   return make_table({
-      {{"token_embd.weight", {"n_embd", "n_vocab"}, R::kTokenEmbd},
-       {"blk.{i}.attn_norm.weight", {"n_embd"}, R::kNorm, kReq, {}, kFillOnes}},
+      {{tn::kTokenEmbd, {"n_embd", "n_vocab"}, R::kTokenEmbd},
+       {tn::kAttnNorm, {"n_embd"}, R::kNorm, kReq, {}, kFillOnes}},
       mixer,
-      {{"output_norm.weight", {"n_embd"}, R::kNorm, kReq, {}, kFillOnes},
-       {"output.weight", {"n_embd", "n_vocab"}, R::kOutput, kOpt}},  // absent: tied to token_embd
+      {{tn::kOutputNorm, {"n_embd"}, R::kNorm, kReq, {}, kFillOnes},
+       {tn::kOutput, {"n_embd", "n_vocab"}, R::kOutput, kOpt}},  // absent: tied to token_embd
   });
 }
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include "models/context.h"
 
+#include "format/gguf/tensor_names.h"
 #include "kernels/dispatch.h"
 #include "kernels/repack_cache.h"
 
@@ -87,18 +88,35 @@ void MicroBatchedModel::forward_batch_impl(ModelScratch& scratch, std::span<Batc
   }
 }
 
+namespace {
+
+// The registry entry of g's architecture; `what` names the file in errors.
+Result<const RegistryEntry*> registry_entry(const format::GgufFile& g, const std::string& what) {
+  const std::string arch = g.architecture();
+  if (arch.empty()) return invalid_argument(what + " has no general.architecture");
+  for (const auto& e : model_registry())
+    if (arch == e.arch) return &e;
+  std::string names;
+  for (const auto& e : model_registry()) names += std::string(names.empty() ? "" : ", ") + e.arch;
+  return unsupported("unsupported architecture '" + arch + "' (supported: " + names + ")");
+}
+
+}  // namespace
+
+Status check_model_header(const format::GgufFile& header) {
+  if (!header.header_only()) return internal_error("check_model_header needs a header-only file");
+  CHIMERA_ASSIGN_OR_RETURN(const RegistryEntry* entry, registry_entry(header, "the output"));
+  if (header.tensors().empty()) return invalid_argument("the output holds no tensors");
+  CHIMERA_RETURN_IF_ERROR(tokenizer::Tokenizer::from_gguf(header).status());
+  CHIMERA_ASSIGN_OR_RETURN(std::unique_ptr<Model> m, entry->load(header));
+  if (m) return internal_error("arch '" + header.architecture() + "' bound weights of a header-only file");
+  return Status::ok();
+}
+
 Result<std::unique_ptr<Model>> load_model(const std::string& path) {
   CHIMERA_ASSIGN_OR_RETURN(auto gguf, format::GgufFile::open(path));
   const std::string arch = gguf->architecture();
-  if (arch.empty()) return invalid_argument("'" + path + "' has no general.architecture");
-  const RegistryEntry* entry = nullptr;
-  for (const auto& e : model_registry())
-    if (arch == e.arch) entry = &e;
-  if (!entry) {
-    std::string names;
-    for (const auto& e : model_registry()) names += std::string(names.empty() ? "" : ", ") + e.arch;
-    return unsupported("unsupported architecture '" + arch + "' (supported: " + names + ")");
-  }
+  CHIMERA_ASSIGN_OR_RETURN(const RegistryEntry* entry, registry_entry(*gguf, "'" + path + "'"));
   if (gguf->tensors().empty()) return invalid_argument("'" + path + "' holds no tensors (vocabulary-only file?)");
   CHIMERA_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::from_gguf(*gguf));
   // The repack cache (when enabled) is consulted and filled by every
@@ -129,11 +147,11 @@ Result<std::unique_ptr<Model>> load_model(const std::string& path) {
   {
     const auto n_exp = gguf->get_int(arch + ".expert_count").value_or(0);
     const auto n_used = gguf->get_int(arch + ".expert_used_count").value_or(0);
-    const bool untied = gguf->find_tensor("output.weight") != nullptr;
+    const bool untied = gguf->find_tensor(format::tn::kOutput) != nullptr;
     double bytes = 0;
     for (const auto& t : gguf->tensors()) {
       double b = (double)t.n_bytes;
-      if (t.name == "token_embd.weight" && untied) b = t.dim(1) > 0 ? b / (double)t.dim(1) : b;
+      if (t.name == format::tn::kTokenEmbd && untied) b = t.dim(1) > 0 ? b / (double)t.dim(1) : b;
       if (t.name.find("_exps") != std::string::npos && n_exp > 0 && n_used > 0) b = b * (double)n_used / (double)n_exp;
       bytes += b;
     }

@@ -28,6 +28,7 @@
 #include "format/gguf/gguf.h"
 #include "kernels/repack.h"
 #include "layers/state.h"
+#include "layers/weights.h"
 #include "tokenizer/tokenizer.h"
 
 namespace chimera::layers {
@@ -205,17 +206,31 @@ class MicroBatchedModel : public Model {
 // it; tests read it to check that they do.
 int64_t unfused_batch_steps();
 
-// Registry loaders: runs a freshly constructed family model's init(gguf, extra...)
-// and hands it back as a Model once that succeeds.
+// Registry loaders: a freshly constructed family model loads in two steps.
+// plan(gguf, extra...) reads the hyper-parameters and the layer plan and
+// checks the file's tensors against the family's table (declare_tensors; it
+// reads metadata, tensor names and shapes, never tensor data); then
+// bind(gguf, declared, extra...) binds the weights. A header-only file
+// (GgufFile::header_only: a converter's output before it is written) stops
+// after the plan with a null model (check_model_header).
 template <class M, class... InitArgs>
 Result<std::unique_ptr<Model>> init_model(std::unique_ptr<M> m, const format::GgufFile& gguf,
                                           const InitArgs&... init_args) {
-  CHIMERA_RETURN_IF_ERROR(m->init(gguf, init_args...));
+  CHIMERA_ASSIGN_OR_RETURN(const layers::DeclaredShapes declared, m->plan(gguf, init_args...));
+  if (gguf.header_only()) return std::unique_ptr<Model>();
+  CHIMERA_RETURN_IF_ERROR(m->bind(gguf, declared, init_args...));
   return std::unique_ptr<Model>(std::move(m));
 }
 
 // Opens a GGUF file and builds the model for its general.architecture.
 Result<std::unique_ptr<Model>> load_model(const std::string& path);
+
+// What load_model checks before it binds weights, on a header-only file
+// (GgufWriter::describe): a registered architecture, at least one tensor, the
+// tokenizer, the family's hyper-parameters, and the tensors against the
+// family's table (a missing required tensor, a wrong shape or an unexpected
+// tensor is an error naming it). The converters run it before they write.
+Status check_model_header(const format::GgufFile& header);
 
 // The registry: architecture name -> loader and tensor table
 // (models/tensor_table.h; null while a family has none). Every family

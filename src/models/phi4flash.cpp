@@ -73,7 +73,7 @@ class Phi4FlashModel final : public MicroBatchedModel {
     return v;
   }
 
-  Status init(const format::GgufFile& g) {
+  Result<layers::DeclaredShapes> plan(const format::GgufFile& g) {
     HParams hp(g, "phi4flash");
     CHIMERA_ASSIGN_OR_RETURN(n_embd_, hp.count("embedding_length", 1 << 20));
     CHIMERA_ASSIGN_OR_RETURN(int64_t n_layer, hp.count("block_count", 4096));
@@ -108,6 +108,13 @@ class Phi4FlashModel final : public MicroBatchedModel {
       const bool mamba = i % period == 0, cross = i >= half_ + 2;
       const Kind kind = cross ? (mamba ? Kind::kGmu : Kind::kCrossAttn) : (mamba ? Kind::kMamba : Kind::kSelfAttn);
       layers_[(size_t)i].kind = kind;
+      if (kind == Kind::kSelfAttn || kind == Kind::kCrossAttn) {
+        layers::DiffAttentionConfig& c = layers_[(size_t)i].attn_cfg;
+        c.n_embd = n_embd_, c.n_head = n_head, c.n_head_kv = n_head_kv, c.head_dim = head_dim;
+        c.window = i < half_ ? window : 0;
+        c.cross = kind == Kind::kCrossAttn;
+        c.lambda_init = 0.8f - 0.6f * std::exp(-0.3f * (float)i);
+      }
       tp.tag(i, kind == Kind::kMamba ? "mamba" : kind == Kind::kGmu ? "gmu" : kind == Kind::kSelfAttn ? "self_attn" : "cross_attn");
       if (kind == Kind::kSelfAttn || kind == Kind::kCrossAttn) tp.tag(i, "diff_attn");
     }
@@ -116,17 +123,20 @@ class Phi4FlashModel final : public MicroBatchedModel {
     tp.set("n_head", n_head), tp.set("n_head_kv", n_head_kv), tp.set("head_dim", head_dim);
     tp.set("d_inner", m1_.d_inner), tp.set("d_state", m1_.d_state), tp.set("d_conv", m1_.d_conv);
     tp.set("dt_rank", m1_.dt_rank);
-    CHIMERA_ASSIGN_OR_RETURN(const layers::DeclaredShapes declared, declare_tensors("phi4flash", tp, g));
+    return declare_tensors("phi4flash", tp, g);
+  }
+
+  Status bind(const format::GgufFile& g, const layers::DeclaredShapes& declared) {
     layers::WeightBinder b(g, &packed_, &declared);
     CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
     info_.n_vocab = embd_.output.rows;
-    for (int64_t i = 0; i < n_layer; ++i) {
-      const std::string p = "blk." + std::to_string(i);
+    for (int64_t i = 0; i < info_.n_layer; ++i) {
+      const std::string p = tn::layer_prefix(i);
       P4Layer& L = layers_[(size_t)i];
-      CHIMERA_ASSIGN_OR_RETURN(L.ln1_w, b.vector(p + ".attn_norm.weight"));
-      CHIMERA_ASSIGN_OR_RETURN(L.ln1_b, b.vector(p + ".attn_norm.bias"));
-      CHIMERA_ASSIGN_OR_RETURN(L.ln2_w, b.vector(p + ".ffn_norm.weight"));
-      CHIMERA_ASSIGN_OR_RETURN(L.ln2_b, b.vector(p + ".ffn_norm.bias"));
+      CHIMERA_ASSIGN_OR_RETURN(L.ln1_w, b.vector(tn::at(tn::kAttnNorm, i)));
+      CHIMERA_ASSIGN_OR_RETURN(L.ln1_b, b.vector(tn::at(tn::kAttnNormBias, i)));
+      CHIMERA_ASSIGN_OR_RETURN(L.ln2_w, b.vector(tn::at(tn::kFfnNorm, i)));
+      CHIMERA_ASSIGN_OR_RETURN(L.ln2_b, b.vector(tn::at(tn::kFfnNormBias, i)));
       CHIMERA_ASSIGN_OR_RETURN(L.up, layers::bind_linear(b, p + ".ffn_up", n_embd_, 2 * n_ff_));
       CHIMERA_ASSIGN_OR_RETURN(L.down, layers::bind_linear(b, p + ".ffn_down", n_ff_, n_embd_));
       switch (L.kind) {
@@ -140,11 +150,7 @@ class Phi4FlashModel final : public MicroBatchedModel {
         }
         case Kind::kSelfAttn:
         case Kind::kCrossAttn: {
-          layers::DiffAttentionConfig& c = L.attn_cfg;
-          c.n_embd = n_embd_, c.n_head = n_head, c.n_head_kv = n_head_kv, c.head_dim = head_dim;
-          c.window = i < half_ ? window : 0;
-          c.cross = L.kind == Kind::kCrossAttn;
-          c.lambda_init = 0.8f - 0.6f * std::exp(-0.3f * (float)i);
+          const layers::DiffAttentionConfig& c = L.attn_cfg;
           CHIMERA_ASSIGN_OR_RETURN(L.attn, layers::bind_diff_attention(b, p, c));
           attn_cfg_ = c;
           attn_cfg_.cross = false;

@@ -61,7 +61,7 @@ class PhiMoeModel final : public MicroBatchedModel, public layers::MoeObservable
     return v;
   }
 
-  Status init(const format::GgufFile& g) {
+  Result<layers::DeclaredShapes> plan(const format::GgufFile& g) {
     HParams hp(g, "phimoe");
     CHIMERA_ASSIGN_OR_RETURN(n_embd_, hp.count("embedding_length", 1 << 20));
     CHIMERA_ASSIGN_OR_RETURN(int64_t n_layer, hp.count("block_count", 4096));
@@ -94,13 +94,6 @@ class PhiMoeModel final : public MicroBatchedModel, public layers::MoeObservable
     tp.set("n_embd", n_embd_), tp.set("n_vocab", n_vocab), tp.set("n_ff", n_ff), tp.set("n_expert", n_expert);
     tp.set("n_head", n_head), tp.set("n_head_kv", n_head_kv), tp.set("head_dim", head_dim);
     tp.set("head_dim_v", head_dim_v), tp.set("n_rot", n_rot);
-    CHIMERA_ASSIGN_OR_RETURN(const layers::DeclaredShapes declared, declare_tensors("phimoe", tp, g));
-    layers::WeightBinder b(g, &packed_, &declared);
-    CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
-    info_.n_vocab = embd_.output.rows;
-    if (!embd_.output_norm_b.present()) return not_found("missing tensor 'output_norm.bias' (phimoe LayerNorm)");
-    CHIMERA_RETURN_IF_ERROR(bind_longrope(b, hp));
-
     moe_cfg_.n_embd = n_embd_;
     moe_cfg_.n_ff = n_ff;
     moe_cfg_.routing.kind = layers::MoeRouting::kSparseMixer;
@@ -108,20 +101,31 @@ class PhiMoeModel final : public MicroBatchedModel, public layers::MoeObservable
     moe_cfg_.routing.k = n_used;
     moe_cfg_.routing.jitter_eps = 0.01f;  // HF router_jitter_noise default; not stored in GGUF
     CHIMERA_RETURN_IF_ERROR(layers::check_routing(moe_cfg_.routing).with_context("phimoe"));
+    info_.derived = hp.notes();
+    return declare_tensors("phimoe", tp, g);
+  }
 
-    layers_.resize((size_t)n_layer);
-    for (int64_t i = 0; i < n_layer; ++i) {
-      const std::string p = "blk." + std::to_string(i);
+  Status bind(const format::GgufFile& g, const layers::DeclaredShapes& declared) {
+    HParams hp(g, "phimoe");
+    layers::WeightBinder b(g, &packed_, &declared);
+    CHIMERA_RETURN_IF_ERROR(bind_embeddings(b, g, n_embd_, &embd_));
+    info_.n_vocab = embd_.output.rows;
+    if (!embd_.output_norm_b.present()) return not_found("missing tensor 'output_norm.bias' (phimoe LayerNorm)");
+    CHIMERA_RETURN_IF_ERROR(bind_longrope(b, hp));
+
+    layers_.resize((size_t)info_.n_layer);
+    for (int64_t i = 0; i < info_.n_layer; ++i) {
+      const std::string p = tn::layer_prefix(i);
       PhiMoeLayer& L = layers_[(size_t)i];
-      CHIMERA_ASSIGN_OR_RETURN(L.attn_norm, b.vector(p + ".attn_norm.weight"));
-      CHIMERA_ASSIGN_OR_RETURN(L.attn_norm_b, b.vector(p + ".attn_norm.bias"));
-      CHIMERA_ASSIGN_OR_RETURN(L.ffn_norm, b.vector(p + ".ffn_norm.weight"));
-      CHIMERA_ASSIGN_OR_RETURN(L.ffn_norm_b, b.vector(p + ".ffn_norm.bias"));
+      CHIMERA_ASSIGN_OR_RETURN(L.attn_norm, b.vector(tn::at(tn::kAttnNorm, i)));
+      CHIMERA_ASSIGN_OR_RETURN(L.attn_norm_b, b.vector(tn::at(tn::kAttnNormBias, i)));
+      CHIMERA_ASSIGN_OR_RETURN(L.ffn_norm, b.vector(tn::at(tn::kFfnNorm, i)));
+      CHIMERA_ASSIGN_OR_RETURN(L.ffn_norm_b, b.vector(tn::at(tn::kFfnNormBias, i)));
       CHIMERA_ASSIGN_OR_RETURN(L.attn, layers::bind_attention(b, p, attn_cfg_));
       CHIMERA_ASSIGN_OR_RETURN(L.moe, layers::bind_moe(b, g, p, moe_cfg_));
     }
     info_.weight_bytes = g.tensor_bytes();  // all weights, as the field documents (decode reads k/E of the experts)
-    info_.derived = hp.notes();
+    for (const std::string& n : hp.notes()) info_.derived.push_back(n);
     return Status::ok();
   }
 
@@ -135,8 +139,8 @@ class PhiMoeModel final : public MicroBatchedModel, public layers::MoeObservable
 
  private:
   Status bind_longrope(const layers::WeightBinder& b, const HParams& hp) {
-    CHIMERA_ASSIGN_OR_RETURN(rope_long_, b.optional_vector("rope_factors_long.weight"));
-    CHIMERA_ASSIGN_OR_RETURN(rope_short_, b.optional_vector("rope_factors_short.weight"));
+    CHIMERA_ASSIGN_OR_RETURN(rope_long_, b.optional_vector(tn::kRopeFactorsLong));
+    CHIMERA_ASSIGN_OR_RETURN(rope_short_, b.optional_vector(tn::kRopeFactorsShort));
     if (rope_long_.present() != rope_short_.present())
       return invalid_argument("phimoe LongRoPE needs both rope_factors_long and rope_factors_short");
     if (!rope_long_.present()) return Status::ok();

@@ -13,19 +13,19 @@ constexpr Need kReq = Need::kRequired, kOpt = Need::kOptional;
 
 const TensorTable& phimoe_tensors() {
   static const TensorTable t = make_table({
-      {{"token_embd.weight", {"n_embd", "n_vocab"}, R::kTokenEmbd},
-       {"rope_factors_long.weight", {"n_rot/2"}, R::kRopeFactors, kOpt, {}, kFillOnes},
-       {"rope_factors_short.weight", {"n_rot/2"}, R::kRopeFactors, kOpt, {}, kFillOnes},
-       {"blk.{i}.attn_norm.weight", {"n_embd"}, R::kNorm, kReq, {}, kFillOnes},
-       {"blk.{i}.attn_norm.bias", {"n_embd"}, R::kNorm, kReq, {}, kFillZeros}},
+      {{tn::kTokenEmbd, {"n_embd", "n_vocab"}, R::kTokenEmbd},
+       {tn::kRopeFactorsLong, {"n_rot/2"}, R::kRopeFactors, kOpt, {}, kFillOnes},
+       {tn::kRopeFactorsShort, {"n_rot/2"}, R::kRopeFactors, kOpt, {}, kFillOnes},
+       {tn::kAttnNorm, {"n_embd"}, R::kNorm, kReq, {}, kFillOnes},
+       {tn::kAttnNormBias, {"n_embd"}, R::kNorm, kReq, {}, kFillZeros}},
       attention_entries({}, kOpt),
-      {{"blk.{i}.ffn_norm.weight", {"n_embd"}, R::kNorm, kReq, {}, kFillOnes},
-       {"blk.{i}.ffn_norm.bias", {"n_embd"}, R::kNorm, kReq, {}, kFillZeros}},
+      {{tn::kFfnNorm, {"n_embd"}, R::kNorm, kReq, {}, kFillOnes},
+       {tn::kFfnNormBias, {"n_embd"}, R::kNorm, kReq, {}, kFillZeros}},
       moe_entries({}),
-      {{"output_norm.weight", {"n_embd"}, R::kNorm, kReq, {}, kFillOnes},
-       {"output_norm.bias", {"n_embd"}, R::kNorm, kReq, {}, kFillZeros},
-       {"output.weight", {"n_embd", "n_vocab"}, R::kOutput, kOpt},  // absent: tied to token_embd
-       {"output.bias", {"n_vocab"}, R::kBias, kOpt, {}, kFillZeros}},
+      {{tn::kOutputNorm, {"n_embd"}, R::kNorm, kReq, {}, kFillOnes},
+       {tn::kOutputNormBias, {"n_embd"}, R::kNorm, kReq, {}, kFillZeros},
+       {tn::kOutput, {"n_embd", "n_vocab"}, R::kOutput, kOpt},  // absent: tied to token_embd
+       {tn::kOutputBias, {"n_vocab"}, R::kBias, kOpt, {}, kFillZeros}},
   });
   return t;
 }

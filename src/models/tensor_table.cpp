@@ -140,16 +140,9 @@ class DimExpr {
   size_t i_ = 0;
 };
 
-std::string layer_name(std::string_view pattern, int64_t layer) {
-  std::string s(pattern);
-  const size_t at = s.find("{i}");
-  if (at != std::string::npos) s.replace(at, 3, std::to_string(layer));
-  return s;
-}
-
 Status add_row(const TensorEntry& e, int64_t layer, const TableParams& p, std::vector<TensorRow>& out) {
   TensorRow r;
-  r.name = layer_name(e.pattern, layer);
+  r.name = tn::at(e.pattern, layer);
   r.role = e.role;
   r.required = e.need == Need::kRequired;
   r.layer = layer;
@@ -253,8 +246,8 @@ Result<const TensorTable*> require_tensor_table(std::string_view arch) {
 }
 
 Result<int64_t> embedding_rows(const format::GgufFile& g) {
-  const format::GgufTensorInfo* t = g.find_tensor("token_embd.weight");
-  if (!t) return not_found("missing tensor 'token_embd.weight'");
+  const format::GgufTensorInfo* t = g.find_tensor(tn::kTokenEmbd);
+  if (!t) return not_found(std::string("missing tensor '") + tn::kTokenEmbd + "'");
   return t->dim(1);
 }
 

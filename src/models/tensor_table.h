@@ -23,10 +23,13 @@
 
 #include "core/status.h"
 #include "format/gguf/gguf.h"
+#include "format/gguf/tensor_names.h"
 #include "layers/weights.h"
 #include "quant/tensor_role.h"
 
 namespace chimera::models {
+
+namespace tn = format::tn;  // the tensor-name patterns the tables are built from
 
 // The values `synth` writes into a tensor: normal(σ = value) or a constant.
 struct SynthFill {

@@ -4,23 +4,24 @@
 #include <cmath>
 #include <cstring>
 
+#include "format/gguf/tensor_names.h"
 #include "kernels/ops.h"
 
 namespace chimera::models {
 
 Status bind_embeddings(const layers::WeightBinder& b, const format::GgufFile& g, int64_t n_embd, Embeddings* e) {
-  const format::GgufTensorInfo* t = g.find_tensor("token_embd.weight");
+  const format::GgufTensorInfo* t = g.find_tensor(format::tn::kTokenEmbd);
   if (!t) return not_found("missing tensor 'token_embd.weight'");
   const int64_t n_vocab = t->dim(1);
-  CHIMERA_ASSIGN_OR_RETURN(e->tok, b.table("token_embd.weight", n_embd, n_vocab));
-  CHIMERA_ASSIGN_OR_RETURN(e->output_norm, b.vector("output_norm.weight", n_embd));
-  CHIMERA_ASSIGN_OR_RETURN(e->output_norm_b, b.optional_vector("output_norm.bias", n_embd));
-  if (b.has("output.weight")) {
-    const format::GgufTensorInfo* o = g.find_tensor("output.weight");
-    CHIMERA_ASSIGN_OR_RETURN(e->output, b.matrix("output.weight", n_embd, o->dim(1)));
-    CHIMERA_ASSIGN_OR_RETURN(e->output_b, b.optional_vector("output.bias", o->dim(1)));
+  CHIMERA_ASSIGN_OR_RETURN(e->tok, b.table(format::tn::kTokenEmbd, n_embd, n_vocab));
+  CHIMERA_ASSIGN_OR_RETURN(e->output_norm, b.vector(format::tn::kOutputNorm, n_embd));
+  CHIMERA_ASSIGN_OR_RETURN(e->output_norm_b, b.optional_vector(format::tn::kOutputNormBias, n_embd));
+  if (b.has(format::tn::kOutput)) {
+    const format::GgufTensorInfo* o = g.find_tensor(format::tn::kOutput);
+    CHIMERA_ASSIGN_OR_RETURN(e->output, b.matrix(format::tn::kOutput, n_embd, o->dim(1)));
+    CHIMERA_ASSIGN_OR_RETURN(e->output_b, b.optional_vector(format::tn::kOutputBias, o->dim(1)));
   } else {
-    CHIMERA_ASSIGN_OR_RETURN(e->output, b.matrix("token_embd.weight", n_embd, n_vocab));
+    CHIMERA_ASSIGN_OR_RETURN(e->output, b.matrix(format::tn::kTokenEmbd, n_embd, n_vocab));
     e->tied = true;
   }
   return Status::ok();

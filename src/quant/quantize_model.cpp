@@ -21,6 +21,7 @@
 #include "core/memory.h"
 #include "core/thread_pool.h"
 #include "format/gguf/gguf.h"
+#include "format/gguf/tensor_names.h"
 #include "quant/iq4xs_blocks.h"
 #include "quant/kquant_blocks.h"
 #include "quant/legacy_blocks.h"
@@ -45,15 +46,7 @@ bool ends_with(std::string_view s, std::string_view suf) {
   return s.size() >= suf.size() && s.substr(s.size() - suf.size()) == suf;
 }
 
-// Layer index from "blk.N.", or -1.
-int64_t layer_of(std::string_view name) {
-  if (name.rfind("blk.", 0) != 0) return -1;
-  int64_t v = 0;
-  size_t i = 4;
-  if (i >= name.size() || !std::isdigit((unsigned char)name[i])) return -1;
-  while (i < name.size() && std::isdigit((unsigned char)name[i])) v = v * 10 + (name[i++] - '0');
-  return v;
-}
+using format::tn::layer_of;  // layer index of a per-layer name, or -1
 
 // llama.cpp: the first and last eighth of the layers, and every third in between.
 bool use_more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }

@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "format/gguf/tensor_names.h"
+
 namespace chimera::runtime {
 
 Result<std::vector<ExpertSlice>> expert_slices(const format::GgufFile& g) {
@@ -20,9 +22,8 @@ Result<std::vector<ExpertSlice>> expert_slices(const format::GgufFile& g) {
   const std::string arch = g.get_string("general.architecture").value_or("");
   const int64_t n_layer = g.get_int(arch + ".block_count").value_or(0);
   for (int64_t l = 0; l < n_layer; ++l) {
-    const std::string b = "blk." + std::to_string(l) + ".";
-    for (const char* proj : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"}) {
-      const std::string name = b + proj + ".weight";
+    for (const char* pattern : {format::tn::kFfnGateExps, format::tn::kFfnUpExps, format::tn::kFfnDownExps}) {
+      const std::string name = format::tn::at(pattern, l);
       const format::GgufTensorInfo* t = g.find_tensor(name);
       if (!t) continue;
       const int64_t n_expert = t->dim(2);

@@ -1,6 +1,7 @@
 // Acting on an expert placement plan (the `placement` object `chimera experts
 // --budget-gb` writes): the experts of a MoE GGUF are byte slices of the
-// memory-mapped file — expert e of blk.L.ffn_{gate,up,down}_exps is bytes
+// memory-mapped file — expert e of layer L's tensor ffn_{gate,up,down}_exps
+// (format/gguf/tensor_names.h: tn::kFfn{Gate,Up,Down}Exps) is bytes
 // [e·S, (e+1)·S) of that tensor, S = tensor bytes / n_expert. Applying a plan
 // advises the kernel per slice:
 //   resident: madvise(MADV_WILLNEED) (read ahead now), then mlock when the
@@ -34,11 +35,12 @@ struct ExpertSlice {
   int64_t layer = 0, expert = 0;
   const uint8_t* data = nullptr;
   size_t bytes = 0;
-  std::string tensor;  // "blk.L.ffn_up_exps.weight"
+  std::string tensor;  // its GGUF name: tn::at(tn::kFfnUpExps, layer), ...
 };
 
-// Every expert slice of the file: for each layer L with blk.L.ffn_{gate,up,
-// down}_exps.weight, n_expert slices per tensor (in gate, up, down order).
+// Every expert slice of the file: for each layer L with expert tensors
+// (tn::kFfn{Gate,Up,Down}Exps), n_expert slices per tensor (in gate, up,
+// down order).
 // Errors on a tensor whose byte size is not a multiple of its expert count.
 Result<std::vector<ExpertSlice>> expert_slices(const format::GgufFile& g);
 

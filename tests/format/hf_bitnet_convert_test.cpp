@@ -212,7 +212,7 @@ void remove(const Built& b) {
 // Converts at the checkpoint's type; tensors and logits equal the reference's.
 void expect_converts_to_reference(const std::string& shared, const Built& b) {
   const std::string out = b.ref + ".converted.gguf";
-  Status s = convert(b.dir.string(), out, {});
+  Status s = convert(b.dir.string(), out, hftest::checked());
   ASSERT_TRUE(s.is_ok()) << s.message();
   auto g = GgufFile::open(out);
   auto r = GgufFile::open(b.ref);
@@ -293,7 +293,7 @@ TEST(HfBitnetConvert, MasterWeightsTernarizeAsLlamaCpp) {
   // --type f32: the ternary values are still rounded to the checkpoint's
   // BF16 first (llama.cpp's result.type(dtype)), then widened.
   const std::string out = b.ref + ".f32.gguf";
-  ConvertOptions o;
+  ConvertOptions o = hftest::checked();
   o.out_type = "f32";
   ASSERT_TRUE(convert(b.dir.string(), out, o).is_ok());
   auto g = GgufFile::open(out);
@@ -348,7 +348,7 @@ TEST(HfBitnetConvert, Relu2WritesTheActivationKey) {
   const Built b = build(shared, "relu2", o);
   expect_converts_to_reference(shared, b);
   const std::string out = b.ref + ".relu2.gguf";
-  ASSERT_TRUE(convert(b.dir.string(), out, {}).is_ok());
+  ASSERT_TRUE(convert(b.dir.string(), out, hftest::checked()).is_ok());
   auto g = GgufFile::open(out);
   ASSERT_TRUE(g.is_ok());
   EXPECT_EQ((*g)->get_string("bitnet.ffn_activation"), std::optional<std::string>("relu2"));
@@ -364,7 +364,7 @@ TEST(HfBitnetConvert, ErrorsNameTheMissingTensorOrKey) {
   auto expect_error = [&](const std::string& tag, const Options& o, const json& config, const std::string& needle) {
     const Built b = build(shared, tag, o, config);
     const std::string out = b.ref + ".bad.gguf";
-    Status s = convert(b.dir.string(), out, {});
+    Status s = convert(b.dir.string(), out, hftest::checked());
     ASSERT_FALSE(s.is_ok()) << tag;
     EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
     EXPECT_FALSE(fs::exists(out));

@@ -17,6 +17,7 @@
 #include "core/fp16.h"
 #include "format/gguf/gguf.h"
 #include "format/safetensors/safetensors.h"
+#include "hf_test_folder.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 
@@ -33,7 +34,7 @@ std::string hf_dir() {
 TEST(HfConvert, Phi4FlashTinyKeysTensorsAndTokenizer) {
   CHIMERA_REQUIRE_SHARED(shared);
   const std::string out = test::temp_path("p4f-bf16.gguf");
-  Status s = convert(hf_dir(), out, {});
+  Status s = convert(hf_dir(), out, hftest::checked());
   ASSERT_TRUE(s.is_ok()) << s.message();
   auto g = GgufFile::open(out);
   ASSERT_TRUE(g.is_ok()) << g.status().message();
@@ -96,7 +97,7 @@ TEST(HfConvert, Phi4FlashTinyKeysTensorsAndTokenizer) {
 TEST(HfConvert, F32OutputType) {
   CHIMERA_REQUIRE_SHARED(shared);
   const std::string out = test::temp_path("p4f-f32.gguf");
-  ConvertOptions o;
+  ConvertOptions o = hftest::checked();
   o.out_type = "f32";
   ASSERT_TRUE(convert(hf_dir(), out, o).is_ok());
   auto g = GgufFile::open(out);
@@ -115,16 +116,16 @@ TEST(HfConvert, BadFoldersGiveErrorsAndNoFile) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string out = test::temp_path("hf-bad.gguf");
-  EXPECT_FALSE(convert(dir.string(), out, {}).is_ok());  // no config.json
+  EXPECT_FALSE(convert(dir.string(), out, hftest::checked()).is_ok());  // no config.json
   auto write = [&](const char* name, const std::string& text) { std::ofstream(dir / name) << text; };
   write("config.json", "{not json");
-  EXPECT_FALSE(convert(dir.string(), out, {}).is_ok());
+  EXPECT_FALSE(convert(dir.string(), out, hftest::checked()).is_ok());
   write("config.json", R"({"model_type":"gpt9"})");
-  Status s = convert(dir.string(), out, {});
+  Status s = convert(dir.string(), out, hftest::checked());
   EXPECT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("phi4flash"), std::string::npos) << s.message();  // lists the supported types
   write("config.json", R"({"model_type":"phi4flash","num_attention_heads":3})");
-  EXPECT_FALSE(convert(dir.string(), out, {}).is_ok());
+  EXPECT_FALSE(convert(dir.string(), out, hftest::checked()).is_ok());
   EXPECT_FALSE(fs::exists(out));
   if (!hf_dir().empty()) {
     // A checkpoint tensor no rule claims (a layout the table does not know) is an error.
@@ -138,7 +139,7 @@ TEST(HfConvert, BadFoldersGiveErrorsAndNoFile) {
     st.write(b.data(), 8);
     st << h << std::string(8, '\0');
     st.close();
-    s = convert(dir.string(), out, {});
+    s = convert(dir.string(), out, hftest::checked());
     EXPECT_FALSE(s.is_ok());
     EXPECT_NE(s.message().find("model.extra"), std::string::npos) << s.message();
     EXPECT_FALSE(fs::exists(out));

@@ -151,7 +151,7 @@ TEST_F(DreamFixture, KeysTensorsAndLogitsEqualTheGoldenGguf) {
   ASSERT_TRUE(gg.is_ok());
   const fs::path dir = write_hf(golden, "ok", config_json());
   const std::string out = test::temp_path("hf-dream.gguf");
-  Status s = convert(dir.string(), out, {});
+  Status s = convert(dir.string(), out, hftest::checked());
   ASSERT_TRUE(s.is_ok()) << s.message();
   auto g = GgufFile::open(out);
   ASSERT_TRUE(g.is_ok());
@@ -175,7 +175,7 @@ TEST_F(DreamFixture, ErrorsNameTheMissingTensorOrKey) {
   const std::string out = test::temp_path("hf-dream-bad.gguf");
   auto expect_error = [&](const std::string& tag, const json& config, const std::string& drop, const std::string& needle) {
     const fs::path dir = write_hf(golden, tag, config, drop);
-    Status s = convert(dir.string(), out, {});
+    Status s = convert(dir.string(), out, hftest::checked());
     ASSERT_FALSE(s.is_ok()) << tag;
     EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
     EXPECT_FALSE(fs::exists(out));

@@ -169,7 +169,7 @@ TEST(HfGraniteConvert, KeysTensorsVocabAndLogitsEqualTheGoldenGguf) {
   auto rg = GgufFile::open(ref);
   ASSERT_TRUE(rg.is_ok());
   const std::string out = test::temp_path("hf-granite.gguf");
-  Status s = convert(dir.string(), out, {});
+  Status s = convert(dir.string(), out, hftest::checked());
   ASSERT_TRUE(s.is_ok()) << s.message();
   auto g = GgufFile::open(out);
   ASSERT_TRUE(g.is_ok());
@@ -199,7 +199,7 @@ TEST(HfGraniteConvert, DenseCheckpointGetsThePlainFfn) {
   c["intermediate_size"] = 64;
   const fs::path dir = write_hf(shared, "dense", c, "", nullptr, /*dense=*/true);
   const std::string out = test::temp_path("hf-granite-dense.gguf");
-  Status s = convert(dir.string(), out, {});
+  Status s = convert(dir.string(), out, hftest::checked());
   ASSERT_TRUE(s.is_ok()) << s.message();
   auto g = GgufFile::open(out);
   ASSERT_TRUE(g.is_ok());
@@ -225,7 +225,7 @@ TEST(HfGraniteConvert, ErrorsNameTheMissingTensorOrKey) {
   const std::string out = test::temp_path("hf-granite-bad.gguf");
   auto expect_error = [&](const std::string& tag, const json& config, const std::string& drop, const std::string& needle) {
     const fs::path dir = write_hf(shared, tag, config, drop);
-    Status s = convert(dir.string(), out, {});
+    Status s = convert(dir.string(), out, hftest::checked());
     ASSERT_FALSE(s.is_ok()) << tag;
     EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
     EXPECT_FALSE(fs::exists(out));

@@ -119,7 +119,7 @@ TEST(HfLladaConvert, KeysTensorsAndLogitsEqualTheGoldenGguf) {
   ASSERT_TRUE(gg.is_ok());
   const fs::path dir = write_hf(shared, "ok", config_json());
   const std::string out = test::temp_path("hf-llada.gguf");
-  Status s = convert(dir.string(), out, {});
+  Status s = convert(dir.string(), out, hftest::checked());
   ASSERT_TRUE(s.is_ok()) << s.message();
   auto g = GgufFile::open(out);
   ASSERT_TRUE(g.is_ok());
@@ -157,7 +157,7 @@ TEST(HfLladaConvert, TiedHeadHasNoOutputTensor) {
   c["weight_tying"] = true;
   const fs::path dir = write_hf(shared, "tied", c, "model.transformer.ff_out.weight");
   const std::string out = test::temp_path("hf-llada-tied.gguf");
-  Status s = convert(dir.string(), out, {});
+  Status s = convert(dir.string(), out, hftest::checked());
   ASSERT_TRUE(s.is_ok()) << s.message();
   auto g = GgufFile::open(out);
   ASSERT_TRUE(g.is_ok());
@@ -173,7 +173,7 @@ TEST(HfLladaConvert, ErrorsNameTheMissingTensorOrKey) {
   const std::string out = test::temp_path("hf-llada-bad.gguf");
   auto expect_error = [&](const std::string& tag, const json& config, const std::string& drop, const std::string& needle) {
     const fs::path dir = write_hf(shared, tag, config, drop);
-    Status s = convert(dir.string(), out, {});
+    Status s = convert(dir.string(), out, hftest::checked());
     ASSERT_FALSE(s.is_ok()) << tag;
     EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
     EXPECT_FALSE(fs::exists(out));

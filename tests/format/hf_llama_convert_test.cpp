@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -81,9 +82,10 @@ json config_json() {
 }
 
 // Writes the HF folder; `shards` > 1 splits the tensors over several files
-// with model.safetensors.index.json; `drop` leaves one tensor out.
+// with model.safetensors.index.json; `drop` leaves one tensor out; `edit`
+// changes the tensor list before it is written.
 fs::path write_hf(const std::string& shared, const std::string& tag, const json& config, int shards = 1,
-                  const std::string& drop = "") {
+                  const std::string& drop = "", const std::function<void(std::vector<StTensor>&)>& edit = nullptr) {
   auto g = GgufFile::open(shared + "/golden/models/tiny-llama.gguf");
   EXPECT_TRUE(g.is_ok());
   const fs::path dir = test::temp_path("hf-llama-" + tag);
@@ -105,6 +107,7 @@ fs::path write_hf(const std::string& shared, const std::string& tag, const json&
     }
     ts.push_back(std::move(s));
   }
+  if (edit) edit(ts);
   if (shards == 1) {
     write_safetensors(dir / "model.safetensors", ts);
   } else {
@@ -137,7 +140,7 @@ TEST(HfLlamaConvert, LogitsAndKeysEqualTheGoldenGgufInOneFileAndSharded) {
     const fs::path dir = write_hf(shared, "s" + std::to_string(shards), config_json(), shards);
     const std::string out = test::temp_path("hf-llama-" + std::to_string(shards) + ".gguf");
     std::vector<std::string> progressed;
-    ConvertOptions o;
+    ConvertOptions o = hftest::checked();
     o.progress = [&](const std::string& n, const std::vector<int64_t>&, GgmlType) { progressed.push_back(n); };
     Status s = convert(dir.string(), out, o);
     ASSERT_TRUE(s.is_ok()) << s.message();
@@ -161,7 +164,7 @@ TEST(HfLlamaConvert, TokenizerAndOutputTypes) {
   CHIMERA_REQUIRE_SHARED(shared);
   const fs::path dir = write_hf(shared, "tok", config_json());
   const std::string out = test::temp_path("hf-llama-tok.gguf");
-  ConvertOptions o;
+  ConvertOptions o = hftest::checked();
   o.out_type = "bf16";
   ASSERT_TRUE(convert(dir.string(), out, o).is_ok());
   auto g = GgufFile::open(out);
@@ -198,7 +201,7 @@ TEST(HfLlamaConvert, Llama3RopeScalingBecomesRopeFreqs) {
                        {"original_max_position_embeddings", 8192}};
   const fs::path dir = write_hf(shared, "rope", c);
   const std::string out = test::temp_path("hf-llama-rope.gguf");
-  ASSERT_TRUE(convert(dir.string(), out, {}).is_ok());
+  ASSERT_TRUE(convert(dir.string(), out, hftest::checked()).is_ok());
   auto g = GgufFile::open(out);
   ASSERT_TRUE(g.is_ok());
   const GgufTensorInfo* f = (*g)->find_tensor("rope_freqs.weight");
@@ -217,7 +220,7 @@ TEST(HfLlamaConvert, ErrorsNameTheMissingTensorOrKey) {
   CHIMERA_REQUIRE_SHARED(shared);
   const std::string out = test::temp_path("hf-llama-bad.gguf");
   auto expect_error = [&](const fs::path& dir, const std::string& needle) {
-    Status s = convert(dir.string(), out, {});
+    Status s = convert(dir.string(), out, hftest::checked());
     ASSERT_FALSE(s.is_ok());
     EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
     EXPECT_FALSE(fs::exists(out));
@@ -234,6 +237,48 @@ TEST(HfLlamaConvert, ErrorsNameTheMissingTensorOrKey) {
   c = config_json();
   c["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}};
   expect_error(write_hf(shared, "dyn", c), "dynamic");
+}
+
+// `chimera convert` checks the tensors it is about to write against the
+// llama table: a checkpoint tensor of the wrong shape (the converter's rules
+// know names, not shapes) is refused with the table's expectation, an unknown
+// tensor by its HF name; non-zero exit, no output file.
+TEST(HfLlamaConvert, CliRefusesWrongShapesAndUnknownTensorsBeforeWriting) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  const std::string out = test::temp_path("hf-llama-checked.gguf");
+  auto expect_refused = [&](const fs::path& dir, const std::vector<std::string>& needles) {
+    fs::remove(out);
+    const test::ShellResult r = test::run_chimera("convert -q " + dir.string() + " -o " + out);
+    EXPECT_NE(r.rc, 0) << r.output;
+    for (const std::string& n : needles) EXPECT_NE(r.output.find(n), std::string::npos) << n << "\n" << r.output;
+    EXPECT_FALSE(fs::exists(out));
+    EXPECT_FALSE(fs::exists(out + ".partial"));
+    fs::remove_all(dir);
+  };
+  // up_proj [n_ff, n_embd] = [128, 64] stored as [64, 128] (same bytes).
+  expect_refused(write_hf(shared, "shape", config_json(), 1, "",
+                          [](std::vector<StTensor>& ts) {
+                            for (StTensor& t : ts)
+                              if (t.name == "model.layers.0.mlp.up_proj.weight") {
+                                ASSERT_EQ(t.shape, (std::vector<int64_t>{128, 64}));
+                                t.shape = {64, 128};
+                              }
+                          }),
+                 {"tensor 'blk.0.ffn_up.weight' has shape [128, 64", "expected [64, 128]", "not written"});
+  expect_refused(write_hf(shared, "extra", config_json(), 1, "",
+                          [](std::vector<StTensor>& ts) {
+                            StTensor t = ts.back();
+                            t.name = "model.layers.0.self_attn.q_norm.weight";
+                            ts.push_back(t);
+                          }),
+                 {"model.layers.0.self_attn.q_norm.weight", "has no rule for arch llama"});
+  // The unchanged checkpoint converts (the refusals are not the check refusing everything).
+  const fs::path ok = write_hf(shared, "checked-ok", config_json());
+  const test::ShellResult r = test::run_chimera("convert -q " + ok.string() + " -o " + out);
+  EXPECT_EQ(r.rc, 0) << r.output;
+  EXPECT_TRUE(fs::exists(out));
+  fs::remove(out);
+  fs::remove_all(ok);
 }
 
 // `chimera convert HF_DIR --type Q8_0`: converted and quantized in one run,

@@ -185,7 +185,7 @@ void check_family(const Family& fam) {
   auto rg = GgufFile::open(ref);
   ASSERT_TRUE(rg.is_ok());
   const std::string out = test::temp_path(std::string("hf-") + fam.arch + ".gguf");
-  Status s = convert(dir.string(), out, {});
+  Status s = convert(dir.string(), out, hftest::checked());
   ASSERT_TRUE(s.is_ok()) << s.message();
   auto g = GgufFile::open(out);
   ASSERT_TRUE(g.is_ok());
@@ -216,7 +216,7 @@ void check_padding(const Family& fam, int64_t vocab, int64_t multiple, int64_t w
   else c.erase("pad_vocab_size_multiple");
   const fs::path dir = write_hf(shared, fam, "pad", c);
   const std::string out = test::temp_path(std::string("hf-") + fam.arch + "-pad.gguf");
-  Status s = convert(dir.string(), out, {});
+  Status s = convert(dir.string(), out, hftest::checked());
   ASSERT_TRUE(s.is_ok()) << s.message();
   auto g = GgufFile::open(out);
   ASSERT_TRUE(g.is_ok());
@@ -231,7 +231,7 @@ void expect_error(const std::string& shared, const Family& fam, const std::strin
                   const std::string& drop, const std::string& needle) {
   const fs::path dir = write_hf(shared, fam, tag, config, drop);
   const std::string out = test::temp_path(std::string("hf-") + fam.arch + "-bad.gguf");
-  Status s = convert(dir.string(), out, {});
+  Status s = convert(dir.string(), out, hftest::checked());
   ASSERT_FALSE(s.is_ok()) << tag;
   EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
   EXPECT_FALSE(fs::exists(out));
@@ -276,7 +276,7 @@ TEST(HfMambaConvert, MambaLmHeadEqualToTheEmbeddingIsDropped) {
   for (LmHead h : {LmHead::kCopy, LmHead::kChanged}) {
     const fs::path dir = write_hf(shared, f, "head", f.config, "", h);
     const std::string out = test::temp_path("hf-mamba-head.gguf");
-    Status s = convert(dir.string(), out, {});
+    Status s = convert(dir.string(), out, hftest::checked());
     ASSERT_TRUE(s.is_ok()) << s.message();
     auto g = GgufFile::open(out);
     ASSERT_TRUE(g.is_ok());
@@ -301,6 +301,10 @@ TEST(HfMambaConvert, MambaErrorsNameTheMissingTensorOrKey) {
   c = f.config;
   c["hidden_act"] = "gelu";
   expect_error(shared, f, "act", c, "", "hidden_act");
+  // The rules let conv1d.bias be absent (use_conv_bias: false); the mamba
+  // table requires it, so the check before writing refuses the output.
+  expect_error(shared, f, "nobias", f.config, "backbone.layers.0.mixer.conv1d.bias",
+               "missing tensor 'blk.0.ssm_conv1d.bias'");
 }
 
 // `chimera convert HF_DIR --type q8_0` for each Mamba family: the same file as
@@ -336,7 +340,7 @@ TEST(HfMambaConvert, RealGptNeoxTokenizerEqualsLlamaCppsVocabulary) {
   fs::copy_file(neox + "tokenizer.json", dir / "tokenizer.json", fs::copy_options::overwrite_existing);
   fs::copy_file(neox + "tokenizer_config.json", dir / "tokenizer_config.json", fs::copy_options::overwrite_existing);
   const std::string out = test::temp_path("hf-mamba-neox.gguf");
-  Status s = convert(dir.string(), out, {});
+  Status s = convert(dir.string(), out, hftest::checked());
   ASSERT_TRUE(s.is_ok()) << s.message();
   auto g = GgufFile::open(out);
   ASSERT_TRUE(g.is_ok());

@@ -173,7 +173,7 @@ TEST(HfPhimoeConvert, KeysTensorsVocabAndLogitsEqualTheGoldenGguf) {
   ASSERT_TRUE(gg.is_ok());
   const fs::path dir = write_hf(shared, "ok", config_json());
   const std::string out = test::temp_path("hf-phimoe.gguf");
-  Status s = convert(dir.string(), out, {});
+  Status s = convert(dir.string(), out, hftest::checked());
   ASSERT_TRUE(s.is_ok()) << s.message();
   auto g = GgufFile::open(out);
   ASSERT_TRUE(g.is_ok());
@@ -225,7 +225,7 @@ TEST(HfPhimoeConvert, HeadDimAndLongRope) {
                        {"long_mscale", 1.243163121016122}, {"short_mscale", 1.243163121016122}};
   const fs::path dir = write_hf(shared, "rope", c);
   const std::string out = test::temp_path("hf-phimoe-rope.gguf");
-  Status s = convert(dir.string(), out, {});
+  Status s = convert(dir.string(), out, hftest::checked());
   ASSERT_TRUE(s.is_ok()) << s.message();
   auto g = GgufFile::open(out);
   ASSERT_TRUE(g.is_ok());
@@ -255,7 +255,7 @@ TEST(HfPhimoeConvert, ErrorsNameTheMissingTensorOrKey) {
   const std::string out = test::temp_path("hf-phimoe-bad.gguf");
   auto expect_error = [&](const std::string& tag, const json& config, const std::string& drop, const std::string& needle) {
     const fs::path dir = write_hf(shared, tag, config, drop);
-    Status s = convert(dir.string(), out, {});
+    Status s = convert(dir.string(), out, hftest::checked());
     ASSERT_FALSE(s.is_ok()) << tag;
     EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
     EXPECT_FALSE(fs::exists(out));

@@ -19,11 +19,20 @@
 #include <vector>
 
 #include "format/gguf/gguf.h"
+#include "format/hf/hf_convert.h"
 #include "models/context.h"
 #include "models/model.h"
 #include "test_util.h"
 
 namespace chimera::format::hf::hftest {
+
+// Converter options with the output check every caller passes
+// (models::check_model_header: the loader's checks before the file is written).
+inline ConvertOptions checked() {
+  ConvertOptions o;
+  o.check = &models::check_model_header;
+  return o;
+}
 
 struct StTensor {
   std::string name, dtype;

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "format/gguf/gguf.h"
+#include "models/model.h"
 #include "test_util.h"
 
 namespace chimera::format::llama2c {
@@ -94,6 +95,7 @@ TEST(Llama2c, Stories260KDefaultsMatchExceptListedKeys) {
   const std::string out = test::temp_path("stories260K.gguf");
   ConvertOptions opts;
   opts.name = "stories260K";
+  opts.check = &models::check_model_header;
   std::vector<std::string> progress;
   opts.progress = [&](const TensorPlan& t) { progress.push_back(t.name); };
   Status st = convert(dir + "/llama2c/stories260K.bin", dir + "/llama2c/tok512.bin", out, opts);
@@ -278,7 +280,7 @@ TEST(Llama2c, SharedVocabAgainstWrongModelFailsInConvert) {
   std::fwrite(b.data(), 1, b.size(), f);
   std::fclose(f);
   const std::string out = test::temp_path("never.gguf");
-  Status st = convert(model, tok, out, {});
+  Status st = convert(model, tok, out, {.check = &models::check_model_header});
   ASSERT_FALSE(st);
   EXPECT_NE(st.message().find("512 tokens"), std::string::npos) << st.message();
   EXPECT_FALSE(std::filesystem::exists(out));

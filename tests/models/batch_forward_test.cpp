@@ -295,6 +295,7 @@ TEST(ForwardBatch, BitnetLlama2cMatchesEachSequenceAlone) {
   const std::string dir = shared + "/models/bitnet-llama2c";
   const std::string path = temp_path("batch-bitnet-1M.gguf");
   format::bitnet_llama2c::ConvertOptions opts;
+  opts.check = &models::check_model_header;
   opts.name = "bitnet-1M";
   const Status st = format::bitnet_llama2c::convert(dir + "/bitnet-1M.bin", dir + "/tok512.bin", path, opts);
   ASSERT_TRUE(st.is_ok()) << st.message();
@@ -307,6 +308,7 @@ TEST(ForwardBatch, Phi4FlashMatchesEachSequenceAlone) {
   CHIMERA_REQUIRE_SHARED(shared);
   const std::string path = temp_path("batch-phi4flash.gguf");
   format::hf::ConvertOptions o;
+  o.check = &models::check_model_header;
   o.out_type = "f32";
   const Status st = format::hf::convert(shared + "/golden/hf/phi4flash-tiny-a", path, o);
   ASSERT_TRUE(st.is_ok()) << st.message();

@@ -34,6 +34,7 @@ int32_t argmax(const float* x, int64_t n) {
 std::string convert_model(const std::string& dir, const std::string& name) {
   const std::string out = temp_path(name + ".gguf");
   format::bitnet_llama2c::ConvertOptions opts;
+  opts.check = &models::check_model_header;
   opts.name = name;
   Status st = format::bitnet_llama2c::convert(dir + "/" + name + ".bin", dir + "/tok512.bin", out, opts);
   EXPECT_TRUE(st.is_ok()) << st.message();

@@ -132,6 +132,7 @@ TEST(Context, ConcurrentBitnetLlama2cContextsMatchEachSequenceAlone) {
   const std::string dir = shared + "/models/bitnet-llama2c";
   const std::string path = temp_path("context-bitnet-1M.gguf");
   format::bitnet_llama2c::ConvertOptions opts;
+  opts.check = &models::check_model_header;
   opts.name = "bitnet-1M";
   const Status st = format::bitnet_llama2c::convert(dir + "/bitnet-1M.bin", dir + "/tok512.bin", path, opts);
   ASSERT_TRUE(st.is_ok()) << st.message();
@@ -142,6 +143,7 @@ TEST(Context, ConcurrentPhi4FlashContextsMatchEachSequenceAlone) {
   CHIMERA_REQUIRE_SHARED(shared);
   const std::string path = temp_path("context-phi4flash.gguf");
   format::hf::ConvertOptions o;
+  o.check = &models::check_model_header;
   o.out_type = "f32";
   const Status st = format::hf::convert(shared + "/golden/hf/phi4flash-tiny-a", path, o);
   ASSERT_TRUE(st.is_ok()) << st.message();
@@ -218,6 +220,7 @@ TEST(Context, KvTypesApplyOnlyToTheContextsOwnStates) {
   const std::string dir = shared + "/models/bitnet-llama2c";
   const std::string path = temp_path("context-kv-bitnet-1M.gguf");
   format::bitnet_llama2c::ConvertOptions opts;
+  opts.check = &models::check_model_header;
   opts.name = "bitnet-1M";
   ASSERT_TRUE(format::bitnet_llama2c::convert(dir + "/bitnet-1M.bin", dir + "/tok512.bin", path, opts).is_ok());
   auto loaded = models::load_model(path);

@@ -49,6 +49,7 @@ P4Fixture& fixture() {
     f.turn2_logits = test::read_f32(gdir + "/" + f.gc.meta["turn2"]["logits_file"].get<std::string>());
     const std::string out = test::temp_path("phi4flash-a.gguf");
     format::hf::ConvertOptions o;
+    o.check = &models::check_model_header;
     o.out_type = "f32";
     Status s = format::hf::convert(f.gc.model_path, out, o);
     if (!s) {
@@ -254,6 +255,7 @@ TEST(Phi4FlashYoco, AllRowsSwitchGivesTheSameLogits) {
   if (!f.skip.empty()) GTEST_SKIP() << f.skip;
   const std::string out = test::temp_path("phi4flash-noyoco.gguf");
   format::hf::ConvertOptions o;
+  o.check = &models::check_model_header;
   o.out_type = "f32";
   ASSERT_TRUE(format::hf::convert(f.gc.model_path, out, o).is_ok());
   ::setenv("CHIMERA_PHI4FLASH_NO_YOCO", "1", 1);
@@ -291,7 +293,7 @@ TEST(Phi4FlashBf16, DefaultConversionKeepsBf16AndMeetsTheToleranceInAllModes) {
   ASSERT_TRUE(f.error.empty()) << f.error;
   if (!f.skip.empty()) GTEST_SKIP() << f.skip;
   const std::string out = test::temp_path("phi4flash-default.gguf");
-  ASSERT_TRUE(format::hf::convert(f.gc.model_path, out, format::hf::ConvertOptions{}).is_ok());
+  ASSERT_TRUE(format::hf::convert(f.gc.model_path, out, {.check = &models::check_model_header}).is_ok());
   auto mr = models::load_model(out);
   std::filesystem::remove(out);
   ASSERT_TRUE(mr.is_ok()) << mr.status().message();

@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include "format/gguf/gguf.h"
+#include "format/gguf/tensor_names.h"
 #include "format/llama2c/llama2c.h"
 
 namespace chimera::format::bitnet_llama2c {
@@ -18,7 +19,15 @@ namespace {
 
 constexpr int64_t kBlock = 256;      // TQ2_0 elements per block
 constexpr int64_t kTq2Bytes = 66;    // sizeof(block_tq2_0)
-const char* const kKindNames[7] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_down", "ffn_up"};
+// The seven BitLinear matrices in checkpoint order: GGUF weight and scale names.
+struct KindNames {
+  const char* weight;
+  const char* scale;
+};
+constexpr KindNames kKinds[7] = {{tn::kAttnQ, tn::kAttnQScale},         {tn::kAttnK, tn::kAttnKScale},
+                                 {tn::kAttnV, tn::kAttnVScale},         {tn::kAttnOutput, tn::kAttnOutputScale},
+                                 {tn::kFfnGate, tn::kFfnGateScale},     {tn::kFfnDown, tn::kFfnDownScale},
+                                 {tn::kFfnUp, tn::kFfnUpScale}};
 
 template <class T>
 T rd(const uint8_t* p) {
@@ -72,7 +81,7 @@ Result<Checkpoint> Checkpoint::parse(const uint8_t* data, size_t size, const std
       m.codes.resize((size_t)n);
       for (int64_t j = 0; j < n; ++j) {
         const int code = (p[j / 4] >> (6 - 2 * (j & 3))) & 3;
-        if (code == 2) return invalid_argument(what + ": invalid ternary code 10 in " + kKindNames[k]);
+        if (code == 2) return invalid_argument(what + ": invalid ternary code 10 in " + tn::at(kKinds[k].weight, l));
         m.codes[(size_t)j] = (int8_t)(code == 1 ? 1 : (code == 3 ? -1 : 0));
       }
       p += n / 4;
@@ -135,15 +144,15 @@ Status convert(const std::string& model_path, const std::string& vocab_path, con
     if (opts.progress) opts.progress(name, ne, tname);
     return w.add_tensor_copy(name, type, std::move(ne), std::move(bytes));
   };
-  CHIMERA_RETURN_IF_ERROR(add("token_embd.weight", GgmlType::F32, {c.dim, c.vocab_size},
+  CHIMERA_RETURN_IF_ERROR(add(tn::kTokenEmbd, GgmlType::F32, {c.dim, c.vocab_size},
                               f32_bytes(ck.embedding.data(), ck.embedding.size()), "F32"));
-  CHIMERA_RETURN_IF_ERROR(add("output_norm.weight", GgmlType::F32, {c.dim}, f32_bytes(ck.final_norm.data(), (size_t)c.dim), "F32"));
+  CHIMERA_RETURN_IF_ERROR(add(tn::kOutputNorm, GgmlType::F32, {c.dim}, f32_bytes(ck.final_norm.data(), (size_t)c.dim), "F32"));
   for (int32_t l = 0; l < c.n_layers; ++l) {
     for (int k = 0; k < 7; ++k) {
       const TernaryMatrix& m = ck.kinds[k][(size_t)l];
-      const std::string base = "blk." + std::to_string(l) + "." + kKindNames[k];
+      const std::string wname = tn::at(kKinds[k].weight, l);
       const int64_t n = m.out * m.in;
-      if (n % kBlock != 0) return invalid_argument(base + ": element count not a multiple of 256");
+      if (n % kBlock != 0) return invalid_argument(wname + ": element count not a multiple of 256");
       // TQ2_0 block (quant/ternary_blocks.h; not linked from here: format sits
       // below quant): qs[32h + m] bits 2n..2n+1 = trit of element 128h + 32n + m,
       // then f16 d = 1.0.
@@ -159,11 +168,11 @@ Status convert(const std::string& model_path, const std::string& vocab_path, con
       }
       std::vector<int64_t> ne = m.in % kBlock == 0 ? std::vector<int64_t>{m.in, m.out}
                                                     : std::vector<int64_t>{kBlock, n / kBlock};
-      CHIMERA_RETURN_IF_ERROR(add(base + ".weight", GgmlType::TQ2_0, ne, std::move(bytes), "TQ2_0"));
-      CHIMERA_RETURN_IF_ERROR(add(base + ".scale", GgmlType::F32, {1}, f32_bytes(&m.scale, 1), "F32"));
+      CHIMERA_RETURN_IF_ERROR(add(wname, GgmlType::TQ2_0, ne, std::move(bytes), "TQ2_0"));
+      CHIMERA_RETURN_IF_ERROR(add(tn::at(kKinds[k].scale, l), GgmlType::F32, {1}, f32_bytes(&m.scale, 1), "F32"));
     }
   }
-  return w.write(out_path);  // via out_path + ".partial"
+  return w.write(out_path, opts.check);  // via out_path + ".partial"
 }
 
 }  // namespace chimera::format::bitnet_llama2c

@@ -29,6 +29,7 @@
 
 #include "core/mmap_file.h"
 #include "core/status.h"
+#include "format/gguf/gguf.h"
 
 namespace chimera::format::bitnet_llama2c {
 
@@ -63,6 +64,8 @@ struct ConvertOptions {
   std::string name;                // general.name
   uint32_t context_length = 0;     // 0: seq_len
   std::function<void(const std::string& name, const std::vector<int64_t>& ne, const char* type)> progress;
+  // Required: run on the output before it is written (hf::ConvertOptions::check).
+  GgufCheck check;
 };
 
 // Reads both files and writes out_path (temporary file renamed into place).

@@ -145,6 +145,11 @@ class GgufFile {
   const GgufTensorInfo* find_tensor(std::string_view name) const;
   // Total bytes of tensor data.
   uint64_t tensor_bytes() const;
+  // A description without tensor data (GgufWriter::describe: the file a
+  // writer is about to write): metadata and tensor names, types and shapes;
+  // every tensor's data pointer is null. Checks that read only those
+  // (models::check_model_header) run on it before a converter writes.
+  bool header_only() const { return header_only_; }
 
  private:
   GgufFile() = default;
@@ -156,8 +161,15 @@ class GgufFile {
   std::map<std::string, size_t, std::less<>> kv_index_;
   std::vector<GgufTensorInfo> tensors_;
   std::map<std::string, size_t, std::less<>> tensor_index_;
+  bool header_only_ = false;
   friend class GgufParser;
+  friend class GgufWriter;
 };
+
+// A check of the file a writer is about to write (GgufWriter::describe), run
+// by the converters before they write: models::check_model_header, passed in
+// by the caller because format/ sits below models/.
+using GgufCheck = std::function<Status(const GgufFile& header)>;
 
 // Builds a GGUF file: metadata in insertion order, tensors laid out aligned.
 class GgufWriter {
@@ -186,8 +198,14 @@ class GgufWriter {
   using Filler = std::function<Status(uint8_t* dst)>;
   Status add_tensor_lazy(const std::string& name, GgmlType type, std::vector<int64_t> ne, size_t n_bytes,
                          Filler fill);
+  // The file this writer would write, as a header-only GgufFile (metadata,
+  // tensor names, types and shapes; no data): for checks before write().
+  std::unique_ptr<GgufFile> describe() const;
   // Writes path + ".partial", then renames it to path (removed on failure).
   Status write(const std::string& path) const;
+  // check(*describe()) first; a failed check (or no check) writes nothing
+  // and names the problem ("'path' not written: ...").
+  Status write(const std::string& path, const GgufCheck& check) const;
   // The file image; an invalid alignment is replaced by 32 (see set_alignment).
   std::vector<uint8_t> to_bytes() const;
 

@@ -116,6 +116,36 @@ Status GgufWriter::add_tensor(const std::string& name, GgmlType type, std::vecto
   return Status::ok();
 }
 
+std::unique_ptr<GgufFile> GgufWriter::describe() const {
+  std::unique_ptr<GgufFile> g(new GgufFile());
+  g->file_ = MappedFile::from_bytes(nullptr, 0);
+  g->version_ = version_;
+  g->alignment_ = alignment_;
+  g->header_only_ = true;
+  for (const auto& [k, v] : kv_) {
+    g->kv_index_[k] = g->kv_.size();
+    g->kv_.emplace_back(k, v);
+  }
+  for (const Tensor& t : tensors_) {
+    GgufTensorInfo i;
+    i.name = t.name;
+    i.type = t.type;
+    i.ne = t.ne;
+    i.n_elements = 1;
+    for (int64_t d : t.ne) i.n_elements *= (uint64_t)d;
+    i.n_bytes = t.n_bytes;
+    g->tensor_index_[t.name] = g->tensors_.size();
+    g->tensors_.push_back(std::move(i));
+  }
+  return g;
+}
+
+Status GgufWriter::write(const std::string& path, const GgufCheck& check) const {
+  if (!check) return internal_error("'" + path + "': no output check given (the converters must check before writing)");
+  CHIMERA_RETURN_IF_ERROR(check(*describe()).with_context("'" + path + "' not written"));
+  return write(path);
+}
+
 Status GgufWriter::add_tensor_copy(const std::string& name, GgmlType type, std::vector<int64_t> ne,
                                    std::vector<uint8_t> bytes) {
   auto owned = std::make_shared<std::vector<uint8_t>>(std::move(bytes));

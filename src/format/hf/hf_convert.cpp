@@ -451,7 +451,7 @@ Status convert_impl(const std::string& hf_dir, const std::string& out, const Con
       if (!s) return s.with_context("tensor '" + hn + "'");
     }
   }
-  return w.write(out);
+  return w.write(out, opts.check);
 }
 
 }  // namespace

@@ -70,7 +70,10 @@ struct TensorRule {
   // "{e}" (expert index): the LayerPlan::n_expert tensors [R, C] are stacked
   // into one [n_expert, R, C] tensor (llama.cpp's ffn_*_exps).
   const char* hf;
-  const char* gguf;  // e.g. "blk.{i}.ssm_in.weight"; null: claimed and dropped (e.g. rotary inv_freq buffers)
+  // The GGUF name: a tn:: constant (format/gguf/tensor_names.h) that is an
+  // entry of the arch's tensor table, e.g. tn::kSsmIn; null: claimed and
+  // dropped (e.g. rotary inv_freq buffers).
+  const char* gguf;
   KindMask kinds = kAllKinds;  // per-layer rows: the layer kinds it applies to
   Transform transform = Transform::kNone;
   // Also F32 whatever --type says, as in llama.cpp: 1-D tensors, names not
@@ -124,6 +127,11 @@ struct ConvertOptions {
   std::string out_type;  // "f32", "f16", "bf16"; empty: the checkpoint's float type (bf16/f16/f32)
   std::string name;      // general.name; empty: the folder name
   std::function<void(const std::string& gguf_name, const std::vector<int64_t>& ne, GgmlType type)> progress;
+  // Required: run on the output before it is written (GgufWriter::write).
+  // Callers pass models::check_model_header (format/ sits below models/), so
+  // a tensor the family's table does not declare, a wrong shape or a missing
+  // required tensor is an error naming it, and no file is left.
+  GgufCheck check;
 };
 
 // Converts HF_DIR into a GGUF file at `out`.

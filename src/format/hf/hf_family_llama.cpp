@@ -52,7 +52,7 @@ Status llama_hparams(const json& c, GgufWriter& w, LayerPlan* plan) {
       CHIMERA_ASSIGN_OR_RETURN(double hi, get_float(*rs, "high_freq_factor", 4.0));
       CHIMERA_ASSIGN_OR_RETURN(int64_t orig, get_int(*rs, "original_max_position_embeddings", 8192));
       if (!(hi > lo)) return invalid_argument("rope_scaling: high_freq_factor must exceed low_freq_factor");
-      plan->extra_f32.emplace_back("rope_freqs.weight",
+      plan->extra_f32.emplace_back(tn::kRopeFreqs,
                                    llama3_rope_factors(head_dim, theta, factor, lo, hi, (double)orig));
     } else if (type == "linear") {
       w.set(a + "rope.scaling.type", GgufValue::from_string("linear"));
@@ -76,19 +76,19 @@ FamilySpec llama_spec() {
       "llama",
       &llama_hparams,
       {
-          {"model.embed_tokens.weight", "token_embd.weight"},
-          {"model.norm.weight", "output_norm.weight"},
-          {"lm_head.weight", "output.weight", kAllKinds, N, false, /*optional=*/true},
-          {"model.layers.{i}.input_layernorm.weight", "blk.{i}.attn_norm.weight"},
-          {"model.layers.{i}.self_attn.q_proj.weight", "blk.{i}.attn_q.weight", kAllKinds, Transform::kRopePermuteQ},
-          {"model.layers.{i}.self_attn.k_proj.weight", "blk.{i}.attn_k.weight", kAllKinds, Transform::kRopePermuteK},
-          {"model.layers.{i}.self_attn.v_proj.weight", "blk.{i}.attn_v.weight"},
-          {"model.layers.{i}.self_attn.o_proj.weight", "blk.{i}.attn_output.weight"},
+          {"model.embed_tokens.weight", tn::kTokenEmbd},
+          {"model.norm.weight", tn::kOutputNorm},
+          {"lm_head.weight", tn::kOutput, kAllKinds, N, false, /*optional=*/true},
+          {"model.layers.{i}.input_layernorm.weight", tn::kAttnNorm},
+          {"model.layers.{i}.self_attn.q_proj.weight", tn::kAttnQ, kAllKinds, Transform::kRopePermuteQ},
+          {"model.layers.{i}.self_attn.k_proj.weight", tn::kAttnK, kAllKinds, Transform::kRopePermuteK},
+          {"model.layers.{i}.self_attn.v_proj.weight", tn::kAttnV},
+          {"model.layers.{i}.self_attn.o_proj.weight", tn::kAttnOutput},
           {"model.layers.{i}.self_attn.rotary_emb.inv_freq", nullptr, kAllKinds, N, false, true},
-          {"model.layers.{i}.post_attention_layernorm.weight", "blk.{i}.ffn_norm.weight"},
-          {"model.layers.{i}.mlp.gate_proj.weight", "blk.{i}.ffn_gate.weight"},
-          {"model.layers.{i}.mlp.up_proj.weight", "blk.{i}.ffn_up.weight"},
-          {"model.layers.{i}.mlp.down_proj.weight", "blk.{i}.ffn_down.weight"},
+          {"model.layers.{i}.post_attention_layernorm.weight", tn::kFfnNorm},
+          {"model.layers.{i}.mlp.gate_proj.weight", tn::kFfnGate},
+          {"model.layers.{i}.mlp.up_proj.weight", tn::kFfnUp},
+          {"model.layers.{i}.mlp.down_proj.weight", tn::kFfnDown},
       }};
 }
 

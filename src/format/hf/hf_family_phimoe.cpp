@@ -87,8 +87,8 @@ Status phimoe_hparams(const json& c, GgufWriter& w, LayerPlan* plan) {
       if (!it->is_number()) return invalid_argument(std::string("'rope_scaling.") + key + "' must be a number");
       w.set(a + gk, GgufValue::from_f32(it->get<float>()));
     }
-    plan->extra_f32.emplace_back("rope_factors_long.weight", std::move(lf));
-    plan->extra_f32.emplace_back("rope_factors_short.weight", std::move(sf));
+    plan->extra_f32.emplace_back(tn::kRopeFactorsLong, std::move(lf));
+    plan->extra_f32.emplace_back(tn::kRopeFactorsShort, std::move(sf));
   }
   plan->kinds.assign((size_t)n_layer, 0);
   plan->n_expert = n_expert;
@@ -103,28 +103,28 @@ FamilySpec phimoe_spec() {
       "phimoe",
       &phimoe_hparams,
       {
-          {.hf = "model.embed_tokens.weight", .gguf = "token_embd.weight"},
-          {.hf = "model.norm.weight", .gguf = "output_norm.weight"},
-          {.hf = "model.norm.bias", .gguf = "output_norm.bias"},
-          {.hf = "lm_head.weight", .gguf = "output.weight", .optional = true},
-          {.hf = "lm_head.bias", .gguf = "output.bias", .optional = true},
-          {.hf = "model.layers.{i}.input_layernorm.weight", .gguf = "blk.{i}.attn_norm.weight"},
-          {.hf = "model.layers.{i}.input_layernorm.bias", .gguf = "blk.{i}.attn_norm.bias"},
-          {.hf = "model.layers.{i}.self_attn.q_proj.weight", .gguf = "blk.{i}.attn_q.weight"},
-          {.hf = "model.layers.{i}.self_attn.q_proj.bias", .gguf = "blk.{i}.attn_q.bias", .optional = true},
-          {.hf = "model.layers.{i}.self_attn.k_proj.weight", .gguf = "blk.{i}.attn_k.weight"},
-          {.hf = "model.layers.{i}.self_attn.k_proj.bias", .gguf = "blk.{i}.attn_k.bias", .optional = true},
-          {.hf = "model.layers.{i}.self_attn.v_proj.weight", .gguf = "blk.{i}.attn_v.weight"},
-          {.hf = "model.layers.{i}.self_attn.v_proj.bias", .gguf = "blk.{i}.attn_v.bias", .optional = true},
-          {.hf = "model.layers.{i}.self_attn.o_proj.weight", .gguf = "blk.{i}.attn_output.weight"},
-          {.hf = "model.layers.{i}.self_attn.o_proj.bias", .gguf = "blk.{i}.attn_output.bias", .optional = true},
+          {.hf = "model.embed_tokens.weight", .gguf = tn::kTokenEmbd},
+          {.hf = "model.norm.weight", .gguf = tn::kOutputNorm},
+          {.hf = "model.norm.bias", .gguf = tn::kOutputNormBias},
+          {.hf = "lm_head.weight", .gguf = tn::kOutput, .optional = true},
+          {.hf = "lm_head.bias", .gguf = tn::kOutputBias, .optional = true},
+          {.hf = "model.layers.{i}.input_layernorm.weight", .gguf = tn::kAttnNorm},
+          {.hf = "model.layers.{i}.input_layernorm.bias", .gguf = tn::kAttnNormBias},
+          {.hf = "model.layers.{i}.self_attn.q_proj.weight", .gguf = tn::kAttnQ},
+          {.hf = "model.layers.{i}.self_attn.q_proj.bias", .gguf = tn::kAttnQBias, .optional = true},
+          {.hf = "model.layers.{i}.self_attn.k_proj.weight", .gguf = tn::kAttnK},
+          {.hf = "model.layers.{i}.self_attn.k_proj.bias", .gguf = tn::kAttnKBias, .optional = true},
+          {.hf = "model.layers.{i}.self_attn.v_proj.weight", .gguf = tn::kAttnV},
+          {.hf = "model.layers.{i}.self_attn.v_proj.bias", .gguf = tn::kAttnVBias, .optional = true},
+          {.hf = "model.layers.{i}.self_attn.o_proj.weight", .gguf = tn::kAttnOutput},
+          {.hf = "model.layers.{i}.self_attn.o_proj.bias", .gguf = tn::kAttnOutputBias, .optional = true},
           {.hf = "model.layers.{i}.self_attn.rotary_emb.inv_freq", .gguf = nullptr, .optional = true},
-          {.hf = "model.layers.{i}.post_attention_layernorm.weight", .gguf = "blk.{i}.ffn_norm.weight"},
-          {.hf = "model.layers.{i}.post_attention_layernorm.bias", .gguf = "blk.{i}.ffn_norm.bias"},
-          {.hf = "model.layers.{i}.block_sparse_moe.gate.weight", .gguf = "blk.{i}.ffn_gate_inp.weight", .keep_f32 = true},
-          {.hf = "model.layers.{i}.block_sparse_moe.experts.{e}.w1.weight", .gguf = "blk.{i}.ffn_gate_exps.weight"},
-          {.hf = "model.layers.{i}.block_sparse_moe.experts.{e}.w3.weight", .gguf = "blk.{i}.ffn_up_exps.weight"},
-          {.hf = "model.layers.{i}.block_sparse_moe.experts.{e}.w2.weight", .gguf = "blk.{i}.ffn_down_exps.weight"},
+          {.hf = "model.layers.{i}.post_attention_layernorm.weight", .gguf = tn::kFfnNorm},
+          {.hf = "model.layers.{i}.post_attention_layernorm.bias", .gguf = tn::kFfnNormBias},
+          {.hf = "model.layers.{i}.block_sparse_moe.gate.weight", .gguf = tn::kFfnGateInp, .keep_f32 = true},
+          {.hf = "model.layers.{i}.block_sparse_moe.experts.{e}.w1.weight", .gguf = tn::kFfnGateExps},
+          {.hf = "model.layers.{i}.block_sparse_moe.experts.{e}.w3.weight", .gguf = tn::kFfnUpExps},
+          {.hf = "model.layers.{i}.block_sparse_moe.experts.{e}.w2.weight", .gguf = tn::kFfnDownExps},
       }};
 }
 

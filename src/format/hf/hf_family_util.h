@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "format/gguf/tensor_names.h"
 #include "format/hf/hf_convert.h"
 
 namespace chimera::format::hf {

@@ -125,6 +125,8 @@ struct ConvertOptions {
   uint32_t context_length = 0;
   // Called once per tensor, in order, as it is added.
   std::function<void(const TensorPlan&)> progress;
+  // Required: run on the output before it is written (hf::ConvertOptions::check).
+  GgufCheck check;
 };
 
 // Builds the GGUF image; the writer points into `ckpt`'s mapping.

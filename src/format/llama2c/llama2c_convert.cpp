@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "format/gguf/tensor_names.h"
 #include "format/llama2c/llama2c.h"
 
 namespace chimera::format::llama2c {
@@ -80,20 +81,19 @@ std::vector<TensorPlan> tensor_plan(const Checkpoint& ck) {
   const Config& c = ck.config();
   const int64_t dim = c.dim, hid = c.hidden_dim, kv = c.kv_dim(), vocab = c.vocab_size;
   std::vector<TensorPlan> plan;
-  plan.push_back({"token_embd.weight", {dim, vocab}, ck.token_embedding});
-  plan.push_back({"output_norm.weight", {dim}, ck.rms_final});
-  plan.push_back({"output.weight", {dim, vocab}, ck.classifier});
+  plan.push_back({tn::kTokenEmbd, {dim, vocab}, ck.token_embedding});
+  plan.push_back({tn::kOutputNorm, {dim}, ck.rms_final});
+  plan.push_back({tn::kOutput, {dim, vocab}, ck.classifier});
   for (int32_t l = 0; l < c.n_layers; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    plan.push_back({p + "attn_q.weight", {dim, dim}, ck.layer_slice(ck.wq, l)});
-    plan.push_back({p + "attn_k.weight", {dim, kv}, ck.layer_slice(ck.wk, l)});
-    plan.push_back({p + "attn_v.weight", {dim, kv}, ck.layer_slice(ck.wv, l)});
-    plan.push_back({p + "attn_output.weight", {dim, dim}, ck.layer_slice(ck.wo, l)});
-    plan.push_back({p + "attn_norm.weight", {dim}, ck.layer_slice(ck.rms_att, l)});
-    plan.push_back({p + "ffn_gate.weight", {dim, hid}, ck.layer_slice(ck.w1, l)});
-    plan.push_back({p + "ffn_down.weight", {hid, dim}, ck.layer_slice(ck.w2, l)});
-    plan.push_back({p + "ffn_up.weight", {dim, hid}, ck.layer_slice(ck.w3, l)});
-    plan.push_back({p + "ffn_norm.weight", {dim}, ck.layer_slice(ck.rms_ffn, l)});
+    plan.push_back({tn::at(tn::kAttnQ, l), {dim, dim}, ck.layer_slice(ck.wq, l)});
+    plan.push_back({tn::at(tn::kAttnK, l), {dim, kv}, ck.layer_slice(ck.wk, l)});
+    plan.push_back({tn::at(tn::kAttnV, l), {dim, kv}, ck.layer_slice(ck.wv, l)});
+    plan.push_back({tn::at(tn::kAttnOutput, l), {dim, dim}, ck.layer_slice(ck.wo, l)});
+    plan.push_back({tn::at(tn::kAttnNorm, l), {dim}, ck.layer_slice(ck.rms_att, l)});
+    plan.push_back({tn::at(tn::kFfnGate, l), {dim, hid}, ck.layer_slice(ck.w1, l)});
+    plan.push_back({tn::at(tn::kFfnDown, l), {hid, dim}, ck.layer_slice(ck.w2, l)});
+    plan.push_back({tn::at(tn::kFfnUp, l), {dim, hid}, ck.layer_slice(ck.w3, l)});
+    plan.push_back({tn::at(tn::kFfnNorm, l), {dim}, ck.layer_slice(ck.rms_ffn, l)});
   }
   return plan;
 }
@@ -158,7 +158,7 @@ Status convert(const std::string& model_path, const std::string& vocab_path, con
   auto writer = build_gguf(ck.value(), vocab.value(), opts);
   if (!writer) return writer.status().with_context("'" + model_path + "' with '" + vocab_path + "'");
 
-  return writer.value().write(out_path);  // via out_path + ".partial"
+  return writer.value().write(out_path, opts.check);  // via out_path + ".partial"
 }
 
 }  // namespace chimera::format::llama2c

@@ -104,10 +104,10 @@ Result<SynthPlan> build_phimoe_plan(const PhiMoeSynthConfig& cfg, const SynthReq
   tp.set("n_embd", n_embd), tp.set("n_vocab", n_vocab), tp.set("n_ff", cfg.n_ff), tp.set("n_expert", cfg.n_expert);
   tp.set("n_head", cfg.n_head), tp.set("n_head_kv", cfg.n_head_kv), tp.set("head_dim", cfg.head_dim);
   tp.set("head_dim_v", cfg.head_dim), tp.set("n_rot", cfg.head_dim);
-  std::vector<std::string_view> optional = {"blk.{i}.attn_q.bias", "blk.{i}.attn_k.bias", "blk.{i}.attn_v.bias",
-                                            "blk.{i}.attn_output.bias", "output.weight"};
-  if (cfg.longrope) optional.insert(optional.end(), {"rope_factors_long.weight", "rope_factors_short.weight"});
-  if (cfg.output_bias) optional.push_back("output.bias");
+  std::vector<std::string_view> optional = {tn::kAttnQBias, tn::kAttnKBias, tn::kAttnVBias,
+                                            tn::kAttnOutputBias, tn::kOutput};
+  if (cfg.longrope) optional.insert(optional.end(), {tn::kRopeFactorsLong, tn::kRopeFactorsShort});
+  if (cfg.output_bias) optional.push_back(tn::kOutputBias);
   CHIMERA_RETURN_IF_ERROR(add_table_tensors(p, "phimoe", tp, optional));
   return p;
 }
@@ -125,7 +125,7 @@ Result<SynthPlan> build_llada_plan(const LladaSynthConfig& cfg, const SynthReque
   // The real mask id when it fits; with a smaller test --vocab, the last token.
   p.set("tokenizer.ggml.mask_token_id", u32(cfg.mask_token_id < n_vocab ? cfg.mask_token_id : n_vocab - 1));
 
-  CHIMERA_RETURN_IF_ERROR(add_table_tensors(p, "llada", llama_block_sizes(cfg, n_layer, n_vocab), {"output.weight"}));
+  CHIMERA_RETURN_IF_ERROR(add_table_tensors(p, "llada", llama_block_sizes(cfg, n_layer, n_vocab), {tn::kOutput}));
   return p;
 }
 

@@ -41,13 +41,13 @@ Result<SynthPlan> build_llama_plan(const LlamaSynthConfig& cfg, const SynthReque
   tp.set("n_head", cfg.n_head), tp.set("n_head_kv", cfg.n_head_kv), tp.set("head_dim", cfg.head_dim);
   tp.set("head_dim_v", cfg.head_dim);
   std::vector<std::string_view> optional;
-  if (cfg.llama3_rope) optional.push_back("rope_freqs.weight");
-  if (!cfg.tied_embeddings) optional.push_back("output.weight");
+  if (cfg.llama3_rope) optional.push_back(tn::kRopeFreqs);
+  if (!cfg.tied_embeddings) optional.push_back(tn::kOutput);
   CHIMERA_RETURN_IF_ERROR(add_table_tensors(p, "llama", tp, optional));
   if (cfg.llama3_rope) {
     const auto& r = *cfg.llama3_rope;
     for (SynthTensor& t : p.tensors)
-      if (t.name == "rope_freqs.weight")
+      if (t.name == tn::kRopeFreqs)
         t.init = SynthInit::exact(format::llama3_rope_factors(cfg.head_dim, cfg.rope_theta, r.factor, r.low_freq_factor,
                                                               r.high_freq_factor, r.original_context));
   }

@@ -59,7 +59,7 @@ Result<SynthPlan> build_phi4flash_plan(const Phi4FlashSynthConfig& cfg, const Sy
   tp.set("d_inner", d_inner), tp.set("d_state", cfg.mamba_d_state), tp.set("d_conv", cfg.mamba_d_conv);
   tp.set("dt_rank", cfg.mamba_dt_rank);
   CHIMERA_RETURN_IF_ERROR(add_table_tensors(p, "phi4flash", tp,
-                                            {"blk.{i}.attn_qkv.bias", "blk.{i}.attn_q.bias", "blk.{i}.attn_output.bias"}));
+                                            {tn::kAttnQkvBias, tn::kAttnQBias, tn::kAttnOutputBias}));
   return p;
 }
 

@@ -52,7 +52,7 @@ Result<SynthPlan> build_mamba_plan(const MambaSynthConfig& cfg, const SynthReque
   tp.set("n_embd", cfg.n_embd), tp.set("n_vocab", n_vocab), tp.set("d_inner", cfg.d_inner);
   tp.set("d_state", cfg.d_state), tp.set("d_conv", cfg.d_conv), tp.set("dt_rank", cfg.dt_rank);
   std::vector<std::string_view> optional;
-  if (!cfg.tied_embeddings) optional.push_back("output.weight");
+  if (!cfg.tied_embeddings) optional.push_back(tn::kOutput);
   CHIMERA_RETURN_IF_ERROR(add_table_tensors(p, "mamba", tp, optional));
   return p;
 }
@@ -81,7 +81,7 @@ Result<SynthPlan> build_mamba2_plan(const Mamba2SynthConfig& cfg, const SynthReq
   tp.set("n_embd", n_embd), tp.set("n_vocab", n_vocab);
   set_mamba2_sizes(tp, cfg.ssm);
   std::vector<std::string_view> optional;
-  if (!cfg.tied_embeddings) optional.push_back("output.weight");
+  if (!cfg.tied_embeddings) optional.push_back(tn::kOutput);
   CHIMERA_RETURN_IF_ERROR(add_table_tensors(p, "mamba2", tp, optional));
   return p;
 }
@@ -142,7 +142,7 @@ Result<SynthPlan> build_granitehybrid_plan(const GraniteHybridSynthConfig& cfg, 
     tp.tag(l, cfg.n_expert > 0 ? "moe" : "dense");
     if (cfg.n_expert > 0 && cfg.n_ff_shexp > 0) tp.tag(l, "shexp");
   }
-  CHIMERA_RETURN_IF_ERROR(add_table_tensors(p, "granitehybrid", tp, {"blk.{i}.ssm_conv1d.bias"}));
+  CHIMERA_RETURN_IF_ERROR(add_table_tensors(p, "granitehybrid", tp, {tn::kSsmConv1dBias}));
   return p;
 }
 
