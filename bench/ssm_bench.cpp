@@ -7,8 +7,9 @@
 // xBC buffer, as mamba2_forward passes them) and realistic decays. Heads are
 // split over the thread pool exactly as layers/mamba2.cpp does.
 // Args: T, heads, threads, chunk (0 = the sequential scan). Reports tokens/s.
+// Also the prefill's causal conv1d (BM_Mamba2Conv1d, below).
 //
-//   build/bench/chimera_bench --benchmark_filter=Mamba2Scan
+//   build/bench/chimera_bench --benchmark_filter='Mamba2Scan|Mamba2Conv1d'
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -83,6 +84,25 @@ void Mamba2ScanArgs(benchmark::internal::Benchmark* b) {
         for (int64_t chunk : {0, 64, 128}) b->Args({T, H, th, chunk});
 }
 BENCHMARK(BM_Mamba2Scan)->Apply(Mamba2ScanArgs)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
+
+// Causal conv1d + SiLU of a prefill at mamba2-1.3b's shapes: xBC (C = 4352
+// channels) read in place from the in-projection output (row stride d_in_proj
+// = 8512), K = 4 taps, all channels on one thread. Args: T. Reports tokens/s.
+void BM_Mamba2Conv1d(benchmark::State& st) {
+  const int64_t T = st.range(0), C = 4352, ldx = 8512, K = 4;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> x((size_t)(T * ldx)), w((size_t)(K * C)), b((size_t)C), state((size_t)((K - 1) * C));
+  std::vector<float> y((size_t)(T * C));
+  for (auto* v : {&x, &w, &b, &state})
+    for (float& e : *v) e = u(rng);
+  for (auto _ : st) {
+    conv1d_causal(x.data(), ldx, T, w.data(), b.data(), C, K, state.data(), y.data(), C, true, 0, C);
+    benchmark::DoNotOptimize(y.data());
+  }
+  st.counters["tok/s"] = benchmark::Counter((double)st.iterations() * (double)T, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Mamba2Conv1d)->ArgName("T")->Arg(256)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
 
 }  // namespace
 }  // namespace chimera::kernels

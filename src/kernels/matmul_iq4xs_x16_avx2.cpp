@@ -106,6 +106,8 @@ CHIMERA_T_IQX16 void iq4_tile16(const uint8_t* G, const uint8_t* A, size_t a_str
             const __m256i phi = _mm256_maddubs_epi16(ahi, _mm256_sign_epi8(bcast32(a + 16), whi));
             Slo[m] = _mm256_add_epi32(Slo[m], _mm256_madd_epi16(plo, sc[j]));
             Shi[m] = _mm256_add_epi32(Shi[m], _mm256_madd_epi16(phi, sc[j]));
+            // GEMM tiles: keeps the sums chains (GCC otherwise builds spilled trees).
+            if constexpr (M > 1) __asm__("" : "+x"(Slo[m]), "+x"(Shi[m]));
           }
         }
         CHIMERA_UNROLL for (int m = 0; m < M; ++m) {

@@ -183,6 +183,8 @@ CHIMERA_T_Q23A2 void q23_tile8(const uint8_t* G, int rh, const uint8_t* a, size_
               __m256i p = _mm256_maddubs_epi16(lv[j], bcast32(Ab[m] + e));
               if constexpr (kQ3) p = _mm256_sub_epi16(p, bcast32(Ob[m] + e));
               S[m][i] = _mm256_add_epi32(S[m][i], _mm256_madd_epi16(p, V[j]));
+              // GEMM tiles: keeps the sums chains (GCC otherwise builds spilled trees).
+              if constexpr (M > 1) __asm__("" : "+x"(S[m][i]));
             }
           }
         }

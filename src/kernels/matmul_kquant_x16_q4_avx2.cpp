@@ -1,6 +1,7 @@
 // AVX2 Q4_K / Q5_K kernels over the x16 layout (matmul_kquant_x16.h): each 64-byte
 // chunk of a group block is two 256-bit halves (rows 0..7, rows 8..15), so a
-// tile is 8 weight rows (one per 32-bit lane) x M <= 3 activation rows.
+// tile is 8 weight rows (one per 32-bit lane) x M activation rows (M = 1, the
+// decode GEMV: q4_tile8; GEMM tiles of 2..4 rows: q4g_tile8, further down).
 //
 // Same arithmetic as the AVX-512 x16 kernels (bit-identical to
 // kq_x16_dot_ref): for each 16-element half of sub-block j, four
@@ -19,6 +20,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "kernels/matmul_tile.h"
 #include "quant/kquant_blocks.h"
@@ -42,7 +44,6 @@ struct Geo {
   static constexpr size_t kQs = kQ5 ? 768 : 256;
 };
 constexpr int kHalfRows = 8;
-constexpr int kMaxActs = 3;
 
 // vpshufb control (per 128-bit lane): dword i = words (plane byte 4i + u0,
 // plane byte 4i + u1), zero-extended.
@@ -158,10 +159,121 @@ void q4_tile16(const uint8_t* G, const uint8_t* A, size_t a_stride, int64_t nsb,
   q4_tile8<kQ5, M>(G, 1, A, a_stride, nsb, y + kHalfRows, ldy);
 }
 
+// ---- GEMM tiles (M >= 2 activation rows): the same integer sums and f32
+// updates as q4_tile8 (bit-identical), without its spills. q4_tile8 keeps
+// every product of a super-block in flight (GCC fully unrolls it and spills
+// ~350 vectors per super-block at M = 3); here each sub-block's low nibbles,
+// then its high nibbles, run as one pass: per l one code load and one and (+ a
+// shift for the high nibbles), per activation row a broadcast, vpmaddubsw
+// and vpaddw into one int16 chain per row (the empty asm keeps it a chain),
+// then one vpmaddwd with the scale pair. Q4_K sums all 8 l of a pass in int16
+// (|.| <= 8 * 2 * 15 * 128 = 30720), Q5_K 4 at a time (4 * 2 * 31 * 128 =
+// 31744). Live: M int16 chains + M int32 sums + code, mask, scale (M = 4: 12
+// vectors); the f32 accumulators wait on the stack between super-blocks.
+constexpr int kGemmActs = 4;
+
+// S[m] += the low (kHi = false) or high nibbles of sub-block pair c times
+// their activations, by the (sc, sc) word pair SC of that sub-block.
+template <bool kQ5, bool kHi, int M>
+CHIMERA_T_X16A2_INLINE void q4g_pass(const uint8_t* B, size_t ho, int c, const uint8_t* const* Am, __m256i SC,
+                                     __m256i* S) {
+  using GB = Geo<kQ5>;
+  constexpr int kL = kQ5 ? 4 : 8;  // l per int16 chain (bounds above)
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const uint8_t* qs = B + GB::kQs + ho + 64 * 8 * c;
+  CHIMERA_UNROLL for (int l0 = 0; l0 < 8; l0 += kL) {
+    __m256i P[M];
+    CHIMERA_UNROLL for (int l = l0; l < l0 + kL; ++l) {
+      const __m256i W = load(qs + 64 * l);
+      __m256i v = kHi ? _mm256_and_si256(_mm256_srli_epi16(W, 4), m4) : _mm256_and_si256(W, m4);
+      if constexpr (kQ5) v = _mm256_or_si256(v, bit_to_4(load(B + GB::kQh + 64 * l + ho), 2 * c + (kHi ? 1 : 0)));
+      CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+        const __m256i p = _mm256_maddubs_epi16(v, bcast32(Am[m] + 4 + 64 * c + (kHi ? 32 : 0) + 4 * l));
+        P[m] = l == l0 ? p : _mm256_add_epi16(P[m], p);
+        __asm__("" : "+x"(P[m]));
+      }
+    }
+    CHIMERA_UNROLL for (int m = 0; m < M; ++m) S[m] = _mm256_add_epi32(S[m], _mm256_madd_epi16(P[m], SC));
+  }
+}
+
+template <bool kQ5, int M>
+CHIMERA_T_X16A2 void q4g_tile8(const uint8_t* G, int half, const uint8_t* A, size_t a_stride, int64_t nsb, float* y,
+                               int64_t ldy) {
+  using GB = Geo<kQ5>;
+  const __m256i m6 = _mm256_set1_epi8(0x3F);
+  const size_t ho = 32 * (size_t)half;
+  alignas(32) float acc[M][8], accm[M][8];
+  std::memset(acc, 0, sizeof(acc));
+  std::memset(accm, 0, sizeof(accm));
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* B = G + (size_t)sb * GB::kBlock;
+    const uint8_t* Am[M];
+    float dy[M];
+    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+      Am[m] = A + (size_t)m * a_stride + (size_t)sb * kAb;
+      std::memcpy(&dy[m], Am[m], 4);
+    }
+    {  // the mins, as q4_tile8
+      const __m256 dmin8 = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(B + 32 + 16 * half)));
+      const __m256i X0 = load(B + 64 + ho), X1 = load(B + 128 + ho), X2 = load(B + 192 + ho);
+      const __m256i O2 = _mm256_and_si256(X2, m6);
+      const __m256i O3 = _mm256_or_si256(
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(X0, 6), _mm256_set1_epi8(0x03)),
+                          _mm256_and_si256(_mm256_srli_epi16(X1, 4), _mm256_set1_epi8(0x0C))),
+          _mm256_and_si256(_mm256_srli_epi16(X2, 2), _mm256_set1_epi8(0x30)));
+      __m256i Mk[4];
+      CHIMERA_UNROLL for (int k = 0; k < 4; ++k) {
+        Mk[k] = _mm256_shuffle_epi8(k < 2 ? O2 : O3, pick_words(2 * (k % 2), 2 * (k % 2) + 1));
+      }
+      CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+        const __m256i bp = _mm256_broadcastsi128_si256(_mm_hadd_epi16(
+            _mm_loadu_si128((const __m128i*)(Am[m] + 260)), _mm_loadu_si128((const __m128i*)(Am[m] + 276))));
+        __m256i Bm = _mm256_madd_epi16(Mk[0], _mm256_shuffle_epi32(bp, 0x00));
+        Bm = _mm256_add_epi32(Bm, _mm256_madd_epi16(Mk[1], _mm256_shuffle_epi32(bp, 0x55)));
+        Bm = _mm256_add_epi32(Bm, _mm256_madd_epi16(Mk[2], _mm256_shuffle_epi32(bp, 0xAA)));
+        Bm = _mm256_add_epi32(Bm, _mm256_madd_epi16(Mk[3], _mm256_shuffle_epi32(bp, 0xFF)));
+        const __m256 dmv = _mm256_mul_ps(_mm256_set1_ps(-dy[m]), dmin8);
+        _mm256_store_ps(accm[m], _mm256_fmadd_ps(dmv, _mm256_cvtepi32_ps(Bm), _mm256_load_ps(accm[m])));
+      }
+    }
+    __m256i S[M];
+    CHIMERA_UNROLL for (int m = 0; m < M; ++m) S[m] = _mm256_setzero_si256();
+    CHIMERA_UNROLL for (int c = 0; c < 4; ++c) {
+      // (sc_j, sc_j) word pairs of sub-blocks 2c (low nibbles) and 2c + 1 (high)
+      const __m256i O = _mm256_and_si256(load(B + 64 + 64 * (c / 2) + ho), m6);
+      q4g_pass<kQ5, false, M>(B, ho, c, Am, _mm256_shuffle_epi8(O, pick_words((2 * c) % 4, (2 * c) % 4)), S);
+      q4g_pass<kQ5, true, M>(B, ho, c, Am, _mm256_shuffle_epi8(O, pick_words((2 * c + 1) % 4, (2 * c + 1) % 4)), S);
+    }
+    const __m256 d8 = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(B + 16 * half)));
+    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+      const __m256 d = _mm256_mul_ps(_mm256_set1_ps(dy[m]), d8);
+      _mm256_store_ps(acc[m], _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(S[m]), _mm256_load_ps(acc[m])));
+    }
+  }
+  CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+    _mm256_storeu_ps(y + m * ldy, _mm256_add_ps(_mm256_load_ps(acc[m]), _mm256_load_ps(accm[m])));
+  }
+}
+
+template <bool kQ5, int M>
+void q4g_tile16(const uint8_t* G, const uint8_t* A, size_t a_stride, int64_t nsb, float* y, int64_t ldy) {
+  q4g_tile8<kQ5, M>(G, 0, A, a_stride, nsb, y, ldy);
+  q4g_tile8<kQ5, M>(G, 1, A, a_stride, nsb, y + kHalfRows, ldy);
+}
+
+// M = 1 (the decode GEMV and a block's last odd row) stays on q4_tile16.
+// kTiles[m - 1]: the tile for m activation rows.
+template <bool kQ5, class Seq>
+struct Q4Tiles;
+template <bool kQ5, int... I>
+struct Q4Tiles<kQ5, std::integer_sequence<int, I...>> {
+  static constexpr KqX16TileFn kTiles[kGemmActs] = {q4_tile16<kQ5, 1>, q4g_tile16<kQ5, I + 2>...};
+};
+
 template <bool kQ5>
 void q4_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
-  static constexpr KqX16TileFn kTiles[kMaxActs] = {q4_tile16<kQ5, 1>, q4_tile16<kQ5, 2>, q4_tile16<kQ5, 3>};
-  kq_x16_run(kTiles, g, r0, r1, i0, i1);
+  kq_x16_run(Q4Tiles<kQ5, std::make_integer_sequence<int, kGemmActs - 1>>::kTiles, g, r0, r1, i0, i1);
 }
 
 }  // namespace

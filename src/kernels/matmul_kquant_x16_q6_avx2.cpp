@@ -124,6 +124,9 @@ CHIMERA_T_Q6A2 void q6_tile8(const uint8_t* G, int rh, const uint8_t* a, size_t 
             CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
               const __m256i p = _mm256_maddubs_epi16(lv[t], bcast32(Am[m] + 4 + e));
               S[m] = _mm256_add_epi32(S[m], _mm256_madd_epi16(p, Vg));
+              // GEMM tiles: keeps each sum a chain (GCC otherwise reassociates
+              // the M x 8 products of a lane into trees and spills them).
+              if constexpr (M > 1) __asm__("" : "+x"(S[m]));
             }
           }
         }

@@ -61,29 +61,44 @@ HWY_INLINE hn::Vec<DF> Silu(DF d, hn::Vec<DF> x) {
   return hn::Div(x, hn::Add(hn::Set(d, 1.0f), e));
 }
 
+// Channel blocks of kConvBlock, token by token inside a block: each input row
+// segment is read once, contiguously (walking one channel vector down all T
+// rows at the row stride of the in-projection, 34 KB for mamba2-1.3b, missed
+// the cache at every token), and the block's taps stay in L1. Every output is
+// the same FMA chain as before, whatever the block or channel range.
+constexpr int64_t kConvBlock = 512;
+
 void Conv1dImpl(const float* x, int64_t ldx, int64_t T, const float* w, const float* b, int64_t C, int64_t K,
                 float* state, float* y, int64_t ldy, bool silu, int64_t c0, int64_t c1) {
   const DF d;
   const int64_t NL = (int64_t)hn::Lanes(d);
   const int64_t S = K - 1;
-  for (int64_t c = c0; c < c1; c += NL) {
-    const size_t cnt = (size_t)std::min(NL, c1 - c);
-    const auto bias = b ? LoadN(d, b + c, cnt) : hn::Zero(d);
+  for (int64_t cb = c0; cb < c1; cb += kConvBlock) {
+    const int64_t ce = std::min(c1, cb + kConvBlock);
     for (int64_t t = 0; t < T; ++t) {
-      auto acc = hn::Zero(d);
-      for (int64_t j = 0; j < K; ++j) {
-        const int64_t r = t + j;
-        const float* src = r < S ? state + r * C + c : x + (r - S) * ldx + c;
-        acc = hn::MulAdd(LoadN(d, src, cnt), LoadN(d, w + j * C + c, cnt), acc);
+      for (int64_t c = cb; c < ce; c += NL) {
+        const size_t cnt = (size_t)std::min(NL, ce - c);
+        const auto bias = b ? LoadN(d, b + c, cnt) : hn::Zero(d);
+        auto acc = hn::Zero(d);
+        for (int64_t j = 0; j < K; ++j) {
+          const int64_t r = t + j;
+          const float* src = r < S ? state + r * C + c : x + (r - S) * ldx + c;
+          acc = hn::MulAdd(LoadN(d, src, cnt), LoadN(d, w + j * C + c, cnt), acc);
+        }
+        acc = hn::Add(acc, bias);
+        if (silu) acc = Silu(d, acc);
+        StoreN(d, acc, y + t * ldy + c, cnt);
       }
-      acc = hn::Add(acc, bias);
-      if (silu) acc = Silu(d, acc);
-      StoreN(d, acc, y + t * ldy + c, cnt);
     }
-    for (int64_t r = 0; r < S; ++r) {
-      const int64_t src = r + T;
-      const float* p = src < S ? state + src * C + c : x + (src - S) * ldx + c;
-      StoreN(d, LoadN(d, p, cnt), state + r * C + c, cnt);
+  }
+  // The carried state: the last S rows of [state; x] (row r reads row r + T,
+  // not yet overwritten when T < S).
+  for (int64_t r = 0; r < S; ++r) {
+    const int64_t src = r + T;
+    const float* p = src < S ? state + src * C : x + (src - S) * ldx;
+    for (int64_t c = c0; c < c1; c += NL) {
+      const size_t cnt = (size_t)std::min(NL, c1 - c);
+      StoreN(d, LoadN(d, p + c, cnt), state + r * C + c, cnt);
     }
   }
 }

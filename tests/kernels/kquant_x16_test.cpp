@@ -391,6 +391,52 @@ TEST(KQuantX16, Q2KGemmIsBitIdenticalOnRandomBlocks) { check_gemm_bit_identical(
 TEST(KQuantX16, Q3KGemmIsBitIdenticalOnRandomBlocks) { check_gemm_bit_identical(GgmlType::Q3_K); }
 TEST(KQuantX16, Iq4xsGemmIsBitIdenticalOnRandomBlocks) { check_gemm_bit_identical(GgmlType::IQ4_XS); }
 
+// Q4_K / Q5_K x16 GEMM tiles sum several vpmaddubsw products in int16 before
+// widening (AVX2: 8 of Q4_K's, 4 of Q5_K's). At the largest levels (Q4_K 15,
+// Q5_K 31), the largest scales and mins (63) and activations at the Q8_K
+// extremes (every element of a row -127, or 127) the sums reach 30480 and
+// 31496; one more product per sum would wrap.
+// Every m (each GEMM tile height and tails) must still give kq_x16_dot_ref's bits.
+TEST(KQuantX16, Q4KQ5KGemmExactAtTheInt16Bounds) {
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K}) {
+    const int64_t k = 512, rows = 32, m = 9;
+    const size_t bb = weight_type_traits(t)->type_size, row_bytes = (size_t)(k / 256) * bb;
+    std::vector<uint8_t> w((size_t)rows * row_bytes, 0xFF);  // levels, scales and mins all at their maximum
+    for (size_t b = 0; b < w.size() / bb; ++b) {
+      const uint16_t d = f32_to_f16(1.f / 64.f), dmin = f32_to_f16(1.f / 128.f);
+      std::memcpy(w.data() + b * bb, &d, 2);
+      std::memcpy(w.data() + b * bb + 2, &dmin, 2);
+    }
+    std::vector<float> x((size_t)(m * k));
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t e = 0; e < k; ++e) x[(size_t)(i * k + e)] = i % 3 == 1 ? 1.f : -1.f;
+    const std::vector<float> y0 = x16_reference(t, w, rows, x, m, k);
+    {  // the rows quantize to the extreme level (block_q8_K: f32 d, then the codes)
+      std::vector<uint8_t> a(kq_act_bytes(k));
+      kq_pack_act(x.data(), k, a.data());
+      ASSERT_EQ(std::abs((int8_t)a[4]), 127);
+    }
+    int x16_isas = 0;
+    for (Isa isa : available_isas()) {
+      ScopedIsa scoped(isa);
+      const MatmulKernel* kern = matmul_kernel(t, isa);
+      if (kern->repack_rows != kX16Rows) continue;
+      std::vector<uint8_t> copy = w;
+      WeightView wp{t, copy.data(), rows, k, row_bytes};
+      PackedWeights packs;
+      ASSERT_TRUE(packs.pack(wp)) << kern->name;
+      ++x16_isas;
+      for (int64_t mm = 1; mm <= m; ++mm) {
+        std::vector<float> y((size_t)(mm * rows), -1.f);
+        matmul(wp, x.data(), mm, k, y.data(), rows, nullptr);
+        ASSERT_EQ(std::memcmp(y.data(), y0.data(), y.size() * 4), 0)
+            << kern->name << " " << format::ggml_type_name(t) << " m=" << mm;
+      }
+    }
+    if (x16_isas == 0) GTEST_SKIP() << "no ISA packs " << format::ggml_type_name(t) << " as x16 on this CPU";
+  }
+}
+
 // IQ4_XS layout of matmul_kquant_x16.h against the storage fields (d, the
 // 6-bit sub-block scales, the codebook index of every element), independently
 // of the unpacker; AVX2 installs it (AVX-512 keeps the storage layout).
