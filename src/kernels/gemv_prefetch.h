@@ -64,6 +64,15 @@ __attribute__((always_inline)) inline void legacy_gemv_prefetch(const uint8_t* b
                                                                 int64_t b, const uint8_t* end) {
   const auto to_l2 = [](uintptr_t a) { __builtin_prefetch(reinterpret_cast<const void*>(a), 0, 2); };
   const uintptr_t next = reinterpret_cast<uintptr_t>(base) + (size_t)R * gbytes;
+  if (next + (size_t)R * gbytes <= reinterpret_cast<uintptr_t>(end)) {  // the whole next tile is in range
+    for (int rr = 0; rr < R; ++rr) {
+      const uintptr_t grp = next + (size_t)rr * gbytes;
+      const uintptr_t cb = grp + 16 * (size_t)nb + kCode * (size_t)b;
+      for (size_t o = 0; o < kCode; o += 64) to_l2(cb + o);
+      if ((b & 3) == 0) to_l2(grp + 16 * (size_t)b);
+    }
+    return;
+  }
   for (int rr = 0; rr < R; ++rr) {
     const uintptr_t grp = next + (size_t)rr * gbytes;
     for_each_prefetch_line(grp + 16 * (size_t)nb + kCode * (size_t)b, kCode, end, to_l2);
