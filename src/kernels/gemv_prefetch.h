@@ -9,11 +9,10 @@
 // faster; more streams per thread added nothing on top, and a far prefetch
 // (24 KiB ahead) was slower than none. Distances per family: kPf* below
 // (session 11, alternating rounds). The packed Q8_0 / Q4_0 GEMVs read 4-8
-// groups at once and keep their prefetch of the next tile
-// (legacy_gemv_prefetch).
+// groups at once and keep their own prefetch of the next tile (this near
+// prefetch in its place was 20-30% slower).
 //
-// No prefetch reaches past its `end` (the group, the call's last row or the
-// tensor): an out-of-range prefetch does not fault on x86, but it would touch
+// No prefetch reaches past its `end` (the group or the call's last row): an out-of-range prefetch does not fault on x86, but it would touch
 // memory the kernel does not own. Prefetching changes no arithmetic: the
 // results stay bit-identical.
 #pragma once
@@ -50,34 +49,6 @@ __attribute__((always_inline)) inline void gemv_prefetch(uintptr_t p, size_t byt
 template <size_t kBlock, int kAhead>
 __attribute__((always_inline)) inline void gemv_prefetch_ahead(const uint8_t* block, const uint8_t* end) {
   gemv_prefetch(reinterpret_cast<uintptr_t>(block) + (size_t)kAhead * kBlock, kBlock, end);
-}
-
-// The GEMV tile of the packed Q8_0 / Q4_0 kernels (matmul_q8_0_repack.h,
-// matmul_q4_0_repack.h) reads block b of R groups at once (R streams; each
-// group of gbytes holds nb 16-byte scale rows, then nb code blocks of kCode
-// bytes). These keep their far prefetch: block b of the next tile's R groups
-// into L2 (and its scales' line every 4 blocks), clipped to `end` (the
-// tensor's end, GemmArgs::w_end). Session 11 measured the near prefetch
-// above in its place: 20-30% slower for Q8_0.
-template <int R, size_t kCode>
-__attribute__((always_inline)) inline void legacy_gemv_prefetch(const uint8_t* base, size_t gbytes, int64_t nb,
-                                                                int64_t b, const uint8_t* end) {
-  const auto to_l2 = [](uintptr_t a) { __builtin_prefetch(reinterpret_cast<const void*>(a), 0, 2); };
-  const uintptr_t next = reinterpret_cast<uintptr_t>(base) + (size_t)R * gbytes;
-  if (next + (size_t)R * gbytes <= reinterpret_cast<uintptr_t>(end)) {  // the whole next tile is in range
-    for (int rr = 0; rr < R; ++rr) {
-      const uintptr_t grp = next + (size_t)rr * gbytes;
-      const uintptr_t cb = grp + 16 * (size_t)nb + kCode * (size_t)b;
-      for (size_t o = 0; o < kCode; o += 64) to_l2(cb + o);
-      if ((b & 3) == 0) to_l2(grp + 16 * (size_t)b);
-    }
-    return;
-  }
-  for (int rr = 0; rr < R; ++rr) {
-    const uintptr_t grp = next + (size_t)rr * gbytes;
-    for_each_prefetch_line(grp + 16 * (size_t)nb + kCode * (size_t)b, kCode, end, to_l2);
-    if ((b & 3) == 0) for_each_prefetch_line(grp + 16 * (size_t)b, 16, end, to_l2);
-  }
 }
 
 }  // namespace chimera::kernels

@@ -261,12 +261,10 @@ GemmFn bind_weight(const WeightView& w, const MatmulKernel* kern, GemmArgs& g) {
   if (w.packed && w.packed_kernel == kern && kern->gemm_packed) {
     g.w = static_cast<const uint8_t*>(w.packed);
     g.w_stride = w.packed_row_bytes;
-    g.w_end = g.w + (size_t)w.rows * g.w_stride;
     return kern->gemm_packed;
   }
   g.w = static_cast<const uint8_t*>(w.data);
   g.w_stride = w.row_bytes;
-  g.w_end = g.w + (size_t)w.rows * g.w_stride;
   return kern->gemm;
 }
 

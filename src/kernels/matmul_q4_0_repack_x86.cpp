@@ -20,7 +20,6 @@
 #include <array>
 #include <cstring>
 
-#include "kernels/gemv_prefetch.h"
 #include "kernels/matmul_q_legacy.h"
 #include "kernels/matmul_tile.h"
 
@@ -57,7 +56,14 @@
           CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) sum[rr][mm] = s0;                                       \
         }                                                                                                       \
         const uint8_t* cb = codes + (size_t)b * 128;                                                            \
-        if constexpr (M == 1) legacy_gemv_prefetch<R, 128>(base, gbytes, nb, b, g.w_end);                       \
+        if constexpr (M == 1) {                                                                                 \
+          CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {                                                       \
+            const uint8_t* nx = cb + (size_t)(R + rr) * gbytes;                                                 \
+            _mm_prefetch((const char*)nx, _MM_HINT_T1);                                                         \
+            _mm_prefetch((const char*)(nx + 64), _MM_HINT_T1);                                                  \
+            if ((b & 3) == 0) _mm_prefetch((const char*)(base + (size_t)(R + rr) * gbytes + 16 * b), _MM_HINT_T1); \
+          }                                                                                                     \
+        }                                                                                                       \
         CHIMERA_UNROLL for (int c = 0; c < 4; ++c) {                                                            \
           __m256i alo[M], ahi[M];                                                                               \
           CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {                                                       \

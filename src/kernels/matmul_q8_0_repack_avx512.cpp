@@ -19,7 +19,6 @@
 #include <array>
 #include <cstring>
 
-#include "kernels/gemv_prefetch.h"
 #include "kernels/matmul_q_legacy.h"
 #include "kernels/matmul_tile.h"
 
@@ -57,7 +56,15 @@ struct Vnni {
         CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) sum[rr][mm] = s0;
       }
       const uint8_t* cb = codes + (size_t)b * 256;
-      if constexpr (M == 1) legacy_gemv_prefetch<R, 256>(base, gbytes, nb, b, g.w_end);  // gemv_prefetch.h
+      if constexpr (M == 1) {
+        // GEMV streams the weights from DRAM: fetch the same block of the
+        // next R groups (the next tile) into L2, as the storage-layout kernel does.
+        CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
+          const uint8_t* nx = cb + (size_t)(R + rr) * gbytes;
+          CHIMERA_UNROLL for (int l = 0; l < 4; ++l) _mm_prefetch((const char*)(nx + 64 * l), _MM_HINT_T1);
+          if ((b & 3) == 0) _mm_prefetch((const char*)(base + (size_t)(R + rr) * gbytes + 16 * b), _MM_HINT_T1);
+        }
+      }
       CHIMERA_UNROLL for (int c = 0; c < 8; ++c) {
         __m256i a[M];
         CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) a[mm] = bcast4(av[mm].qs + 32 * b + 4 * c);

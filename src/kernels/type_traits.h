@@ -52,10 +52,6 @@ struct GemmArgs {
   // First byte after the last weight row of the tensor (per-tensor data some
   // types store there: I2_S's f32 scale). Set by matmul for every call.
   const uint8_t* w_tail = nullptr;
-  // First byte after the last row of the weights w points at (storage or
-  // packed): the bound of the GEMVs' software prefetch (gemv_prefetch.h).
-  // Null (no prefetch past the current tile) where a caller leaves it unset.
-  const uint8_t* w_end = nullptr;
 };
 
 // Writes y[i][r] = dot(weight row r, activation row i) for r in [r0, r1) and
@@ -134,7 +130,7 @@ constexpr int64_t kMinParallelPackValues = 1 << 16;
 // row-independent: same bytes either way). pool may be null.
 void pack_activations(const ActPackJob* jobs, int64_t n, ThreadPool* pool);
 
-// Fills args.w / w_stride / k / w_tail / w_end for `w` and returns the gemm function of
+// Fills args.w / w_stride / k / w_tail for `w` and returns the gemm function of
 // `kern` (the kernel matmul_kernel() picked for w.type): the packed one when w
 // carries a copy packed for this kernel, else the storage-layout one.
 GemmFn bind_weight(const WeightView& w, const MatmulKernel* kern, GemmArgs& args);
