@@ -3,7 +3,8 @@
 // and cycles through >= 128 MiB of weight copies so every call streams from
 // DRAM (compare with membw_read in matmul_bench.cpp); GEMM (prefill) reports
 // GFLOP/s = 2 * rows * cols * m per call, activation quantization included.
-// Names: qgemv/Q4_0/4096/threads:1/isa:avx512vnni, qgemm/Q4_0/4096/m:64/...
+// Names: qgemv/Q4_0/4096/threads:1/isa:avx512vnni, qgemv_packed/... (load-time
+// repacked Q8_0 / Q4_0), qgemm/Q4_0/4096/m:64/...
 // Registered at static-initialisation time; main() is in matmul_bench.cpp.
 #include <benchmark/benchmark.h>
 
@@ -40,11 +41,17 @@ bench::WeightSet make_qweights(GgmlType type, int64_t n, bool cold) {
   });
 }
 
-void run_qmatmul(benchmark::State& state, GgmlType type, int64_t n, int64_t m, int threads, Isa isa, bool cold) {
+// packed: every copy repacked at "load" (kernels/repack.h) for `isa`, as a
+// model's weights are (Q8_0, Q4_0: matmul_q8_0_repack.h, matmul_q4_0_repack.h).
+void run_qmatmul(benchmark::State& state, GgmlType type, int64_t n, int64_t m, int threads, Isa isa, bool cold,
+                 bool packed = false) {
   ScopedIsa scoped(isa);
   ThreadPool pool(threads);
-  bench::time_matmul(state, make_qweights(type, n, cold), m, pool);
-  state.SetLabel(matmul_kernel(type, isa)->name);
+  bench::WeightSet w = make_qweights(type, n, cold);
+  PackedWeights packs;
+  if (packed && !bench::pack_all(w, packs, state)) return;
+  bench::time_matmul(state, w, m, pool);
+  state.SetLabel(std::string(matmul_kernel(type, isa)->name) + (packed ? " packed" : ""));
 }
 
 // Load-time repacked vs storage-layout Q8_0 (matmul_q8_0_repack.h) on a
@@ -108,6 +115,13 @@ bool register_quant() {
                                      [=](benchmark::State& s) { run_qmatmul(s, type, n, 1, threads, isa, true); })
             ->UseRealTime()
             ->Unit(benchmark::kMicrosecond);
+        if (matmul_kernel(type, isa)->repack) {
+          benchmark::RegisterBenchmark(
+              ("qgemv_packed/" + shape + suffix).c_str(),
+              [=](benchmark::State& s) { run_qmatmul(s, type, n, 1, threads, isa, true, true); })
+              ->UseRealTime()
+              ->Unit(benchmark::kMicrosecond);
+        }
         // Cache-warm GEMV (weights L3-resident): the kernel's compute ceiling.
         benchmark::RegisterBenchmark(("qgemv_hot/" + shape + suffix).c_str(),
                                      [=](benchmark::State& s) { run_qmatmul(s, type, n, 1, threads, isa, false); })

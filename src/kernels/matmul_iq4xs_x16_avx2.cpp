@@ -20,6 +20,7 @@
 
 #include <cstring>
 
+#include "kernels/gemv_prefetch.h"
 #include "kernels/matmul_tile.h"
 #include "quant/iq4xs_blocks.h"
 #include "quant/kquant_blocks.h"
@@ -39,7 +40,6 @@ constexpr size_t kBlock = kX16Rows * sizeof(q::block_iq4_xs);  // 2176
 constexpr size_t kD = 0, kSh = 32, kSl = 64, kQs = 128;
 constexpr int kHalfRows = 8;
 constexpr int kMaxActs = 3;
-constexpr size_t kPrefetch = 4 * kBlock;
 
 CHIMERA_T_IQX16_INLINE __m256i bcast32(const uint8_t* p) {
   int32_t v;
@@ -64,9 +64,7 @@ CHIMERA_T_IQX16 void iq4_tile16(const uint8_t* G, const uint8_t* A, size_t a_str
   }
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* B = G + (size_t)sb * kBlock;
-    if constexpr (M == 1) {  // GEMV: the group blocks kPrefetch ahead (the stream runs on into the next group)
-      for (size_t o = 0; o < kBlock; o += 64) __builtin_prefetch(B + kPrefetch + o, 0, 2);
-    }
+    if constexpr (M == 1) gemv_prefetch_ahead<kBlock, kPfX16>(B, G + (size_t)nsb * kBlock);  // gemv_prefetch.h
     const uint8_t* Am[M];
     float dy[M];
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) {

@@ -179,7 +179,8 @@ using KqX16TileFn = void (*)(const uint8_t* group, const uint8_t* a, size_t a_st
 // The blocking every x16 GEMM shares: activation rows in blocks that stay
 // L2-resident while the row groups stream past, each group run against the
 // block kMaxActs rows at a time (M = 1 for the decode GEMV: one sequential
-// stream, no software prefetch — the hardware prefetchers do better alone).
+// stream, which the tiles prefetch kPfX16 group blocks ahead, clipped to the
+// group: gemv_prefetch.h).
 template <int kMaxActs>
 void kq_x16_run(const KqX16TileFn (&tiles)[kMaxActs], const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0,
                 int64_t i1) {

@@ -22,6 +22,7 @@
 
 #include <cstring>
 
+#include "kernels/gemv_prefetch.h"
 #include "kernels/matmul_tile.h"
 #include "quant/kquant_blocks.h"
 
@@ -106,6 +107,7 @@ CHIMERA_T_Q23A2 void q23_tile8(const uint8_t* G, int rh, const uint8_t* a, size_
   }
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* B = G + (size_t)sb * GB::kBlock;
+    if constexpr (M == 1) gemv_prefetch_ahead<GB::kBlock, kPfX16>(B, G + (size_t)nsb * GB::kBlock);  // gemv_prefetch.h
     const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(B + 16 * rh)));
     __m256 dv[M];
     const uint8_t* Ab[M];

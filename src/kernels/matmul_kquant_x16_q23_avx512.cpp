@@ -12,6 +12,7 @@
 
 #include <cstring>
 
+#include "kernels/gemv_prefetch.h"
 #include "kernels/matmul_kquant_x16_simd.h"
 #include "kernels/matmul_tile.h"
 #include "quant/kquant_blocks.h"
@@ -81,6 +82,7 @@ CHIMERA_T_X16 void q23_tile(const uint8_t* G, const uint8_t* a, size_t a_stride,
   }
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* B = G + (size_t)sb * GB::kBlock;
+    if constexpr (M == 1) gemv_prefetch_ahead<GB::kBlock, kPfX16>(B, G + (size_t)nsb * GB::kBlock);  // gemv_prefetch.h
     const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)B));
     __m512 dv[M];
     const uint8_t* Ab[M];

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <utility>
 
+#include "kernels/gemv_prefetch.h"
 #include "kernels/matmul_tile.h"
 #include "quant/kquant_blocks.h"
 
@@ -67,27 +68,16 @@ CHIMERA_T_X16A2_INLINE __m256i bit_to_4(__m256i h, int b) {
   return b <= 4 ? _mm256_and_si256(_mm256_slli_epi16(h, 4 - b), m) : _mm256_and_si256(_mm256_srli_epi16(h, b - 4), m);
 }
 
-// Rows 8 * half .. + 7 of the group at G x M activation rows -> y[m * ldy + 0..7].
+// One super-block: rows 8 * half .. + 7 of group block B x M activation
+// blocks Am[m] (scales dy[m]) into acc / accm.
 template <bool kQ5, int M>
-CHIMERA_T_X16A2 void q4_tile8(const uint8_t* G, int half, const uint8_t* A, size_t a_stride, int64_t nsb, float* y,
-                              int64_t ldy) {
+CHIMERA_T_X16A2_INLINE void q4_block8(const uint8_t* B, int half, const uint8_t* const (&Am)[M], const float (&dy)[M],
+                                      __m256 (&acc)[M], __m256 (&accm)[M]) {
   using GB = Geo<kQ5>;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i m6 = _mm256_set1_epi8(0x3F);
   const size_t ho = 32 * (size_t)half;  // byte offset of this half in a 64-byte chunk / plane
-  __m256 acc[M], accm[M];
-  CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-    acc[m] = _mm256_setzero_ps();
-    accm[m] = _mm256_setzero_ps();
-  }
-  for (int64_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* B = G + (size_t)sb * GB::kBlock;
-    const uint8_t* Am[M];
-    float dy[M];
-    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-      Am[m] = A + (size_t)m * a_stride + (size_t)sb * kAb;
-      std::memcpy(&dy[m], Am[m], 4);
-    }
+  {
     const __m256 d8 = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(B + 16 * half)));
     const __m256 dmin8 = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(B + 32 + 16 * half)));
     {
@@ -148,15 +138,62 @@ CHIMERA_T_X16A2 void q4_tile8(const uint8_t* G, int half, const uint8_t* A, size
       acc[m] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dy[m]), d8), _mm256_cvtepi32_ps(S[m]), acc[m]);
     }
   }
+}
+
+// Rows 8 * half .. + 7 of the group at G x M activation rows -> y[m * ldy + 0..7].
+template <bool kQ5, int M>
+CHIMERA_T_X16A2 void q4_tile8(const uint8_t* G, int half, const uint8_t* A, size_t a_stride, int64_t nsb, float* y,
+                              int64_t ldy) {
+  __m256 acc[M], accm[M];
+  CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+    acc[m] = _mm256_setzero_ps();
+    accm[m] = _mm256_setzero_ps();
+  }
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* Am[M];
+    float dy[M];
+    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+      Am[m] = A + (size_t)m * a_stride + (size_t)sb * kAb;
+      std::memcpy(&dy[m], Am[m], 4);
+    }
+    q4_block8<kQ5, M>(G + (size_t)sb * Geo<kQ5>::kBlock, half, Am, dy, acc, accm);
+  }
   CHIMERA_UNROLL for (int m = 0; m < M; ++m) _mm256_storeu_ps(y + m * ldy, _mm256_add_ps(acc[m], accm[m]));
 }
 
+// The decode GEMV (M = 1) over a whole group: both 8-row halves per
+// super-block, so the group is read once, in order, with the near prefetch
+// of gemv_prefetch.h. Per half the same operations as q4_tile8: the same bits.
+template <bool kQ5>
+CHIMERA_T_X16A2 void q4_gemv16(const uint8_t* G, const uint8_t* A, int64_t nsb, float* y) {
+  using GB = Geo<kQ5>;
+  __m256 acc[2][1], accm[2][1];
+  CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
+    acc[h][0] = _mm256_setzero_ps();
+    accm[h][0] = _mm256_setzero_ps();
+  }
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* B = G + (size_t)sb * GB::kBlock;
+    gemv_prefetch_ahead<GB::kBlock, kPfX16>(B, G + (size_t)nsb * GB::kBlock);
+    const uint8_t* Am[1] = {A + (size_t)sb * kAb};
+    float dy[1];
+    std::memcpy(&dy[0], Am[0], 4);
+    q4_block8<kQ5, 1>(B, 0, Am, dy, acc[0], accm[0]);
+    q4_block8<kQ5, 1>(B, 1, Am, dy, acc[1], accm[1]);
+  }
+  CHIMERA_UNROLL for (int h = 0; h < 2; ++h) _mm256_storeu_ps(y + kHalfRows * h, _mm256_add_ps(acc[h][0], accm[h][0]));
+}
+
 // Both 8-row halves of a group (the second reads the group blocks again
-// from L1/L2).
+// from L1/L2); the GEMV both per super-block (q4_gemv16).
 template <bool kQ5, int M>
 void q4_tile16(const uint8_t* G, const uint8_t* A, size_t a_stride, int64_t nsb, float* y, int64_t ldy) {
-  q4_tile8<kQ5, M>(G, 0, A, a_stride, nsb, y, ldy);
-  q4_tile8<kQ5, M>(G, 1, A, a_stride, nsb, y + kHalfRows, ldy);
+  if constexpr (M == 1) {
+    q4_gemv16<kQ5>(G, A, nsb, y);
+  } else {
+    q4_tile8<kQ5, M>(G, 0, A, a_stride, nsb, y, ldy);
+    q4_tile8<kQ5, M>(G, 1, A, a_stride, nsb, y + kHalfRows, ldy);
+  }
 }
 
 // ---- GEMM tiles (M >= 2 activation rows): the same integer sums and f32

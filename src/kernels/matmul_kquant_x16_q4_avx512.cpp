@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/gemv_prefetch.h"
 #include "kernels/matmul_kquant_x16_simd.h"
 #include "kernels/matmul_tile.h"
 #include "quant/kquant_blocks.h"
@@ -78,6 +79,7 @@ CHIMERA_T_X16 void q4_tile(const uint8_t* G, const uint8_t* A, size_t a_stride, 
   }
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* B = G + (size_t)sb * GB::kBlock;
+    if constexpr (M == 1) gemv_prefetch_ahead<GB::kBlock, kPfX16>(B, G + (size_t)nsb * GB::kBlock);  // gemv_prefetch.h
     const uint8_t* Am[M];
     float dy[M];
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) {

@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "kernels/gemv_prefetch.h"
 #include "kernels/matmul_tile.h"
 #include "quant/kquant_blocks.h"
 
@@ -94,6 +95,7 @@ CHIMERA_T_Q6A2 void q6_tile8(const uint8_t* G, int rh, const uint8_t* a, size_t 
   }
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* B = G + (size_t)sb * kQ6GroupBlock;
+    if constexpr (M == 1) gemv_prefetch_ahead<kQ6GroupBlock, kPfX16>(B, G + (size_t)nsb * kQ6GroupBlock);  // gemv_prefetch.h
     alignas(32) __m256i V[16];
     CHIMERA_UNROLL for (int k = 0; k < 4; ++k) {
       const __m256i P = loadu(B + kQ6Scales + 64 * k + ho);

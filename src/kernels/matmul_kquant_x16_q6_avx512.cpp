@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "kernels/gemv_prefetch.h"
 #include "kernels/matmul_kquant_x16_simd.h"
 #include "kernels/matmul_tile.h"
 #include "quant/kquant_blocks.h"
@@ -68,6 +69,7 @@ CHIMERA_T_X16 void q6_tile(const uint8_t* G, const uint8_t* a, size_t a_stride, 
   }
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* B = G + (size_t)sb * kQ6GroupBlock;
+    if constexpr (M == 1) gemv_prefetch_ahead<kQ6GroupBlock, kPfX16>(B, G + (size_t)nsb * kQ6GroupBlock);  // gemv_prefetch.h
     alignas(64) __m512i V[16];
     CHIMERA_UNROLL for (int k = 0; k < 4; ++k) {
       const __m512i P = _mm512_loadu_si512(B + kQ6Scales + 64 * k);

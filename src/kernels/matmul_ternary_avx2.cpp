@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/gemv_prefetch.h"
 #include "kernels/matmul_kquant.h"
 #include "kernels/matmul_tile.h"
 
@@ -289,9 +290,9 @@ CHIMERA_T_AVX2 float dot_avx2(const TqDecoded* w, const float* wd, const uint8_t
 // TQ1_0 on TqAct8 in storage layout: the same block_dot / tile_dot
 // arithmetic as gemm_planes, bit-identical to it and to Isa::kScalar.
 
-// GEMV: one pass per group of kTqGroup rows over one contiguous buffer (the
-// hardware prefetcher keeps up; no software prefetch). The group's block
-// scales are converted and multiplied by the activation scale with one
+// GEMV: one pass per group of kTqGroup rows over one contiguous buffer, with
+// the near software prefetch of gemv_prefetch.h (the stream runs on into the
+// next group, up to this call's last row). The group's block scales are converted and multiplied by the activation scale with one
 // vector op each, then broadcast per row.
 CHIMERA_T_AVX2 void gemv_packed(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i) {
   constexpr int G = kTqGroup;
@@ -300,6 +301,7 @@ CHIMERA_T_AVX2 void gemv_packed(const GemmArgs& g, int64_t r0, int64_t r1, int64
   const auto* act = reinterpret_cast<const TqAct8*>(g.a + (size_t)i * g.a_stride);
   const size_t sc_bytes = tq_packed_scale_bytes(g.k);
   const size_t group_bytes = (size_t)G * g.w_stride;
+  const uint8_t* end = g.w + (size_t)(r1 / G) * group_bytes;  // this call's last group
   for (int64_t r = r0; r < r1; r += G) {
     const uint8_t* grp = g.w + (size_t)(r / G) * group_bytes;
     const auto* sc = reinterpret_cast<const uint16_t*>(grp);
@@ -307,6 +309,7 @@ CHIMERA_T_AVX2 void gemv_packed(const GemmArgs& g, int64_t r0, int64_t r1, int64
     __m256 acc[G];
     CHIMERA_UNROLL for (int j = 0; j < G; ++j) acc[j] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
+      gemv_prefetch_ahead<G * 64, kPfTernary>(qs + (size_t)sb * G * 64, end);
       const TqAct8& a = act[sb];
       const __m128 d4 = _mm_mul_ps(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i*)(sc + sb * G))), _mm_set1_ps(a.d));
       const __m256 d8 = _mm256_castps128_ps256(d4);

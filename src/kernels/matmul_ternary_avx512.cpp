@@ -41,6 +41,7 @@
 
 #include <cstring>
 
+#include "kernels/gemv_prefetch.h"
 #include "kernels/matmul_tile.h"
 
 #define CHIMERA_T_TQ512 \
@@ -275,10 +276,12 @@ CHIMERA_T_TQ512 void gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0,
 // 512-bit vector (shuffle_i64x2 + add) so the correction, conversion and FMA
 // run once per row pair. Per lane the same integer S_l and the same f32
 // operations as gemv<kTq2>: bit-identical to the storage-layout kernel.
-// No software prefetch: the stream is contiguous and the hardware prefetcher
-// keeps up (1-thread cold GEMV on the loaded 2-vCPU Zen 4 VM, us for
-// 2560x2560 / 6912x2560 / 2560x6912 / 640x2560: no prefetch 122 321 292 34,
-// 1 KiB ahead 137 397 384 39, 2 KiB 144 392 477 40, 4 KiB 141 371 400 37).
+// With the near software prefetch of gemv_prefetch.h, kPfTernary blocks
+// (4 KiB) ahead, running on into the next group up to this call's last row
+// (session 11, Sapphire Rapids VM: faster than none; an earlier measurement
+// on a loaded Zen 4 VM had found 1-4 KiB ahead slower, us for 2560x2560 /
+// 6912x2560 / 2560x6912 / 640x2560: no prefetch 122 321 292 34, 1 KiB ahead
+// 137 397 384 39, 2 KiB 144 392 477 40, 4 KiB 141 371 400 37).
 template <bool kVnni>
 CHIMERA_T_TQ512 void gemv_packed(const GemmArgs& g, int64_t r0, int64_t r1) {
   constexpr int G = kTqGroup;
@@ -294,6 +297,7 @@ CHIMERA_T_TQ512 void gemv_packed(const GemmArgs& g, int64_t r0, int64_t r1) {
   CHIMERA_UNROLL for (int p = 0; p < P; ++p) {
     idx[p] = _mm512_inserti64x4(_mm512_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1), 1);
   }
+  const uint8_t* end = g.w + (size_t)(r1 / G) * group_bytes;  // this call's last group
   for (int64_t r = r0; r < r1; r += G) {
     const uint8_t* grp = g.w + (size_t)(r / G) * group_bytes;
     const auto* sc = reinterpret_cast<const uint16_t*>(grp);
@@ -302,6 +306,7 @@ CHIMERA_T_TQ512 void gemv_packed(const GemmArgs& g, int64_t r0, int64_t r1) {
     CHIMERA_UNROLL for (int p = 0; p < P; ++p) acc[p] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
       const uint8_t* blk = qs + (size_t)sb * G * 64;
+      gemv_prefetch_ahead<G * 64, kPfTernary>(blk, end);
       const TqAct8& a = act[sb];
       __m512i y[4];
       CHIMERA_UNROLL for (int n = 0; n < 4; ++n) y[n] = _mm512_load_si512((const void*)(a.qs + 64 * n));
