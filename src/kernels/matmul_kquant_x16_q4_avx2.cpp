@@ -68,6 +68,32 @@ CHIMERA_T_X16A2_INLINE __m256i bit_to_4(__m256i h, int b) {
   return b <= 4 ? _mm256_and_si256(_mm256_slli_epi16(h, 4 - b), m) : _mm256_and_si256(_mm256_srli_epi16(h, b - 4), m);
 }
 
+// The mins of rows 8 * half .. + 7 (ho = 32 * half) of group block B as the
+// (m_j, m_j+1) word pairs Mk[k] of sub-blocks 2k, 2k + 1 (k < 2: plane O2,
+// else O3 rebuilt from the X_t's top bits; matmul_kquant_x16.h).
+CHIMERA_T_X16A2_INLINE void min_words(const uint8_t* B, size_t ho, __m256i (&Mk)[4]) {
+  const __m256i m6 = _mm256_set1_epi8(0x3F);
+  const __m256i X0 = load(B + 64 + ho), X1 = load(B + 128 + ho), X2 = load(B + 192 + ho);
+  const __m256i O2 = _mm256_and_si256(X2, m6);
+  const __m256i O3 = _mm256_or_si256(
+      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(X0, 6), _mm256_set1_epi8(0x03)),
+                      _mm256_and_si256(_mm256_srli_epi16(X1, 4), _mm256_set1_epi8(0x0C))),
+      _mm256_and_si256(_mm256_srli_epi16(X2, 2), _mm256_set1_epi8(0x30)));
+  CHIMERA_UNROLL for (int k = 0; k < 4; ++k) {
+    Mk[k] = _mm256_shuffle_epi8(k < 2 ? O2 : O3, pick_words(2 * (k % 2), 2 * (k % 2) + 1));
+  }
+}
+
+// Bm = sum_j m_j * (bsums_2j + bsums_2j+1) of activation block a, per row (exact int32).
+CHIMERA_T_X16A2_INLINE __m256i min_sum(const __m256i (&Mk)[4], const uint8_t* a) {
+  const __m256i bp = _mm256_broadcastsi128_si256(
+      _mm_hadd_epi16(_mm_loadu_si128((const __m128i*)(a + 260)), _mm_loadu_si128((const __m128i*)(a + 276))));
+  __m256i Bm = _mm256_madd_epi16(Mk[0], _mm256_shuffle_epi32(bp, 0x00));
+  Bm = _mm256_add_epi32(Bm, _mm256_madd_epi16(Mk[1], _mm256_shuffle_epi32(bp, 0x55)));
+  Bm = _mm256_add_epi32(Bm, _mm256_madd_epi16(Mk[2], _mm256_shuffle_epi32(bp, 0xAA)));
+  return _mm256_add_epi32(Bm, _mm256_madd_epi16(Mk[3], _mm256_shuffle_epi32(bp, 0xFF)));
+}
+
 // One super-block: rows 8 * half .. + 7 of group block B x M activation
 // blocks Am[m] (scales dy[m]) into acc / accm.
 template <bool kQ5, int M>
@@ -81,23 +107,10 @@ CHIMERA_T_X16A2_INLINE void q4_block8(const uint8_t* B, int half, const uint8_t*
     const __m256 d8 = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(B + 16 * half)));
     const __m256 dmin8 = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(B + 32 + 16 * half)));
     {
-      const __m256i X0 = load(B + 64 + ho), X1 = load(B + 128 + ho), X2 = load(B + 192 + ho);
-      const __m256i O2 = _mm256_and_si256(X2, m6);
-      const __m256i O3 = _mm256_or_si256(
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(X0, 6), _mm256_set1_epi8(0x03)),
-                          _mm256_and_si256(_mm256_srli_epi16(X1, 4), _mm256_set1_epi8(0x0C))),
-          _mm256_and_si256(_mm256_srli_epi16(X2, 2), _mm256_set1_epi8(0x30)));
       __m256i Mk[4];
-      CHIMERA_UNROLL for (int k = 0; k < 4; ++k) {
-        Mk[k] = _mm256_shuffle_epi8(k < 2 ? O2 : O3, pick_words(2 * (k % 2), 2 * (k % 2) + 1));
-      }
+      min_words(B, ho, Mk);
       CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-        const __m256i bp = _mm256_broadcastsi128_si256(_mm_hadd_epi16(
-            _mm_loadu_si128((const __m128i*)(Am[m] + 260)), _mm_loadu_si128((const __m128i*)(Am[m] + 276))));
-        __m256i Bm = _mm256_madd_epi16(Mk[0], _mm256_shuffle_epi32(bp, 0x00));
-        Bm = _mm256_add_epi32(Bm, _mm256_madd_epi16(Mk[1], _mm256_shuffle_epi32(bp, 0x55)));
-        Bm = _mm256_add_epi32(Bm, _mm256_madd_epi16(Mk[2], _mm256_shuffle_epi32(bp, 0xAA)));
-        Bm = _mm256_add_epi32(Bm, _mm256_madd_epi16(Mk[3], _mm256_shuffle_epi32(bp, 0xFF)));
+        const __m256i Bm = min_sum(Mk, Am[m]);
         const __m256 dmv = _mm256_mul_ps(_mm256_set1_ps(-dy[m]), dmin8);
         accm[m] = _mm256_fmadd_ps(dmv, _mm256_cvtepi32_ps(Bm), accm[m]);
       }
@@ -253,23 +266,10 @@ CHIMERA_T_X16A2 void q4g_tile8(const uint8_t* G, int half, const uint8_t* A, siz
     }
     {  // the mins, as q4_tile8
       const __m256 dmin8 = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(B + 32 + 16 * half)));
-      const __m256i X0 = load(B + 64 + ho), X1 = load(B + 128 + ho), X2 = load(B + 192 + ho);
-      const __m256i O2 = _mm256_and_si256(X2, m6);
-      const __m256i O3 = _mm256_or_si256(
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(X0, 6), _mm256_set1_epi8(0x03)),
-                          _mm256_and_si256(_mm256_srli_epi16(X1, 4), _mm256_set1_epi8(0x0C))),
-          _mm256_and_si256(_mm256_srli_epi16(X2, 2), _mm256_set1_epi8(0x30)));
       __m256i Mk[4];
-      CHIMERA_UNROLL for (int k = 0; k < 4; ++k) {
-        Mk[k] = _mm256_shuffle_epi8(k < 2 ? O2 : O3, pick_words(2 * (k % 2), 2 * (k % 2) + 1));
-      }
+      min_words(B, ho, Mk);
       CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-        const __m256i bp = _mm256_broadcastsi128_si256(_mm_hadd_epi16(
-            _mm_loadu_si128((const __m128i*)(Am[m] + 260)), _mm_loadu_si128((const __m128i*)(Am[m] + 276))));
-        __m256i Bm = _mm256_madd_epi16(Mk[0], _mm256_shuffle_epi32(bp, 0x00));
-        Bm = _mm256_add_epi32(Bm, _mm256_madd_epi16(Mk[1], _mm256_shuffle_epi32(bp, 0x55)));
-        Bm = _mm256_add_epi32(Bm, _mm256_madd_epi16(Mk[2], _mm256_shuffle_epi32(bp, 0xAA)));
-        Bm = _mm256_add_epi32(Bm, _mm256_madd_epi16(Mk[3], _mm256_shuffle_epi32(bp, 0xFF)));
+        const __m256i Bm = min_sum(Mk, Am[m]);
         const __m256 dmv = _mm256_mul_ps(_mm256_set1_ps(-dy[m]), dmin8);
         _mm256_store_ps(accm[m], _mm256_fmadd_ps(dmv, _mm256_cvtepi32_ps(Bm), _mm256_load_ps(accm[m])));
       }
