@@ -270,6 +270,15 @@ CHIMERA_T_TQ512 void gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0,
 }
 
 // ---- Repacked TQ2_0 (layout: matmul_ternary.h, kTqGroup rows per group) ----
+// idx[p]: lanes of dword 2p in the low 256 bits, 2p + 1 in the high: the
+// permute that spreads row 2p's and row 2p + 1's scales over a row pair's halves.
+template <int P>
+CHIMERA_T_TQ512_INLINE void pair_index(__m512i (&idx)[P]) {
+  CHIMERA_UNROLL for (int p = 0; p < P; ++p) {
+    idx[p] = _mm512_inserti64x4(_mm512_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1), 1);
+  }
+}
+
 // GEMV: one pass per group streams its kTqGroup x 64 bytes per block from one
 // contiguous, line-aligned buffer; the 4 activation vectors of a block are
 // loaded once for the whole group; two rows' 16-lane sums fold into one
@@ -294,9 +303,7 @@ CHIMERA_T_TQ512 void gemv_packed(const GemmArgs& g, int64_t r0, int64_t r1) {
   const __m512i mask = _mm512_set1_epi8(3);
   const __m512i ones = _mm512_set1_epi16(1);
   __m512i idx[P];
-  CHIMERA_UNROLL for (int p = 0; p < P; ++p) {
-    idx[p] = _mm512_inserti64x4(_mm512_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1), 1);
-  }
+  pair_index(idx);
   const uint8_t* end = g.w + (size_t)(r1 / G) * group_bytes;  // this call's last group
   for (int64_t r = r0; r < r1; r += G) {
     const uint8_t* grp = g.w + (size_t)(r / G) * group_bytes;
@@ -369,9 +376,7 @@ CHIMERA_T_TQ512 void gemm_packed_tile(const GemmArgs& g, int64_t r0, int64_t r1,
   const __m512i mask = _mm512_set1_epi8(3);
   const __m512i ones = _mm512_set1_epi16(1);
   __m512i idx[P];
-  CHIMERA_UNROLL for (int p = 0; p < P; ++p) {
-    idx[p] = _mm512_inserti64x4(_mm512_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1), 1);
-  }
+  pair_index(idx);
   for (int64_t r = r0; r < r1; r += G) {
     const uint8_t* grp = g.w + (size_t)(r / G) * group_bytes;
     const auto* sc = reinterpret_cast<const uint16_t*>(grp);
