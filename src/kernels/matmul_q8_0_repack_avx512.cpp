@@ -73,19 +73,9 @@ struct Vnni {
           CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) sum[rr][mm] = _mm256_dpbusd_epi32(sum[rr][mm], wv, a[mm]);
         }
       }
-      CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(base + rr * gbytes + 16 * b)));
-        CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
-          const __m256 scale = _mm256_mul_ps(dw, _mm256_load_ps(av[mm].dexp + 8 * b));
-          acc[rr][mm] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[rr][mm]), scale, acc[rr][mm]);
-        }
-      }
+      x86::packed_block_fma(base, gbytes, b, av, sum, acc);
     }
-    CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
-      CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
-        _mm256_storeu_ps(g.y + (i + mm) * g.ldy + (grp + rr) * kGroup, acc[rr][mm]);
-      }
-    }
+    x86::packed_store(g, grp, i, acc);
   }
 };
 

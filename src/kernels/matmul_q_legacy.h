@@ -257,5 +257,26 @@ CHIMERA_T_QL_AVX2 void store_tile(const GemmArgs& g, int64_t r, int64_t i, const
   }
 }
 
+// The packed 8-row groups (Q8_0 / Q4_0 repack, matmul_q8_0_repack.h): block b's
+// acc[rr][mm] = fma(f32(sum[rr][mm]), d_w * d_a, acc) with group rr's 8 f16
+// scales at base + rr * gbytes + 16 b, then the tile's 8-row outputs stored.
+template <int R, int M>
+CHIMERA_T_QL_AVX2 void packed_block_fma(const uint8_t* base, size_t gbytes, int64_t b, const ActView (&av)[M],
+                                        const __m256i (&sum)[R][M], __m256 (&acc)[R][M]) {
+  CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(base + rr * gbytes + 16 * b)));
+    CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
+      const __m256 scale = _mm256_mul_ps(dw, _mm256_load_ps(av[mm].dexp + 8 * b));
+      acc[rr][mm] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[rr][mm]), scale, acc[rr][mm]);
+    }
+  }
+}
+template <int R, int M>
+CHIMERA_T_QL_AVX2 void packed_store(const GemmArgs& g, int64_t grp, int64_t i, const __m256 (&acc)[R][M]) {
+  CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
+    CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) _mm256_storeu_ps(g.y + (i + mm) * g.ldy + (grp + rr) * 8, acc[rr][mm]);
+  }
+}
+
 }  // namespace chimera::kernels::legacy::x86
 #endif
