@@ -1,19 +1,27 @@
-// Internal to the matmul kernels: the software prefetch of the decode GEMVs
-// (m == 1) over load-time repacked weights, in one place.
+// Internal to the matmul kernels: how the decode GEMVs (m == 1) over
+// load-time repacked weights keep enough reads in flight, in one place.
 //
-// The x16 K-quant / IQ4_XS and packed TQ2_0 / TQ1_0 GEMVs read one
-// sequential stream per thread, and one stream alone keeps too few misses in
-// flight to pull what the memory system gives a core (docs/PERFORMANCE.md,
-// sessions 10 and 11). Prefetching the block a few KB ahead of the one being
-// computed (every 64-byte line of it, into L1) lets them stream ~10-25%
-// faster; more streams per thread added nothing on top, and a far prefetch
-// (24 KiB ahead) was slower than none. Distances per family: kPf* below
-// (session 11, alternating rounds). The packed Q8_0 / Q4_0 GEMVs read 4-8
-// groups at once and keep their own prefetch of the next tile (this near
-// prefetch in its place was 20-30% slower).
+// One sequential stream per thread keeps too few misses in flight to pull
+// what the memory system gives a core: the L2 streamer runs only ~20 lines
+// ahead of the last access in one 4 KiB page, and a GEMV's compute between
+// the loads keeps the out-of-order window from reaching further. What works
+// (session 12, 2-vCPU Sapphire Rapids, Q6_K AVX-512, 2048 x 2048, 2 threads,
+// alternating runs): read kX16Streams = 4 groups at once, interleaved chunk by
+// chunk (3 lines of each group in turn; whole group blocks in turn gained
+// nothing), and prefetch the same chunks of the next 4 groups into L2: 12-14
+// -> 19.6-20.7 GB/s, and llama-3.2-1b Q6_K decode 12.7-14.4 -> 20.2-23.2
+// tok/s. The packed Q8_0 / Q4_0 GEMVs have read 4-8 groups at once with an
+// L2 prefetch of the next tile since session 9 (their 62-80% of the probe).
 //
-// No prefetch reaches past its `end` (the group or the call's last row): an out-of-range prefetch does not fault on x86, but it would touch
-// memory the kernel does not own. Prefetching changes no arithmetic: the
+// Where a GEMV still reads one group at a time (the groups left over after
+// the multi-stream steps, and kernels without a multi-stream step), it
+// prefetches the block a few KB ahead (every 64-byte line, into L1): ~10-25%
+// faster than none; a far prefetch (24 KiB ahead) was slower than none.
+//
+// No prefetch reaches past its `end` (the group or the call's last row): an
+// out-of-range prefetch does not fault on x86, but it would touch memory the
+// kernel does not own; the multi-stream L2 prefetch is only issued when the
+// next groups are the thread's own. Prefetching changes no arithmetic: the
 // results stay bit-identical.
 #pragma once
 
@@ -22,9 +30,19 @@
 
 namespace chimera::kernels {
 
+// Groups a multi-stream decode GEMV reads at once (x16 K-quant kernels).
+constexpr int kX16Streams = 4;
+
 // Prefetch distances, in the family's blocks ahead of the one being read.
 constexpr int kPfX16 = 2;      // x16 K-quant / IQ4_XS group blocks (1.3-3.4 KB each)
 constexpr int kPfTernary = 16;  // packed TQ2_0 / TQ1_0 group blocks (256 B each): 4 KiB
+
+// The prefetching lambdas must be always_inline: the kernels are compiled
+// with a target attribute (AVX2 / AVX-512) that a plain lambda does not have,
+// so GCC cannot inline it, finds it free of side effects (a prefetch is not
+// one) and deletes the call. Until session 12 every prefetch of this header
+// was dropped that way from the x16 and packed ternary kernels.
+#define CHIMERA_PF_INLINE __attribute__((always_inline))
 
 // Calls f(line address) for every 64-byte line of [p, p + bytes) that starts
 // below `end` (addresses as integers: p may lie past the end of the buffer,
@@ -41,7 +59,16 @@ __attribute__((always_inline)) inline void for_each_prefetch_line(uintptr_t p, s
 
 // Prefetches (read, into L1) those lines.
 __attribute__((always_inline)) inline void gemv_prefetch(uintptr_t p, size_t bytes, const uint8_t* end) {
-  for_each_prefetch_line(p, bytes, end, [](uintptr_t a) { __builtin_prefetch(reinterpret_cast<const void*>(a), 0, 3); });
+  for_each_prefetch_line(p, bytes, end, [](uintptr_t a) CHIMERA_PF_INLINE {
+    __builtin_prefetch(reinterpret_cast<const void*>(a), 0, 3);
+  });
+}
+
+// Prefetches the lines of [p, p + bytes) into L2 (the multi-stream GEMVs'
+// next groups: p is inside the thread's rows, checked by the caller).
+__attribute__((always_inline)) inline void gemv_prefetch_l2(const uint8_t* p, size_t bytes) {
+  for_each_prefetch_line(reinterpret_cast<uintptr_t>(p), bytes, p + bytes,
+                         [](uintptr_t a) CHIMERA_PF_INLINE { __builtin_prefetch(reinterpret_cast<const void*>(a), 0, 2); });
 }
 
 // The block kAhead blocks after `block` (blocks of kBlock bytes, back to

@@ -128,6 +128,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/gemv_prefetch.h"
 #include "kernels/type_traits.h"
 
 namespace chimera::kernels {
@@ -175,16 +176,38 @@ GemmFn kq_x16_iq4xs_gemm_avx2();
 // a_stride bytes apart) -> y[m * ldy + 0..15]; M is the table index + 1.
 using KqX16TileFn = void (*)(const uint8_t* group, const uint8_t* a, size_t a_stride, int64_t nsb, float* y,
                              int64_t ldy);
+// The decode GEMV's multi-stream step: the kX16Streams groups at group,
+// group + group_bytes, ... x one activation row -> y[0 .. 16 * kX16Streams),
+// interleaved chunk by chunk, each group with the M = 1 tile's arithmetic;
+// pf != 0: also fetch into L2 the same chunks pf bytes further
+// (gemv_prefetch.h).
+using KqX16GemvFn = void (*)(const uint8_t* group, size_t group_bytes, const uint8_t* a, int64_t nsb, float* y,
+                             size_t pf);
 
 // The blocking every x16 GEMM shares: activation rows in blocks that stay
 // L2-resident while the row groups stream past, each group run against the
-// block kMaxActs rows at a time (M = 1 for the decode GEMV: one sequential
-// stream, which the tiles prefetch kPfX16 group blocks ahead, clipped to the
-// group: gemv_prefetch.h).
+// block kMaxActs rows at a time. The decode GEMV (one activation row, `gemv`
+// given) reads kX16Streams groups at once and prefetches the next
+// kX16Streams into L2 (gemv_prefetch.h); the groups left over, and the GEMV
+// of a type without `gemv`, run the M = 1 tile, which prefetches kPfX16
+// group blocks ahead in its one stream, clipped to the group.
 template <int kMaxActs>
 void kq_x16_run(const KqX16TileFn (&tiles)[kMaxActs], const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0,
-                int64_t i1) {
+                int64_t i1, KqX16GemvFn gemv = nullptr) {
   const int64_t nsb = g.k / 256;
+  if (gemv && i1 - i0 == 1) {
+    constexpr int64_t kStep = (int64_t)kX16Streams * kX16Rows;
+    const size_t group_bytes = (size_t)kX16Rows * g.w_stride;
+    const uint8_t* a = g.a + (size_t)i0 * g.a_stride;
+    float* y = g.y + i0 * g.ldy;
+    int64_t r = r0;
+    for (; r + kStep <= r1; r += kStep) {
+      const size_t pf = r + 2 * kStep <= r1 ? (size_t)kX16Streams * group_bytes : 0;  // the next step's groups
+      gemv(g.w + (size_t)r * g.w_stride, group_bytes, a, nsb, y + r, pf);
+    }
+    for (; r < r1; r += kX16Rows) tiles[0](g.w + (size_t)r * g.w_stride, a, 0, nsb, y + r, 0);
+    return;
+  }
   const size_t per_block = (256u * 1024u) / (g.a_stride ? g.a_stride : 1) / kMaxActs;
   const int64_t ib_rows = (int64_t)(per_block ? per_block : 1) * kMaxActs;
   for (int64_t ib = i0; ib < i1; ib += ib_rows) {

@@ -51,50 +51,51 @@ constexpr size_t kQ6D = 0, kQ6Scales = 32, kQ6Levels = 288;
 // The lanes of one half (l < 4: even groups, l >= 4: odd groups) are done
 // together so that only 4 S_l per activation row are live at a time; the
 // group block is read front to back (its layout follows this order).
-// No software prefetch: the stream is sequential and the hardware prefetchers
-// keep up (Zen 4 dev machine, 4096 x 4096, 1 thread: a 24 KiB-ahead
-// prefetch of every line gives 14.1 GB/s cold, 37 GB/s hot; none 22.0 / 45).
-// M activation rows share each weight load and level build (M = 1: the
-// decode GEMV); every output keeps the GEMV's integer sums and f32 order.
-template <bool kVnni, int M>
-CHIMERA_T_X16 void q6_tile(const uint8_t* G, const uint8_t* a, size_t a_stride, int64_t nsb, float* y, int64_t ldy) {
-  constexpr size_t kAb = sizeof(q::block_q8_K);
+// M activation rows share each weight load and level build; the decode GEMV
+// runs kX16Streams groups at once (gemv_prefetch.h). Every output keeps the
+// same integer sums and f32 order.
+// One super-block of S groups (group block Bs[s]) x M activation rows (Am[m]:
+// row m's Q8_K block) into acc[s][m][0..7]. S > 1 (with M = 1) is the decode
+// GEMV's multi-stream step (kq_x16_run): the groups are interleaved chunk by
+// chunk, and pf != 0 fetches the same chunks of the groups pf bytes further
+// into L2 (gemv_prefetch.h). Each group's arithmetic is the same for every S.
+template <bool kVnni, int S, int M>
+CHIMERA_T_X16_INLINE void q6_block(const uint8_t* const* Bs, const uint8_t* const* Am, __m512 (&acc)[S][M][8],
+                                   size_t pf) {
   constexpr size_t kAbsums = offsetof(q::block_q8_K, bsums);
   const __m512i m6 = _mm512_set1_epi8(0x3F);
   const __m512i top2 = _mm512_set1_epi8((char)0xC0);
   const __m512i hi4 = _mm512_set1_epi8((char)0xF0);
-  __m512 acc[M][8];
-  CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-    CHIMERA_UNROLL for (int l = 0; l < 8; ++l) acc[m][l] = _mm512_setzero_ps();
-  }
-  for (int64_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* B = G + (size_t)sb * kQ6GroupBlock;
-    if constexpr (M == 1) gemv_prefetch_ahead<kQ6GroupBlock, kPfX16>(B, G + (size_t)nsb * kQ6GroupBlock);  // gemv_prefetch.h
-    alignas(64) __m512i V[16];
+  alignas(64) __m512i V[S][16];
+  __m512 dv[S][M];
+  CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+    if (pf) gemv_prefetch_l2(Bs[s] + pf, kQ6Levels);  // d and the scale planes
     CHIMERA_UNROLL for (int k = 0; k < 4; ++k) {
-      const __m512i P = _mm512_loadu_si512(B + kQ6Scales + 64 * k);
+      const __m512i P = _mm512_loadu_si512(Bs[s] + kQ6Scales + 64 * k);
       CHIMERA_UNROLL for (int u = 0; u < 4; ++u) {
-        V[4 * k + u] = _mm512_srai_epi16(_mm512_shuffle_epi8(P, pick_hi_bytes(u)), 8);
+        V[s][4 * k + u] = _mm512_srai_epi16(_mm512_shuffle_epi8(P, pick_hi_bytes(u)), 8);
       }
     }
-    const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(B + kQ6D)));
-    __m512 dv[M];
-    const uint8_t* Am[M];
+    const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(Bs[s] + kQ6D)));
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-      Am[m] = a + (size_t)m * a_stride + (size_t)sb * kAb;
       float dy;
       std::memcpy(&dy, Am[m], 4);
-      dv[m] = _mm512_mul_ps(_mm512_set1_ps(dy), d16);
+      dv[s][m] = _mm512_mul_ps(_mm512_set1_ps(dy), d16);
     }
-    CHIMERA_UNROLL for (int half = 0; half < 2; ++half) {
-      __m512i S[M][4];
+  }
+  CHIMERA_UNROLL for (int half = 0; half < 2; ++half) {
+    __m512i Sx[S][M][4];
+    CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
       CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-        CHIMERA_UNROLL for (int i = 0; i < 4; ++i) S[m][i] = _mm512_setzero_si512();
+        CHIMERA_UNROLL for (int i = 0; i < 4; ++i) Sx[s][m][i] = _mm512_setzero_si512();
       }
-      CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
-        CHIMERA_UNROLL for (int i = 0; i < 4; ++i) {
-          const int l = 4 * half + i;
-          const uint8_t* X = B + kQ6Levels + 64 * 3 * (size_t)(8 * half + 4 * h + i);
+    }
+    CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
+      CHIMERA_UNROLL for (int i = 0; i < 4; ++i) {
+        const int l = 4 * half + i;
+        CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+          const uint8_t* X = Bs[s] + kQ6Levels + 64 * 3 * (size_t)(8 * half + 4 * h + i);
+          if (pf) gemv_prefetch_l2(X + pf, 3 * 64);
           const __m512i X0 = _mm512_loadu_si512(X), X1 = _mm512_loadu_si512(X + 64), X2 = _mm512_loadu_si512(X + 128);
           __m512i lv[4];
           lv[0] = _mm512_and_si512(X0, m6);
@@ -107,31 +108,67 @@ CHIMERA_T_X16 void q6_tile(const uint8_t* G, const uint8_t* a, size_t a_stride, 
           lv[3] = _mm512_and_si512(_mm512_srli_epi16(w2, 2), m6);
           CHIMERA_UNROLL for (int t = 0; t < 4; ++t) {
             const int e = 128 * h + 32 * t + 4 * l;
-            const __m512i& Vg = V[8 * h + 2 * t + half];
+            const __m512i& Vg = V[s][8 * h + 2 * t + half];
             CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-              S[m][i] = dpwssd<kVnni>(S[m][i], _mm512_maddubs_epi16(lv[t], bcast32(Am[m] + 4 + e)), Vg);
+              Sx[s][m][i] = dpwssd<kVnni>(Sx[s][m][i], _mm512_maddubs_epi16(lv[t], bcast32(Am[m] + 4 + e)), Vg);
             }
           }
         }
       }
-      CHIMERA_UNROLL for (int i = 0; i < 4; ++i) {
-        const int l = 4 * half + i;
-        const __m512i W = _mm512_mask_blend_epi16(0xAAAAAAAAu, V[2 * l], V[2 * l + 1]);
+    }
+    CHIMERA_UNROLL for (int i = 0; i < 4; ++i) {
+      const int l = 4 * half + i;
+      CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+        const __m512i W = _mm512_mask_blend_epi16(0xAAAAAAAAu, V[s][2 * l], V[s][2 * l + 1]);
         CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
           const __m512i C = _mm512_madd_epi16(W, bcast32(Am[m] + kAbsums + 4 * l));
-          const __m512i Sl = _mm512_sub_epi32(S[m][i], _mm512_slli_epi32(C, 5));
-          acc[m][l] = _mm512_fmadd_ps(dv[m], _mm512_cvtepi32_ps(Sl), acc[m][l]);
+          const __m512i Sl = _mm512_sub_epi32(Sx[s][m][i], _mm512_slli_epi32(C, 5));
+          acc[s][m][l] = _mm512_fmadd_ps(dv[s][m], _mm512_cvtepi32_ps(Sl), acc[s][m][l]);
         }
       }
     }
   }
-  // matmul_kquant.h's reduction (no mins), lane (= row) for lane
-  CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-    const __m512* c = acc[m];
-    const __m512 y8 = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c[0], c[4]), _mm512_add_ps(c[2], c[6])),
-                                    _mm512_add_ps(_mm512_add_ps(c[1], c[5]), _mm512_add_ps(c[3], c[7])));
-    _mm512_storeu_ps(y + m * ldy, y8);
+}
+
+// S groups (gbytes apart) x M activation rows -> y[m * ldy + 16 s + 0..15]:
+// the GEMM tiles (S = 1) and the decode GEMV's multi-stream step (M = 1).
+template <bool kVnni, int S, int M>
+CHIMERA_T_X16 void q6_run(const uint8_t* G, size_t gbytes, const uint8_t* a, size_t a_stride, int64_t nsb, float* y,
+                          int64_t ldy, size_t pf) {
+  constexpr size_t kAb = sizeof(q::block_q8_K);
+  __m512 acc[S][M][8];
+  CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+      CHIMERA_UNROLL for (int l = 0; l < 8; ++l) acc[s][m][l] = _mm512_setzero_ps();
+    }
   }
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* Bs[S];
+    CHIMERA_UNROLL for (int s = 0; s < S; ++s) Bs[s] = G + s * gbytes + (size_t)sb * kQ6GroupBlock;
+    if constexpr (S == 1 && M == 1) gemv_prefetch_ahead<kQ6GroupBlock, kPfX16>(Bs[0], G + (size_t)nsb * kQ6GroupBlock);
+    const uint8_t* Am[M];
+    CHIMERA_UNROLL for (int m = 0; m < M; ++m) Am[m] = a + (size_t)m * a_stride + (size_t)sb * kAb;
+    q6_block<kVnni, S, M>(Bs, Am, acc, pf);
+  }
+  // matmul_kquant.h's reduction (no mins), lane (= row) for lane
+  CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+      const __m512* c = acc[s][m];
+      const __m512 y8 = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c[0], c[4]), _mm512_add_ps(c[2], c[6])),
+                                      _mm512_add_ps(_mm512_add_ps(c[1], c[5]), _mm512_add_ps(c[3], c[7])));
+      _mm512_storeu_ps(y + m * ldy + kX16Rows * s, y8);
+    }
+  }
+}
+
+template <bool kVnni, int M>
+CHIMERA_T_X16 void q6_tile(const uint8_t* G, const uint8_t* a, size_t a_stride, int64_t nsb, float* y, int64_t ldy) {
+  q6_run<kVnni, 1, M>(G, 0, a, a_stride, nsb, y, ldy, 0);
+}
+
+template <bool kVnni>
+CHIMERA_T_X16 void q6_gemv(const uint8_t* G, size_t gbytes, const uint8_t* a, int64_t nsb, float* y, size_t pf) {
+  q6_run<kVnni, kX16Streams, 1>(G, gbytes, a, 0, nsb, y, 0, pf);
 }
 
 constexpr int kQ6Acts = 4;
@@ -140,7 +177,7 @@ template <bool kVnni>
 void q6_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
   static constexpr KqX16TileFn kTiles[kQ6Acts] = {q6_tile<kVnni, 1>, q6_tile<kVnni, 2>, q6_tile<kVnni, 3>,
                                                   q6_tile<kVnni, 4>};
-  kq_x16_run(kTiles, g, r0, r1, i0, i1);
+  kq_x16_run(kTiles, g, r0, r1, i0, i1, q6_gemv<kVnni>);
 }
 
 }  // namespace

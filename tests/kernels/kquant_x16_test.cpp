@@ -250,7 +250,10 @@ void check_packed_bit_identical(GgmlType t) {
   int x16_isas = 0;
   const int64_t m = 70;
   for (int64_t k : {256, 1280}) {
-    for (int64_t rows : {16, 40, 64}) {
+    // 144 rows: with 1 thread, two multi-stream GEMV steps (the first with
+    // the L2 prefetch of the second) and a leftover group; with 2 threads,
+    // one step and leftovers per thread
+    for (int64_t rows : {16, 40, 64, 144}) {
       const size_t row_bytes = (size_t)(k / 256) * weight_type_traits(t)->type_size;
       const std::vector<uint8_t> w = random_blocks(t, rows, k, (uint32_t)(3 * k + rows + (int)t));
       std::mt19937 rng((uint32_t)k);
@@ -320,8 +323,11 @@ TEST(KQuantX16, Iq4xsPackedIsBitIdenticalOnRandomBlocks) { check_packed_bit_iden
 
 // The x16 GEMMs of Q6_K, Q2_K, Q3_K, IQ4_XS called directly, on every ISA the
 // CPU has (AVX2, AVX-512, AVX-512 VNNI): every activation-row range (so every
-// tile height), several super-blocks, bit-identical to kq_x16_dot_ref (for
-// Q2_K, Q3_K, IQ4_XS the scalar storage kernel).
+// tile height), several super-blocks, row ranges that give the decode GEMV
+// multi-stream steps with and without the next steps' prefetch and leftover
+// groups (13 groups; kX16Streams = 4), bit-identical to kq_x16_dot_ref (for
+// Q2_K, Q3_K, IQ4_XS the scalar storage kernel); rows outside the range are
+// not written.
 void check_gemm_bit_identical(GgmlType t) {
   const auto isas = available_isas();
   const auto has = [&](Isa i) { return std::find(isas.begin(), isas.end(), i) != isas.end(); };
@@ -333,7 +339,7 @@ void check_gemm_bit_identical(GgmlType t) {
   if (has(Isa::kAvx512Vnni) && x16_512) fns.emplace_back("avx512vnni", kq_x16_gemm_avx512(t, true));
   if (fns.empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
   for (int64_t k : {256, 1280}) {
-    const int64_t rows = 32, m = 11;
+    const int64_t rows = 13 * kX16Rows, m = 11;
     const size_t row_bytes = (size_t)(k / 256) * weight_type_traits(t)->type_size;
     const std::vector<uint8_t> w = random_blocks(t, rows, k, (uint32_t)(5 * k + (int)t));
     std::mt19937 rng((uint32_t)k + 1);
@@ -366,18 +372,22 @@ void check_gemm_bit_identical(GgmlType t) {
     g.ldy = rows;
     for (const auto& [name, fn] : fns) {
       ASSERT_NE(fn, nullptr) << name;
-      for (int64_t i0 : {0, 1, 5}) {
-        for (int64_t i1 = i0 + 1; i1 <= m; ++i1) {
-          std::vector<float> y((size_t)(m * rows), -7.f);
-          g.y = y.data();
-          fn(g, 0, rows, i0, i1);
-          for (int64_t i = 0; i < m; ++i) {
-            const bool in = i >= i0 && i < i1;
-            for (int64_t r = 0; r < rows; ++r) {
-              const float want = in ? y0[(size_t)(i * rows + r)] : -7.f;
-              ASSERT_EQ(std::memcmp(&y[(size_t)(i * rows + r)], &want, 4), 0)
-                  << format::ggml_type_name(t) << " " << name << " k=" << k << " i=[" << i0 << "," << i1 << ") row "
-                  << r << " act " << i;
+      const std::pair<int64_t, int64_t> row_ranges[] = {{0, rows}, {16, rows - 16}, {48, 112}, {0, 16}};
+      for (const auto& [r0, r1] : row_ranges) {
+        for (int64_t i0 : {0, 1, 5}) {
+          for (int64_t i1 = i0 + 1; i1 <= m; ++i1) {
+            if (r1 - r0 < rows && i1 - i0 > 2) continue;  // the GEMV's ranges; the GEMM's tiles are per group
+            std::vector<float> y((size_t)(m * rows), -7.f);
+            g.y = y.data();
+            fn(g, r0, r1, i0, i1);
+            for (int64_t i = 0; i < m; ++i) {
+              for (int64_t r = 0; r < rows; ++r) {
+                const bool in = i >= i0 && i < i1 && r >= r0 && r < r1;
+                const float want = in ? y0[(size_t)(i * rows + r)] : -7.f;
+                ASSERT_EQ(std::memcmp(&y[(size_t)(i * rows + r)], &want, 4), 0)
+                    << format::ggml_type_name(t) << " " << name << " k=" << k << " i=[" << i0 << "," << i1
+                    << ") rows=[" << r0 << "," << r1 << ") row " << r << " act " << i;
+              }
             }
           }
         }
