@@ -106,10 +106,12 @@ void run_tasks(const GroupedMatmulTask* tasks, int64_t n, uint8_t* scratch, Thre
                int64_t min_parallel_macs) {
   assert(n <= kMax);
   if (n > kMax) std::abort();
-  Prepared prep[kMax];
+  // A task whose packed copy ends before its last row (WeightView::packed_rows)
+  // is two entries: the packed rows, then the rest in storage layout.
+  Prepared prep[2 * kMax];
   ActPackJob packs[kMax];
   size_t pack_off[kMax];
-  int64_t pack_of[kMax];  // prep[i]'s packing job, -1 when its kernel reads f32 in place
+  int64_t pack_of[2 * kMax];  // prep[i]'s packing job, -1 when its kernel reads f32 in place
   int64_t np = 0, n_packs = 0, total = 0, all_rows = 0, macs = 0;
   size_t bytes = 0;
   const MatmulKernel* prev_kern = nullptr;
@@ -142,10 +144,22 @@ void run_tasks(const GroupedMatmulTask* tasks, int64_t n, uint8_t* scratch, Thre
       pack_of[np] = n_packs++;
     }
     prev_kern = k;
-    total += p.rows * p.m;
-    all_rows += p.rows;
-    macs += p.rows * p.m * task.w.cols;
+    total += task.w.rows * p.m;
+    all_rows += task.w.rows;
+    macs += task.w.rows * p.m * task.w.cols;
     ++np;
+    if (p.g.w == task.w.packed && task.w.packed_rows < task.w.rows) {  // the storage-layout rest
+      Prepared& rest = prep[np];
+      rest = p;
+      rest.rows = task.w.rows - task.w.packed_rows;
+      p.rows = task.w.packed_rows;
+      rest.gemm = k->gemm;
+      rest.g.w = static_cast<const uint8_t*>(task.w.data) + (size_t)task.w.packed_rows * task.w.row_bytes;
+      rest.g.w_stride = task.w.row_bytes;
+      rest.g.y = task.y + task.w.packed_rows;
+      pack_of[np] = pack_of[np - 1];
+      ++np;
+    }
   }
   if (np == 0) return;
   if (n_packs > 0) {
@@ -243,12 +257,15 @@ WeightView WeightView::rows_slice(int64_t r0, int64_t n) const {
   v.rows = n;
   if (packed) {
     const int g = packed_kernel->repack_rows;
-    if (g > 0 && r0 % g == 0 && n % g == 0) {
+    const int64_t whole = g > 0 && r0 % g == 0 ? std::min(packed_rows - r0, n) / g * g : 0;
+    if (whole > 0) {
       v.packed = static_cast<const uint8_t*>(packed) + (size_t)r0 * packed_row_bytes;
+      v.packed_rows = whole;
     } else {
       v.packed = nullptr;
       v.packed_kernel = nullptr;
       v.packed_row_bytes = 0;
+      v.packed_rows = 0;
     }
   }
   return v;

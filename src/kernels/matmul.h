@@ -34,15 +34,20 @@ struct WeightView {
   int64_t cols = 0;      // input features (ggml ne0)
   size_t row_bytes = 0;  // bytes per row in storage
 
-  // Load-time repacked copy of the rows (kernels/repack.h), or null. Used only
-  // while `packed_kernel` is the kernel matmul picks (a test that lowers the
-  // ISA after loading gets the storage-layout path). Owned by a PackedWeights.
+  // Load-time repacked copy of rows [0, packed_rows) (kernels/repack.h), or
+  // null. packed_rows is a multiple of the kernel's group; the rows after it
+  // (fewer than a group: a 50280-row output head packs 50272) are read from
+  // `data` by the storage-layout kernel. Used only while `packed_kernel` is
+  // the kernel matmul picks (a test that lowers the ISA after loading gets the
+  // storage-layout path). Owned by a PackedWeights.
   const void* packed = nullptr;
   const struct MatmulKernel* packed_kernel = nullptr;
   size_t packed_row_bytes = 0;  // packed bytes per row (averaged over a group)
+  int64_t packed_rows = 0;
 
   // Rows [r0, r0 + n) as a view of their own (expert slices of a 3-D tensor).
-  // Keeps the packed copy when r0 falls on a packing group boundary.
+  // Keeps the packed copy for the whole groups of the slice inside
+  // [0, packed_rows) when r0 falls on a packing group boundary.
   WeightView rows_slice(int64_t r0, int64_t n) const;
 };
 

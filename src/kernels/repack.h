@@ -24,14 +24,16 @@ bool repack_enabled();
 
 class PackedWeights {
  public:
-  // When the active ISA's kernel for w.type repacks and w.rows is a multiple
-  // of its group, converts w into a new owned copy and points w.packed at it;
-  // otherwise leaves w unchanged. Returns whether it packed. The storage
+  // When the active ISA's kernel for w.type repacks and w has at least one
+  // whole group of rows, converts the whole groups into a new owned copy and
+  // points w.packed at it (w.packed_rows: the rows it holds; the last
+  // w.rows % group rows stay in storage layout); otherwise leaves w unchanged.
+  // Returns whether it packed. The storage
   // copy's pages are released to the page cache (they stay readable, e.g. for
   // embedding rows of a tied output head).
   //
   // A matrix of at least kMinRelocateBytes that stays in its storage layout
-  // (no packing kernel, or a row count off the group) is instead copied once
+  // (no packing kernel, or fewer rows than a group) is instead copied once
   // into huge-page-backed memory where transparent huge pages are available
   // (core/memory.h): same bytes, same kernels, w.data moved to the copy —
   // streaming GEMVs then take far fewer TLB misses (F16 4096 x 4096 GEMV,
@@ -53,7 +55,7 @@ class PackedWeights {
  private:
   void relocate(WeightView& w);
   template <class Fill>
-  uint8_t* convert(WeightView& w, int64_t group, size_t dst_row_bytes, const Fill& fill);
+  uint8_t* convert(WeightView& w, int64_t rows, int64_t group, size_t dst_row_bytes, const Fill& fill);
 
   std::vector<AlignedBuffer<uint8_t>> bufs_;
   std::vector<std::shared_ptr<const void>> keep_;  // repack caches mapped from

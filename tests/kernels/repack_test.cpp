@@ -31,6 +31,7 @@ WeightView packed_view(const MatmulKernel* k, const uint8_t* data, const uint8_t
   w.packed = packed;
   w.packed_kernel = k;
   w.packed_row_bytes = 70;
+  w.packed_rows = 32;
   return w;
 }
 
@@ -82,6 +83,16 @@ TEST(Repack, RowsSliceKeepsPackedOnGroupBoundaries) {
 
   const WeightView part = w.rows_slice(8, 4);  // partial group
   EXPECT_EQ(part.packed, nullptr);
+
+  const WeightView head = w.rows_slice(8, 20);  // two whole groups, then 4 rows in storage layout
+  EXPECT_EQ(head.packed, packed + 8 * 70);
+  EXPECT_EQ(head.packed_rows, 16);
+
+  WeightView partly = w;  // the last group not packed (a row count off the group)
+  partly.packed_rows = 24;
+  EXPECT_EQ(partly.rows_slice(16, 16).packed_rows, 8);
+  EXPECT_EQ(partly.rows_slice(24, 8).packed, nullptr);
+  EXPECT_EQ(partly.rows_slice(24, 8).packed_rows, 0);
 }
 
 TEST(Repack, PackIsANoOpWithoutAPackingKernelOrWhenDisabled) {

@@ -56,7 +56,7 @@ Loaded run(const GoldenCase& gc, bool repack) {
 }
 
 // Whether the active ISA's kernel declares a repack that applies to a layer
-// weight matrix of the file (its row count a multiple of the group), and to
+// weight matrix of the file (at least one whole group of rows), and to
 // any matrix at all.
 struct RepackPlan {
   bool layer_weight = false, any = false;
@@ -71,7 +71,7 @@ RepackPlan plan_for(const std::string& path, kernels::Isa isa) {
   for (const auto& t : (*g)->tensors()) {
     if (t.ne.size() < 2) continue;
     const kernels::MatmulKernel* k = kernels::matmul_kernel(t.type, isa);
-    if (!k || !k->repack || k->repack_rows <= 0 || t.dim(1) % k->repack_rows != 0) continue;
+    if (!k || !k->repack || k->repack_rows <= 0 || t.dim(1) < k->repack_rows) continue;
     p.any = true;
     const bool layer = t.name.rfind("blk.", 0) == 0 && t.name.size() > 7 &&
                        t.name.compare(t.name.size() - 7, 7, ".weight") == 0;
