@@ -4,14 +4,18 @@
 
 #include <cmath>
 
+#include "format/gguf/tensor_names.h"
+
 namespace chimera::layers {
+
+namespace tn = format::tn;
 
 Result<AttentionWeights> bind_attention(const WeightBinder& b, const std::string& p, const AttentionConfig& c) {
   AttentionWeights w;
-  CHIMERA_ASSIGN_OR_RETURN(w.wq, bind_linear(b, p + ".attn_q", c.n_embd, c.n_head * c.head_dim));
-  CHIMERA_ASSIGN_OR_RETURN(w.wk, bind_linear(b, p + ".attn_k", c.n_embd, c.n_head_kv * c.head_dim));
-  CHIMERA_ASSIGN_OR_RETURN(w.wv, bind_linear(b, p + ".attn_v", c.n_embd, c.n_head_kv * c.head_dim_v));
-  CHIMERA_ASSIGN_OR_RETURN(w.wo, bind_linear(b, p + ".attn_output", c.n_head * c.head_dim_v, c.n_embd));
+  CHIMERA_ASSIGN_OR_RETURN(w.wq, bind_linear(b, tn::linear(p, tn::kAttnQ), c.n_embd, c.n_head * c.head_dim));
+  CHIMERA_ASSIGN_OR_RETURN(w.wk, bind_linear(b, tn::linear(p, tn::kAttnK), c.n_embd, c.n_head_kv * c.head_dim));
+  CHIMERA_ASSIGN_OR_RETURN(w.wv, bind_linear(b, tn::linear(p, tn::kAttnV), c.n_embd, c.n_head_kv * c.head_dim_v));
+  CHIMERA_ASSIGN_OR_RETURN(w.wo, bind_linear(b, tn::linear(p, tn::kAttnOutput), c.n_head * c.head_dim_v, c.n_embd));
   return w;
 }
 

@@ -9,27 +9,32 @@
 #include <cstring>
 #include <vector>
 
+#include "format/gguf/tensor_names.h"
 #include "kernels/diff_attention.h"
 #include "kernels/ops.h"
 #include "layers/mamba.h"  // parallel_range
 
 namespace chimera::layers {
 
+namespace tn = format::tn;
+
 Result<DiffAttentionWeights> bind_diff_attention(const WeightBinder& b, const std::string& prefix,
                                                  const DiffAttentionConfig& c) {
   DiffAttentionWeights w;
   const int64_t hd = c.head_dim;
   if (c.cross) {
-    CHIMERA_ASSIGN_OR_RETURN(w.qkv, bind_linear(b, prefix + ".attn_q", c.n_embd, c.n_head * hd));
+    CHIMERA_ASSIGN_OR_RETURN(w.qkv, bind_linear(b, tn::linear(prefix, tn::kAttnQ), c.n_embd, c.n_head * hd));
   } else {
-    CHIMERA_ASSIGN_OR_RETURN(w.qkv, bind_linear(b, prefix + ".attn_qkv", c.n_embd, (c.n_head + 2 * c.n_head_kv) * hd));
+    CHIMERA_ASSIGN_OR_RETURN(
+        w.qkv, bind_linear(b, tn::linear(prefix, tn::kAttnQkv), c.n_embd, (c.n_head + 2 * c.n_head_kv) * hd));
   }
-  CHIMERA_ASSIGN_OR_RETURN(w.out, bind_linear(b, prefix + ".attn_output", c.n_head * hd, c.n_embd));
-  CHIMERA_ASSIGN_OR_RETURN(w.sub_norm, b.vector(prefix + ".attn_sub_norm.weight", 2 * hd));
+  CHIMERA_ASSIGN_OR_RETURN(w.out, bind_linear(b, tn::linear(prefix, tn::kAttnOutput), c.n_head * hd, c.n_embd));
+  CHIMERA_ASSIGN_OR_RETURN(w.sub_norm, b.vector(tn::in(prefix, tn::kAttnSubNorm), 2 * hd));
   Vec l[4];
-  const char* names[4] = {"q1", "k1", "q2", "k2"};
+  const char* names[4] = {tn::kAttnLambdaQ1, tn::kAttnLambdaK1, tn::kAttnLambdaQ2,
+                          tn::kAttnLambdaK2};
   for (int i = 0; i < 4; ++i) {
-    CHIMERA_ASSIGN_OR_RETURN(l[i], b.vector(prefix + ".attn_lambda_" + names[i] + ".weight", hd));
+    CHIMERA_ASSIGN_OR_RETURN(l[i], b.vector(tn::in(prefix, names[i]), hd));
   }
   float d1 = 0.f, d2 = 0.f;
   for (int64_t j = 0; j < hd; ++j) {

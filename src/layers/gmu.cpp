@@ -3,15 +3,18 @@
 
 #include <cstring>
 
+#include "format/gguf/tensor_names.h"
 #include "kernels/ops.h"
 #include "kernels/ssm.h"
 
 namespace chimera::layers {
 
+namespace tn = format::tn;
+
 Result<GmuWeights> bind_gmu(const WeightBinder& b, const std::string& prefix, int64_t n_embd, int64_t d_inner) {
   GmuWeights w;
-  CHIMERA_ASSIGN_OR_RETURN(w.in, bind_linear(b, prefix + ".gmu_in", n_embd, d_inner));
-  CHIMERA_ASSIGN_OR_RETURN(w.out, bind_linear(b, prefix + ".gmu_out", d_inner, n_embd));
+  CHIMERA_ASSIGN_OR_RETURN(w.in, bind_linear(b, tn::linear(prefix, tn::kGmuIn), n_embd, d_inner));
+  CHIMERA_ASSIGN_OR_RETURN(w.out, bind_linear(b, tn::linear(prefix, tn::kGmuOut), d_inner, n_embd));
   return w;
 }
 

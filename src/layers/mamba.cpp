@@ -4,10 +4,13 @@
 #include <cstring>
 
 #include "core/fp16.h"
+#include "format/gguf/tensor_names.h"
 #include "kernels/ops.h"
 #include "kernels/ssm.h"
 
 namespace chimera::layers {
+
+namespace tn = format::tn;
 
 Result<Vec> bind_f32_tensor(const format::GgufFile& g, const std::string& name, std::initializer_list<int64_t> ne) {
   const format::GgufTensorInfo* t = g.find_tensor(name);
@@ -52,11 +55,11 @@ Result<Vec> bind_f32_tensor(const format::GgufFile& g, const std::string& name, 
 Result<Conv1dWeights> bind_conv1d(const format::GgufFile& g, const std::string& p, int64_t C, int64_t K,
                                   bool bias_optional) {
   Conv1dWeights cw;
-  CHIMERA_ASSIGN_OR_RETURN(Vec raw, bind_f32_tensor(g, p + ".ssm_conv1d.weight", {K, C}));
+  CHIMERA_ASSIGN_OR_RETURN(Vec raw, bind_f32_tensor(g, tn::in(p, tn::kSsmConv1d), {K, C}));
   cw.w.data.resize((size_t)(K * C));
   for (int64_t c = 0; c < C; ++c)
     for (int64_t k = 0; k < K; ++k) cw.w.data[(size_t)(k * C + c)] = raw.data[(size_t)(c * K + k)];
-  const std::string bn = p + ".ssm_conv1d.bias";
+  const std::string bn = tn::in(p, tn::kSsmConv1dBias);
   if (!bias_optional || g.find_tensor(bn)) {
     CHIMERA_ASSIGN_OR_RETURN(cw.b, bind_f32_tensor(g, bn, {C}));
   }
@@ -77,14 +80,14 @@ Result<Mamba1Weights> bind_mamba1(const WeightBinder& b, const format::GgufFile&
   if (c.n_embd < 1 || c.d_inner < 1 || c.d_state < 1 || c.d_conv < 1 || c.dt_rank < 1)
     return invalid_argument(p + ": invalid Mamba sizes");
   Mamba1Weights w;
-  CHIMERA_ASSIGN_OR_RETURN(w.in, bind_linear(b, p + ".ssm_in", c.n_embd, 2 * c.d_inner));
+  CHIMERA_ASSIGN_OR_RETURN(w.in, bind_linear(b, tn::linear(p, tn::kSsmIn), c.n_embd, 2 * c.d_inner));
   CHIMERA_ASSIGN_OR_RETURN(w.conv, bind_conv1d(g, p, c.d_inner, c.d_conv, false));
-  CHIMERA_ASSIGN_OR_RETURN(w.x_proj.w, b.matrix(p + ".ssm_x.weight", c.d_inner, c.dt_rank + 2 * c.d_state));
-  CHIMERA_ASSIGN_OR_RETURN(w.dt_proj.w, b.matrix(p + ".ssm_dt.weight", c.dt_rank, c.d_inner));
-  CHIMERA_ASSIGN_OR_RETURN(w.dt_bias, bind_f32_tensor(g, p + ".ssm_dt.bias", {c.d_inner}));
-  CHIMERA_ASSIGN_OR_RETURN(w.A, bind_f32_tensor(g, p + ".ssm_a", {c.d_state, c.d_inner}));
-  CHIMERA_ASSIGN_OR_RETURN(w.D, bind_f32_tensor(g, p + ".ssm_d", {c.d_inner}));
-  CHIMERA_ASSIGN_OR_RETURN(w.out, bind_linear(b, p + ".ssm_out", c.d_inner, c.n_embd));
+  CHIMERA_ASSIGN_OR_RETURN(w.x_proj.w, b.matrix(tn::in(p, tn::kSsmX), c.d_inner, c.dt_rank + 2 * c.d_state));
+  CHIMERA_ASSIGN_OR_RETURN(w.dt_proj.w, b.matrix(tn::in(p, tn::kSsmDt), c.dt_rank, c.d_inner));
+  CHIMERA_ASSIGN_OR_RETURN(w.dt_bias, bind_f32_tensor(g, tn::in(p, tn::kSsmDtBias), {c.d_inner}));
+  CHIMERA_ASSIGN_OR_RETURN(w.A, bind_f32_tensor(g, tn::in(p, tn::kSsmA), {c.d_state, c.d_inner}));
+  CHIMERA_ASSIGN_OR_RETURN(w.D, bind_f32_tensor(g, tn::in(p, tn::kSsmD), {c.d_inner}));
+  CHIMERA_ASSIGN_OR_RETURN(w.out, bind_linear(b, tn::linear(p, tn::kSsmOut), c.d_inner, c.n_embd));
   return w;
 }
 

@@ -1,9 +1,12 @@
 // Mamba-2 mixer implementation (see mamba2.h).
 #include "layers/mamba2.h"
 
+#include "format/gguf/tensor_names.h"
 #include "kernels/ssm.h"
 
 namespace chimera::layers {
+
+namespace tn = format::tn;
 
 Status Mamba2Config::validate() const {
   if (n_embd < 1 || d_inner < 1 || d_state < 1 || d_conv < 1 || n_head < 1 || n_group < 1)
@@ -22,13 +25,13 @@ Result<Mamba2Weights> bind_mamba2(const WeightBinder& b, const format::GgufFile&
   CHIMERA_RETURN_IF_ERROR(c.validate());
   Mamba2Weights w;
   const int64_t H = c.n_head;
-  CHIMERA_ASSIGN_OR_RETURN(w.in, bind_linear(b, p + ".ssm_in", c.n_embd, c.d_in_proj()));
+  CHIMERA_ASSIGN_OR_RETURN(w.in, bind_linear(b, tn::linear(p, tn::kSsmIn), c.n_embd, c.d_in_proj()));
   CHIMERA_ASSIGN_OR_RETURN(w.conv, bind_conv1d(g, p, c.conv_dim(), c.d_conv, conv_bias_optional));
-  CHIMERA_ASSIGN_OR_RETURN(w.dt_bias, bind_f32_tensor(g, p + ".ssm_dt.bias", {H}));
-  CHIMERA_ASSIGN_OR_RETURN(w.A, bind_f32_tensor(g, p + ".ssm_a", {1, H}));
-  CHIMERA_ASSIGN_OR_RETURN(w.D, bind_f32_tensor(g, p + ".ssm_d", {1, H}));
-  CHIMERA_ASSIGN_OR_RETURN(w.norm, bind_f32_tensor(g, p + ".ssm_norm.weight", {c.d_inner / c.n_group, c.n_group}));
-  CHIMERA_ASSIGN_OR_RETURN(w.out, bind_linear(b, p + ".ssm_out", c.d_inner, c.n_embd));
+  CHIMERA_ASSIGN_OR_RETURN(w.dt_bias, bind_f32_tensor(g, tn::in(p, tn::kSsmDtBias), {H}));
+  CHIMERA_ASSIGN_OR_RETURN(w.A, bind_f32_tensor(g, tn::in(p, tn::kSsmA), {1, H}));
+  CHIMERA_ASSIGN_OR_RETURN(w.D, bind_f32_tensor(g, tn::in(p, tn::kSsmD), {1, H}));
+  CHIMERA_ASSIGN_OR_RETURN(w.norm, bind_f32_tensor(g, tn::in(p, tn::kSsmNorm), {c.d_inner / c.n_group, c.n_group}));
+  CHIMERA_ASSIGN_OR_RETURN(w.out, bind_linear(b, tn::linear(p, tn::kSsmOut), c.d_inner, c.n_embd));
   return w;
 }
 

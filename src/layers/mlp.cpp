@@ -1,15 +1,18 @@
 // Gated MLP implementation.
 #include "layers/mlp.h"
 
+#include "format/gguf/tensor_names.h"
 #include "kernels/ops.h"
 
 namespace chimera::layers {
 
+namespace tn = format::tn;
+
 Result<GatedMlp> bind_gated_mlp(const WeightBinder& b, const std::string& p, int64_t n_embd, int64_t n_ff) {
   GatedMlp m;
-  CHIMERA_ASSIGN_OR_RETURN(m.gate, bind_linear(b, p + ".ffn_gate", n_embd, n_ff));
-  CHIMERA_ASSIGN_OR_RETURN(m.up, bind_linear(b, p + ".ffn_up", n_embd, n_ff));
-  CHIMERA_ASSIGN_OR_RETURN(m.down, bind_linear(b, p + ".ffn_down", n_ff, n_embd));
+  CHIMERA_ASSIGN_OR_RETURN(m.gate, bind_linear(b, tn::linear(p, tn::kFfnGate), n_embd, n_ff));
+  CHIMERA_ASSIGN_OR_RETURN(m.up, bind_linear(b, tn::linear(p, tn::kFfnUp), n_embd, n_ff));
+  CHIMERA_ASSIGN_OR_RETURN(m.down, bind_linear(b, tn::linear(p, tn::kFfnDown), n_ff, n_embd));
   return m;
 }
 

@@ -10,9 +10,12 @@
 #include <cstring>
 #include <limits>
 
+#include "format/gguf/tensor_names.h"
 #include "kernels/ops.h"
 
 namespace chimera::layers {
+
+namespace tn = format::tn;
 namespace {
 
 // Index of the largest value among those not excluded; lowest index on ties.
@@ -147,14 +150,14 @@ Result<MoeWeights> bind_moe(const WeightBinder& b, const format::GgufFile& g, co
   if (c.n_embd < 1 || c.n_ff < 1 || c.n_ff_shexp < 0) return invalid_argument(p + ": invalid MoE sizes");
   const int64_t E = c.routing.n_expert;
   MoeWeights w;
-  CHIMERA_ASSIGN_OR_RETURN(w.router, bind_linear(b, p + ".ffn_gate_inp", c.n_embd, E));
-  CHIMERA_ASSIGN_OR_RETURN(w.gate, bind_expert_tensor(g, p + ".ffn_gate_exps.weight", c.n_embd, c.n_ff, E, b.packs()));
-  CHIMERA_ASSIGN_OR_RETURN(w.up, bind_expert_tensor(g, p + ".ffn_up_exps.weight", c.n_embd, c.n_ff, E, b.packs()));
-  CHIMERA_ASSIGN_OR_RETURN(w.down, bind_expert_tensor(g, p + ".ffn_down_exps.weight", c.n_ff, c.n_embd, E, b.packs()));
+  CHIMERA_ASSIGN_OR_RETURN(w.router, bind_linear(b, tn::linear(p, tn::kFfnGateInp), c.n_embd, E));
+  CHIMERA_ASSIGN_OR_RETURN(w.gate, bind_expert_tensor(g, tn::in(p, tn::kFfnGateExps), c.n_embd, c.n_ff, E, b.packs()));
+  CHIMERA_ASSIGN_OR_RETURN(w.up, bind_expert_tensor(g, tn::in(p, tn::kFfnUpExps), c.n_embd, c.n_ff, E, b.packs()));
+  CHIMERA_ASSIGN_OR_RETURN(w.down, bind_expert_tensor(g, tn::in(p, tn::kFfnDownExps), c.n_ff, c.n_embd, E, b.packs()));
   if (c.n_ff_shexp > 0) {
-    CHIMERA_ASSIGN_OR_RETURN(w.shexp.gate, bind_linear(b, p + ".ffn_gate_shexp", c.n_embd, c.n_ff_shexp));
-    CHIMERA_ASSIGN_OR_RETURN(w.shexp.up, bind_linear(b, p + ".ffn_up_shexp", c.n_embd, c.n_ff_shexp));
-    CHIMERA_ASSIGN_OR_RETURN(w.shexp.down, bind_linear(b, p + ".ffn_down_shexp", c.n_ff_shexp, c.n_embd));
+    CHIMERA_ASSIGN_OR_RETURN(w.shexp.gate, bind_linear(b, tn::linear(p, tn::kFfnGateShexp), c.n_embd, c.n_ff_shexp));
+    CHIMERA_ASSIGN_OR_RETURN(w.shexp.up, bind_linear(b, tn::linear(p, tn::kFfnUpShexp), c.n_embd, c.n_ff_shexp));
+    CHIMERA_ASSIGN_OR_RETURN(w.shexp.down, bind_linear(b, tn::linear(p, tn::kFfnDownShexp), c.n_ff_shexp, c.n_embd));
   }
   return w;
 }

@@ -38,6 +38,7 @@
 // tiny-bitnet / tiny-bitnet-long hold llama.cpp logits to the quantized
 // tolerance (0.03 x scale).
 #include "kernels/ops.h"
+#include "format/gguf/tensor_names.h"
 #include "layers/attention_block.h"
 #include "layers/linear.h"
 #include "layers/weights.h"
@@ -47,6 +48,8 @@
 #include "models/transformer_util.h"
 
 namespace chimera::models {
+
+namespace tn = format::tn;
 namespace {
 
 enum class FfnAct { kSilu, kReluSqr };
@@ -142,13 +145,13 @@ class BitnetModel final : public MicroBatchedModel {
       CHIMERA_ASSIGN_OR_RETURN(L.attn_sub_norm, b.vector(tn::at(tn::kAttnSubNorm, i)));
       CHIMERA_ASSIGN_OR_RETURN(L.ffn_norm, b.vector(tn::at(tn::kFfnNorm, i)));
       CHIMERA_ASSIGN_OR_RETURN(L.ffn_sub_norm, b.vector(tn::at(tn::kFfnSubNorm, i)));
-      CHIMERA_ASSIGN_OR_RETURN(L.wq, bind_scaled(b, p + ".attn_q", n_embd_, nq));
-      CHIMERA_ASSIGN_OR_RETURN(L.wk, bind_scaled(b, p + ".attn_k", n_embd_, nkv));
-      CHIMERA_ASSIGN_OR_RETURN(L.wv, bind_scaled(b, p + ".attn_v", n_embd_, nkv));
-      CHIMERA_ASSIGN_OR_RETURN(L.wo, bind_scaled(b, p + ".attn_output", nq, n_embd_));
-      CHIMERA_ASSIGN_OR_RETURN(L.gate, bind_scaled(b, p + ".ffn_gate", n_embd_, n_ff_));
-      CHIMERA_ASSIGN_OR_RETURN(L.up, bind_scaled(b, p + ".ffn_up", n_embd_, n_ff_));
-      CHIMERA_ASSIGN_OR_RETURN(L.down, bind_scaled(b, p + ".ffn_down", n_ff_, n_embd_));
+      CHIMERA_ASSIGN_OR_RETURN(L.wq, bind_scaled(b, tn::linear(p, tn::kAttnQ), n_embd_, nq));
+      CHIMERA_ASSIGN_OR_RETURN(L.wk, bind_scaled(b, tn::linear(p, tn::kAttnK), n_embd_, nkv));
+      CHIMERA_ASSIGN_OR_RETURN(L.wv, bind_scaled(b, tn::linear(p, tn::kAttnV), n_embd_, nkv));
+      CHIMERA_ASSIGN_OR_RETURN(L.wo, bind_scaled(b, tn::linear(p, tn::kAttnOutput), nq, n_embd_));
+      CHIMERA_ASSIGN_OR_RETURN(L.gate, bind_scaled(b, tn::linear(p, tn::kFfnGate), n_embd_, n_ff_));
+      CHIMERA_ASSIGN_OR_RETURN(L.up, bind_scaled(b, tn::linear(p, tn::kFfnUp), n_embd_, n_ff_));
+      CHIMERA_ASSIGN_OR_RETURN(L.down, bind_scaled(b, tn::linear(p, tn::kFfnDown), n_ff_, n_embd_));
     }
     info_.weight_bytes = g.tensor_bytes();
     return Status::ok();

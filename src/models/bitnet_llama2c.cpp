@@ -43,6 +43,8 @@
 #include "models/transformer_util.h"
 
 namespace chimera::models {
+
+namespace tn = format::tn;
 namespace {
 
 struct CodeMatrix {
@@ -170,10 +172,10 @@ class BitnetLlama2cModel final : public MicroBatchedModel {
     info_.n_layer = n_layer;
     info_.n_embd = dim_;
     CHIMERA_ASSIGN_OR_RETURN(rope_, read_rope(hp, kernels::RopeMode::kNorm, head_dim_, info_.n_ctx_train));
-    for (const char* name : {format::tn::kTokenEmbd, format::tn::kOutputNorm})
+    for (const char* name : {tn::kTokenEmbd, tn::kOutputNorm})
       if (!g.find_tensor(name)) return invalid_argument(std::string("missing ") + name);
     for (int64_t i = 0; i < n_layer; ++i) {
-      const std::string p = format::tn::layer_prefix(i);
+      const std::string p = tn::layer_prefix(i);
       for (const auto& [suffix, in, out] : matrices())
         CHIMERA_RETURN_IF_ERROR(check_codes(g, p + suffix, in, out).status());
     }
@@ -186,15 +188,15 @@ class BitnetLlama2cModel final : public MicroBatchedModel {
     info_.n_vocab = embd_.output.rows;
     layers_.resize((size_t)info_.n_layer);
     for (int64_t i = 0; i < info_.n_layer; ++i) {
-      const std::string p = format::tn::layer_prefix(i);
+      const std::string p = tn::layer_prefix(i);
       L2cLayer& L = layers_[(size_t)i];
-      CHIMERA_ASSIGN_OR_RETURN(L.wq, bind_codes(g, p + ".attn_q", dim_, dim_));
-      CHIMERA_ASSIGN_OR_RETURN(L.wk, bind_codes(g, p + ".attn_k", dim_, kv_dim_));
-      CHIMERA_ASSIGN_OR_RETURN(L.wv, bind_codes(g, p + ".attn_v", dim_, kv_dim_));
-      CHIMERA_ASSIGN_OR_RETURN(L.wo, bind_codes(g, p + ".attn_output", dim_, dim_));
-      CHIMERA_ASSIGN_OR_RETURN(L.w1, bind_codes(g, p + ".ffn_gate", dim_, hid_));
-      CHIMERA_ASSIGN_OR_RETURN(L.w2, bind_codes(g, p + ".ffn_down", hid_, dim_));
-      CHIMERA_ASSIGN_OR_RETURN(L.w3, bind_codes(g, p + ".ffn_up", dim_, hid_));
+      CHIMERA_ASSIGN_OR_RETURN(L.wq, bind_codes(g, tn::linear(p, tn::kAttnQ), dim_, dim_));
+      CHIMERA_ASSIGN_OR_RETURN(L.wk, bind_codes(g, tn::linear(p, tn::kAttnK), dim_, kv_dim_));
+      CHIMERA_ASSIGN_OR_RETURN(L.wv, bind_codes(g, tn::linear(p, tn::kAttnV), dim_, kv_dim_));
+      CHIMERA_ASSIGN_OR_RETURN(L.wo, bind_codes(g, tn::linear(p, tn::kAttnOutput), dim_, dim_));
+      CHIMERA_ASSIGN_OR_RETURN(L.w1, bind_codes(g, tn::linear(p, tn::kFfnGate), dim_, hid_));
+      CHIMERA_ASSIGN_OR_RETURN(L.w2, bind_codes(g, tn::linear(p, tn::kFfnDown), hid_, dim_));
+      CHIMERA_ASSIGN_OR_RETURN(L.w3, bind_codes(g, tn::linear(p, tn::kFfnUp), dim_, hid_));
     }
     info_.weight_bytes = g.tensor_bytes();
     if (!embd_.output_norm.present()) return invalid_argument("missing output_norm.weight");

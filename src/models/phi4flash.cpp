@@ -25,6 +25,7 @@
 #include <cstring>
 
 #include "kernels/ops.h"
+#include "format/gguf/tensor_names.h"
 #include "layers/diff_attention.h"
 #include "layers/gmu.h"
 #include "layers/mamba.h"
@@ -34,6 +35,8 @@
 #include "models/transformer_util.h"
 
 namespace chimera::models {
+
+namespace tn = format::tn;
 namespace {
 
 enum class Kind { kMamba, kSelfAttn, kGmu, kCrossAttn };
@@ -137,8 +140,8 @@ class Phi4FlashModel final : public MicroBatchedModel {
       CHIMERA_ASSIGN_OR_RETURN(L.ln1_b, b.vector(tn::at(tn::kAttnNormBias, i)));
       CHIMERA_ASSIGN_OR_RETURN(L.ln2_w, b.vector(tn::at(tn::kFfnNorm, i)));
       CHIMERA_ASSIGN_OR_RETURN(L.ln2_b, b.vector(tn::at(tn::kFfnNormBias, i)));
-      CHIMERA_ASSIGN_OR_RETURN(L.up, layers::bind_linear(b, p + ".ffn_up", n_embd_, 2 * n_ff_));
-      CHIMERA_ASSIGN_OR_RETURN(L.down, layers::bind_linear(b, p + ".ffn_down", n_ff_, n_embd_));
+      CHIMERA_ASSIGN_OR_RETURN(L.up, layers::bind_linear(b, tn::linear(p, tn::kFfnUp), n_embd_, 2 * n_ff_));
+      CHIMERA_ASSIGN_OR_RETURN(L.down, layers::bind_linear(b, tn::linear(p, tn::kFfnDown), n_ff_, n_embd_));
       switch (L.kind) {
         case Kind::kMamba: {
           CHIMERA_ASSIGN_OR_RETURN(L.mamba, layers::bind_mamba1(b, g, p, m1_));

@@ -14,6 +14,22 @@ std::string at(std::string_view pattern, int64_t layer) {
 
 std::string layer_prefix(int64_t layer) { return at(kLayerPrefix, layer); }
 
+std::string in(std::string_view prefix, std::string_view pattern) {
+  constexpr std::string_view layer(kLayerPrefix);
+  if (pattern.substr(0, layer.size()) == layer) pattern.remove_prefix(layer.size());
+  std::string s(prefix);
+  s += pattern;
+  return s;
+}
+
+std::string linear(std::string_view prefix, std::string_view pattern) {
+  constexpr std::string_view weight(".weight");
+  std::string s = in(prefix, pattern);
+  if (s.size() >= weight.size() && s.compare(s.size() - weight.size(), weight.size(), weight) == 0)
+    s.resize(s.size() - weight.size());
+  return s;
+}
+
 int64_t layer_of(std::string_view name) {
   constexpr std::string_view prefix(kLayerPrefix, sizeof(kLayerPrefix) - 1 - 3);  // "blk."
   if (name.substr(0, prefix.size()) != prefix) return -1;

@@ -99,6 +99,13 @@ inline constexpr char kSsmX[] = "blk.{i}.ssm_x.weight";
 std::string at(std::string_view pattern, int64_t layer);
 // at(kLayerPrefix, layer): "blk.<layer>".
 std::string layer_prefix(int64_t layer);
+// Layer tensors named from a layer prefix (the layers::bind_* helpers get
+// "blk.<i>"): in(prefix, pattern) = the pattern's name in that layer
+// (in("blk.3", kSsmA) = "blk.3.ssm_a"); linear(prefix, pattern) = the same
+// without ".weight", the stem layers::bind_linear appends ".weight" and
+// ".bias" to (linear("blk.3", kAttnQ) = "blk.3.attn_q").
+std::string in(std::string_view prefix, std::string_view pattern);
+std::string linear(std::string_view prefix, std::string_view pattern);
 // The layer index of a per-layer tensor name ("blk.12.attn_q.weight" -> 12),
 // or -1 for a whole-model name.
 int64_t layer_of(std::string_view name);
