@@ -32,6 +32,8 @@ namespace chimera::kernels {
 
 // Groups a multi-stream decode GEMV reads at once (x16 K-quant kernels).
 constexpr int kX16Streams = 4;
+// ... by the AVX2 Q4_K / Q5_K GEMV (kq_x16_run<kX16StreamsAvx2>).
+constexpr int kX16StreamsAvx2 = 4;
 
 // Prefetch distances, in the family's blocks ahead of the one being read.
 constexpr int kPfX16 = 2;      // x16 K-quant / IQ4_XS group blocks (1.3-3.4 KB each)

@@ -191,18 +191,18 @@ using KqX16GemvFn = void (*)(const uint8_t* group, size_t group_bytes, const uin
 // kX16Streams into L2 (gemv_prefetch.h); the groups left over, and the GEMV
 // of a type without `gemv`, run the M = 1 tile, which prefetches kPfX16
 // group blocks ahead in its one stream, clipped to the group.
-template <int kMaxActs>
+template <int kStreams = kX16Streams, int kMaxActs>
 void kq_x16_run(const KqX16TileFn (&tiles)[kMaxActs], const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0,
                 int64_t i1, KqX16GemvFn gemv = nullptr) {
   const int64_t nsb = g.k / 256;
   if (gemv && i1 - i0 == 1) {
-    constexpr int64_t kStep = (int64_t)kX16Streams * kX16Rows;
+    constexpr int64_t kStep = (int64_t)kStreams * kX16Rows;
     const size_t group_bytes = (size_t)kX16Rows * g.w_stride;
     const uint8_t* a = g.a + (size_t)i0 * g.a_stride;
     float* y = g.y + i0 * g.ldy;
     int64_t r = r0;
     for (; r + kStep <= r1; r += kStep) {
-      const size_t pf = r + 2 * kStep <= r1 ? (size_t)kX16Streams * group_bytes : 0;  // the next step's groups
+      const size_t pf = r + 2 * kStep <= r1 ? (size_t)kStreams * group_bytes : 0;  // the next step's groups
       gemv(g.w + (size_t)r * g.w_stride, group_bytes, a, nsb, y + r, pf);
     }
     for (; r < r1; r += kX16Rows) tiles[0](g.w + (size_t)r * g.w_stride, a, 0, nsb, y + r, 0);
