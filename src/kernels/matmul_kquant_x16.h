@@ -176,8 +176,9 @@ GemmFn kq_x16_iq4xs_gemm_avx2();
 // a_stride bytes apart) -> y[m * ldy + 0..15]; M is the table index + 1.
 using KqX16TileFn = void (*)(const uint8_t* group, const uint8_t* a, size_t a_stride, int64_t nsb, float* y,
                              int64_t ldy);
-// The decode GEMV's multi-stream step: the kX16Streams groups at group,
-// group + group_bytes, ... x one activation row -> y[0 .. 16 * kX16Streams),
+// The decode GEMV's multi-stream step: the kStreams (kq_x16_run's; by
+// default kX16Streams) groups at group, group + group_bytes, ... x one
+// activation row -> y[0 .. 16 * kStreams),
 // interleaved chunk by chunk, each group with the M = 1 tile's arithmetic;
 // pf != 0: also fetch into L2 the same chunks pf bytes further
 // (gemv_prefetch.h).
@@ -187,8 +188,8 @@ using KqX16GemvFn = void (*)(const uint8_t* group, size_t group_bytes, const uin
 // The blocking every x16 GEMM shares: activation rows in blocks that stay
 // L2-resident while the row groups stream past, each group run against the
 // block kMaxActs rows at a time. The decode GEMV (one activation row, `gemv`
-// given) reads kX16Streams groups at once and prefetches the next
-// kX16Streams into L2 (gemv_prefetch.h); the groups left over, and the GEMV
+// given) reads kStreams groups at once and prefetches the next kStreams
+// into L2 (gemv_prefetch.h); the groups left over, and the GEMV
 // of a type without `gemv`, run the M = 1 tile, which prefetches kPfX16
 // group blocks ahead in its one stream, clipped to the group.
 template <int kStreams = kX16Streams, int kMaxActs>
