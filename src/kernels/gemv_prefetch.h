@@ -13,6 +13,18 @@
 // tok/s. The packed Q8_0 / Q4_0 GEMVs have read 4-8 groups at once with an
 // L2 prefetch of the next tile since session 9 (their 62-80% of the probe).
 //
+// The x16 GEMVs that read several groups at once (kq_x16_run's `gemv` step):
+//   Q6_K AVX-512          kX16Streams = 4, chunks of 3 lines per group
+//   Q4_K / Q5_K AVX-512   kX16Streams = 4, chunks of 4 qs lines (Q5_K: + the
+//                         4 qh lines they use, in the first pass)
+//   Q4_K / Q5_K AVX2      kX16StreamsAvx2 = 2, chunks of 4 qs lines, both
+//                         8-row halves per super-block (the second from L1).
+//                         With 16 vector registers 4 groups at once made
+//                         Q5_K slower than 1 (1 thread: ~3.1 vs ~3.6 GB/s);
+//                         2 was at least as fast as 4 for Q4_K; chunks of 8
+//                         lines measured the same as 4.
+// Q6_K AVX2, Q2_K, Q3_K and IQ4_XS still read one group at a time.
+//
 // Where a GEMV still reads one group at a time (the groups left over after
 // the multi-stream steps, and kernels without a multi-stream step), it
 // prefetches the block a few KB ahead (every 64-byte line, into L1): ~10-25%
@@ -32,6 +44,8 @@ namespace chimera::kernels {
 
 // Groups a multi-stream decode GEMV reads at once (x16 K-quant kernels).
 constexpr int kX16Streams = 4;
+// ... by the AVX2 Q4_K / Q5_K GEMV (kq_x16_run<kX16StreamsAvx2>; above).
+constexpr int kX16StreamsAvx2 = 2;
 
 // Prefetch distances, in the family's blocks ahead of the one being read.
 constexpr int kPfX16 = 2;      // x16 K-quant / IQ4_XS group blocks (1.3-3.4 KB each)

@@ -176,8 +176,9 @@ GemmFn kq_x16_iq4xs_gemm_avx2();
 // a_stride bytes apart) -> y[m * ldy + 0..15]; M is the table index + 1.
 using KqX16TileFn = void (*)(const uint8_t* group, const uint8_t* a, size_t a_stride, int64_t nsb, float* y,
                              int64_t ldy);
-// The decode GEMV's multi-stream step: the kX16Streams groups at group,
-// group + group_bytes, ... x one activation row -> y[0 .. 16 * kX16Streams),
+// The decode GEMV's multi-stream step: the kStreams (kq_x16_run's; by
+// default kX16Streams) groups at group, group + group_bytes, ... x one
+// activation row -> y[0 .. 16 * kStreams),
 // interleaved chunk by chunk, each group with the M = 1 tile's arithmetic;
 // pf != 0: also fetch into L2 the same chunks pf bytes further
 // (gemv_prefetch.h).
@@ -187,22 +188,22 @@ using KqX16GemvFn = void (*)(const uint8_t* group, size_t group_bytes, const uin
 // The blocking every x16 GEMM shares: activation rows in blocks that stay
 // L2-resident while the row groups stream past, each group run against the
 // block kMaxActs rows at a time. The decode GEMV (one activation row, `gemv`
-// given) reads kX16Streams groups at once and prefetches the next
-// kX16Streams into L2 (gemv_prefetch.h); the groups left over, and the GEMV
+// given) reads kStreams groups at once and prefetches the next kStreams
+// into L2 (gemv_prefetch.h); the groups left over, and the GEMV
 // of a type without `gemv`, run the M = 1 tile, which prefetches kPfX16
 // group blocks ahead in its one stream, clipped to the group.
-template <int kMaxActs>
+template <int kStreams = kX16Streams, int kMaxActs>
 void kq_x16_run(const KqX16TileFn (&tiles)[kMaxActs], const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0,
                 int64_t i1, KqX16GemvFn gemv = nullptr) {
   const int64_t nsb = g.k / 256;
   if (gemv && i1 - i0 == 1) {
-    constexpr int64_t kStep = (int64_t)kX16Streams * kX16Rows;
+    constexpr int64_t kStep = (int64_t)kStreams * kX16Rows;
     const size_t group_bytes = (size_t)kX16Rows * g.w_stride;
     const uint8_t* a = g.a + (size_t)i0 * g.a_stride;
     float* y = g.y + i0 * g.ldy;
     int64_t r = r0;
     for (; r + kStep <= r1; r += kStep) {
-      const size_t pf = r + 2 * kStep <= r1 ? (size_t)kX16Streams * group_bytes : 0;  // the next step's groups
+      const size_t pf = r + 2 * kStep <= r1 ? (size_t)kStreams * group_bytes : 0;  // the next step's groups
       gemv(g.w + (size_t)r * g.w_stride, group_bytes, a, nsb, y + r, pf);
     }
     for (; r < r1; r += kX16Rows) tiles[0](g.w + (size_t)r * g.w_stride, a, 0, nsb, y + r, 0);

@@ -1,7 +1,11 @@
 // AVX2 Q4_K / Q5_K kernels over the x16 layout (matmul_kquant_x16.h): each 64-byte
 // chunk of a group block is two 256-bit halves (rows 0..7, rows 8..15), so a
 // tile is 8 weight rows (one per 32-bit lane) x M activation rows (M = 1, the
-// decode GEMV: q4_tile8; GEMM tiles of 2..4 rows: q4g_tile8, further down).
+// decode GEMV: q4_block8, both halves of a group per super-block; GEMM tiles
+// of 2..4 rows: q4g_tile8, further down). The decode GEMV reads
+// kX16StreamsAvx2 groups at once, chunk-interleaved, with an L2 prefetch of
+// the next ones (kq_x16_run, gemv_prefetch.h); leftover groups run it on one
+// group with the near prefetch.
 //
 // Same arithmetic as the AVX-512 x16 kernels (bit-identical to
 // kq_x16_dot_ref): for each 16-element half of sub-block j, four
@@ -94,125 +98,127 @@ CHIMERA_T_X16A2_INLINE __m256i min_sum(const __m256i (&Mk)[4], const uint8_t* a)
   return _mm256_add_epi32(Bm, _mm256_madd_epi16(Mk[3], _mm256_shuffle_epi32(bp, 0xFF)));
 }
 
-// One super-block: rows 8 * half .. + 7 of group block B x M activation
-// blocks Am[m] (scales dy[m]) into acc / accm.
-template <bool kQ5, int M>
-CHIMERA_T_X16A2_INLINE void q4_block8(const uint8_t* B, int half, const uint8_t* const (&Am)[M], const float (&dy)[M],
-                                      __m256 (&acc)[M], __m256 (&accm)[M]) {
+// The decode GEMV's chunk: kGemvChunkH x 4 qs lines of a group in turn
+// (kq_x16_run's multi-stream step interleaves its groups chunk by chunk).
+constexpr int kGemvChunkH = 1;
+
+// One super-block: rows 8 * half .. + 7 of the S group blocks Bs[s] x M
+// activation blocks Am[m] (scales dy[m]) into acc[s][m] / accm[s][m]. S > 1
+// (with M = 1) is the decode GEMV's multi-stream step: the groups'
+// header lines, then their qs (and Q5_K qh) chunks are read in turn, and
+// pf != 0 fetches the same lines pf bytes further into L2 (gemv_prefetch.h).
+// Each group's arithmetic is the same for every S.
+template <bool kQ5, int S, int M>
+CHIMERA_T_X16A2_INLINE void q4_block8(const uint8_t* const (&Bs)[S], int half, const uint8_t* const (&Am)[M],
+                                      const float (&dy)[M], __m256 (&acc)[S][M], __m256 (&accm)[S][M], size_t pf) {
   using GB = Geo<kQ5>;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i m6 = _mm256_set1_epi8(0x3F);
   const size_t ho = 32 * (size_t)half;  // byte offset of this half in a 64-byte chunk / plane
-  {
-    const __m256 d8 = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(B + 16 * half)));
-    const __m256 dmin8 = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(B + 32 + 16 * half)));
-    {
-      __m256i Mk[4];
-      min_words(B, ho, Mk);
-      CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-        const __m256i Bm = min_sum(Mk, Am[m]);
-        const __m256 dmv = _mm256_mul_ps(_mm256_set1_ps(-dy[m]), dmin8);
-        accm[m] = _mm256_fmadd_ps(dmv, _mm256_cvtepi32_ps(Bm), accm[m]);
-      }
+  CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+    if (pf) gemv_prefetch_l2(Bs[s] + pf, 256);  // d, dmin and the scale planes
+    const __m256 dmin8 = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(Bs[s] + 32 + 16 * half)));
+    __m256i Mk[4];
+    min_words(Bs[s], ho, Mk);
+    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+      const __m256i Bm = min_sum(Mk, Am[m]);
+      const __m256 dmv = _mm256_mul_ps(_mm256_set1_ps(-dy[m]), dmin8);
+      accm[s][m] = _mm256_fmadd_ps(dmv, _mm256_cvtepi32_ps(Bm), accm[s][m]);
     }
-    const uint8_t* qs = B + GB::kQs + ho;
-    __m256i S[M];
-    CHIMERA_UNROLL for (int m = 0; m < M; ++m) S[m] = _mm256_setzero_si256();
-    CHIMERA_UNROLL for (int c = 0; c < 4; ++c) {
-      // (sc_j, sc_j) word pairs of sub-blocks 2c (low nibbles) and 2c + 1 (high)
-      const __m256i O = _mm256_and_si256(load(B + 64 + 64 * (c / 2) + ho), m6);
-      const __m256i SClo = _mm256_shuffle_epi8(O, pick_words((2 * c) % 4, (2 * c) % 4));
-      const __m256i SChi = _mm256_shuffle_epi8(O, pick_words((2 * c + 1) % 4, (2 * c + 1) % 4));
-      CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
-        __m256i Plo[M], Phi[M];
-        CHIMERA_UNROLL for (int m = 0; m < M; ++m) Plo[m] = Phi[m] = _mm256_setzero_si256();
-        CHIMERA_UNROLL for (int l = 4 * h; l < 4 * h + 4; ++l) {
-          const __m256i W = load(qs + 64 * (8 * c + l));
-          __m256i lo = _mm256_and_si256(W, m4), hi = _mm256_and_si256(_mm256_srli_epi16(W, 4), m4);
-          if constexpr (kQ5) {
-            // qh byte 4l + u of each row: bit 2c -> low-nibble level, 2c + 1 -> high
-            const __m256i H = load(B + GB::kQh + 64 * l + ho);
-            lo = _mm256_or_si256(lo, bit_to_4(H, 2 * c));
-            hi = _mm256_or_si256(hi, bit_to_4(H, 2 * c + 1));
+  }
+  __m256i Sx[S][M];
+  CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+    CHIMERA_UNROLL for (int m = 0; m < M; ++m) Sx[s][m] = _mm256_setzero_si256();
+  }
+  CHIMERA_UNROLL for (int c = 0; c < 4; ++c) {
+    CHIMERA_UNROLL for (int h0 = 0; h0 < 2; h0 += kGemvChunkH) {
+      CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+        const uint8_t* B = Bs[s];
+        const uint8_t* qs = B + GB::kQs + ho;
+        if (pf) {
+          gemv_prefetch_l2(B + GB::kQs + 64 * (8 * c + 4 * h0) + pf, kGemvChunkH * 4 * 64);
+          if (kQ5 && c == 0) gemv_prefetch_l2(B + GB::kQh + 64 * 4 * h0 + pf, kGemvChunkH * 4 * 64);
+        }
+        // (sc_j, sc_j) word pairs of sub-blocks 2c (low nibbles) and 2c + 1 (high)
+        const __m256i O = _mm256_and_si256(load(B + 64 + 64 * (c / 2) + ho), m6);
+        const __m256i SClo = _mm256_shuffle_epi8(O, pick_words((2 * c) % 4, (2 * c) % 4));
+        const __m256i SChi = _mm256_shuffle_epi8(O, pick_words((2 * c + 1) % 4, (2 * c + 1) % 4));
+        CHIMERA_UNROLL for (int h = h0; h < h0 + kGemvChunkH; ++h) {
+          __m256i Plo[M], Phi[M];
+          CHIMERA_UNROLL for (int m = 0; m < M; ++m) Plo[m] = Phi[m] = _mm256_setzero_si256();
+          CHIMERA_UNROLL for (int l = 4 * h; l < 4 * h + 4; ++l) {
+            const __m256i W = load(qs + 64 * (8 * c + l));
+            __m256i lo = _mm256_and_si256(W, m4), hi = _mm256_and_si256(_mm256_srli_epi16(W, 4), m4);
+            if constexpr (kQ5) {
+              // qh byte 4l + u of each row: bit 2c -> low-nibble level, 2c + 1 -> high
+              const __m256i H = load(B + GB::kQh + 64 * l + ho);
+              lo = _mm256_or_si256(lo, bit_to_4(H, 2 * c));
+              hi = _mm256_or_si256(hi, bit_to_4(H, 2 * c + 1));
+            }
+            CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+              const uint8_t* a = Am[m] + 4 + 64 * c + 4 * l;
+              Plo[m] = _mm256_add_epi16(Plo[m], _mm256_maddubs_epi16(lo, bcast32(a)));
+              Phi[m] = _mm256_add_epi16(Phi[m], _mm256_maddubs_epi16(hi, bcast32(a + 32)));
+            }
           }
           CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-            const uint8_t* a = Am[m] + 4 + 64 * c + 4 * l;
-            Plo[m] = _mm256_add_epi16(Plo[m], _mm256_maddubs_epi16(lo, bcast32(a)));
-            Phi[m] = _mm256_add_epi16(Phi[m], _mm256_maddubs_epi16(hi, bcast32(a + 32)));
+            Sx[s][m] = _mm256_add_epi32(Sx[s][m], _mm256_madd_epi16(Plo[m], SClo));
+            Sx[s][m] = _mm256_add_epi32(Sx[s][m], _mm256_madd_epi16(Phi[m], SChi));
           }
-        }
-        CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-          S[m] = _mm256_add_epi32(S[m], _mm256_madd_epi16(Plo[m], SClo));
-          S[m] = _mm256_add_epi32(S[m], _mm256_madd_epi16(Phi[m], SChi));
         }
       }
     }
+  }
+  CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+    const __m256 d8 = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(Bs[s] + 16 * half)));
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-      acc[m] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dy[m]), d8), _mm256_cvtepi32_ps(S[m]), acc[m]);
+      acc[s][m] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dy[m]), d8), _mm256_cvtepi32_ps(Sx[s][m]), acc[s][m]);
     }
   }
 }
 
-// Rows 8 * half .. + 7 of the group at G x M activation rows -> y[m * ldy + 0..7].
-template <bool kQ5, int M>
-CHIMERA_T_X16A2 void q4_tile8(const uint8_t* G, int half, const uint8_t* A, size_t a_stride, int64_t nsb, float* y,
-                              int64_t ldy) {
-  __m256 acc[M], accm[M];
-  CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-    acc[m] = _mm256_setzero_ps();
-    accm[m] = _mm256_setzero_ps();
-  }
-  for (int64_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* Am[M];
-    float dy[M];
-    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-      Am[m] = A + (size_t)m * a_stride + (size_t)sb * kAb;
-      std::memcpy(&dy[m], Am[m], 4);
-    }
-    q4_block8<kQ5, M>(G + (size_t)sb * Geo<kQ5>::kBlock, half, Am, dy, acc, accm);
-  }
-  CHIMERA_UNROLL for (int m = 0; m < M; ++m) _mm256_storeu_ps(y + m * ldy, _mm256_add_ps(acc[m], accm[m]));
-}
-
-// The decode GEMV (M = 1) over a whole group: both 8-row halves per
-// super-block, so the group is read once, in order, with the near prefetch
-// of gemv_prefetch.h. Per half the same operations as q4_tile8: the same bits.
-template <bool kQ5>
-CHIMERA_T_X16A2 void q4_gemv16(const uint8_t* G, const uint8_t* A, int64_t nsb, float* y) {
+// The decode GEMV over S groups (gbytes apart) -> y[16 s + 0..15]: both
+// 8-row halves per super-block, so each group block is read from memory
+// once (the second half from L1). S = 1: the M = 1 tile (the groups left
+// over after the multi-stream steps), with the near prefetch of
+// gemv_prefetch.h; S = kX16StreamsAvx2: kq_x16_run's multi-stream step.
+template <bool kQ5, int S>
+CHIMERA_T_X16A2 void q4_gemv(const uint8_t* G, size_t gbytes, const uint8_t* A, int64_t nsb, float* y, size_t pf) {
   using GB = Geo<kQ5>;
-  __m256 acc[2][1], accm[2][1];
+  __m256 acc[2][S][1], accm[2][S][1];
   CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
-    acc[h][0] = _mm256_setzero_ps();
-    accm[h][0] = _mm256_setzero_ps();
+    CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+      acc[h][s][0] = _mm256_setzero_ps();
+      accm[h][s][0] = _mm256_setzero_ps();
+    }
   }
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* B = G + (size_t)sb * GB::kBlock;
-    gemv_prefetch_ahead<GB::kBlock, kPfX16>(B, G + (size_t)nsb * GB::kBlock);
+    const uint8_t* Bs[S];
+    CHIMERA_UNROLL for (int s = 0; s < S; ++s) Bs[s] = G + s * gbytes + (size_t)sb * GB::kBlock;
+    if constexpr (S == 1) gemv_prefetch_ahead<GB::kBlock, kPfX16>(Bs[0], G + (size_t)nsb * GB::kBlock);
     const uint8_t* Am[1] = {A + (size_t)sb * kAb};
     float dy[1];
     std::memcpy(&dy[0], Am[0], 4);
-    q4_block8<kQ5, 1>(B, 0, Am, dy, acc[0], accm[0]);
-    q4_block8<kQ5, 1>(B, 1, Am, dy, acc[1], accm[1]);
+    q4_block8<kQ5, S, 1>(Bs, 0, Am, dy, acc[0], accm[0], pf);
+    q4_block8<kQ5, S, 1>(Bs, 1, Am, dy, acc[1], accm[1], 0);
   }
-  CHIMERA_UNROLL for (int h = 0; h < 2; ++h) _mm256_storeu_ps(y + kHalfRows * h, _mm256_add_ps(acc[h][0], accm[h][0]));
+  CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+    CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
+      _mm256_storeu_ps(y + kX16Rows * s + kHalfRows * h, _mm256_add_ps(acc[h][s][0], accm[h][s][0]));
+    }
+  }
 }
 
-// Both 8-row halves of a group (the second reads the group blocks again
-// from L1/L2); the GEMV both per super-block (q4_gemv16).
-template <bool kQ5, int M>
-void q4_tile16(const uint8_t* G, const uint8_t* A, size_t a_stride, int64_t nsb, float* y, int64_t ldy) {
-  if constexpr (M == 1) {
-    q4_gemv16<kQ5>(G, A, nsb, y);
-  } else {
-    q4_tile8<kQ5, M>(G, 0, A, a_stride, nsb, y, ldy);
-    q4_tile8<kQ5, M>(G, 1, A, a_stride, nsb, y + kHalfRows, ldy);
-  }
+// The M = 1 tile (KqX16TileFn): one group.
+template <bool kQ5>
+void q4_tile1(const uint8_t* G, const uint8_t* A, size_t, int64_t nsb, float* y, int64_t) {
+  q4_gemv<kQ5, 1>(G, 0, A, nsb, y, 0);
 }
 
 // ---- GEMM tiles (M >= 2 activation rows): the same integer sums and f32
-// updates as q4_tile8 (bit-identical), without its spills. q4_tile8 keeps
-// every product of a super-block in flight (GCC fully unrolls it and spills
-// ~350 vectors per super-block at M = 3); here each sub-block's low nibbles,
+// updates as q4_block8 (bit-identical), without its spills. q4_block8 keeps
+// every product of a super-block in flight (at M = 3 GCC fully unrolls it and
+// spilled ~350 vectors per super-block); here each sub-block's low nibbles,
 // then its high nibbles, run as one pass: per l one code load and one and (+ a
 // shift for the high nibbles), per activation row a broadcast, vpmaddubsw
 // and vpaddw into one int16 chain per row (the empty asm keeps it a chain),
@@ -264,7 +270,7 @@ CHIMERA_T_X16A2 void q4g_tile8(const uint8_t* G, int half, const uint8_t* A, siz
       Am[m] = A + (size_t)m * a_stride + (size_t)sb * kAb;
       std::memcpy(&dy[m], Am[m], 4);
     }
-    {  // the mins, as q4_tile8
+    {  // the mins, as q4_block8
       const __m256 dmin8 = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(B + 32 + 16 * half)));
       __m256i Mk[4];
       min_words(B, ho, Mk);
@@ -299,18 +305,19 @@ void q4g_tile16(const uint8_t* G, const uint8_t* A, size_t a_stride, int64_t nsb
   q4g_tile8<kQ5, M>(G, 1, A, a_stride, nsb, y + kHalfRows, ldy);
 }
 
-// M = 1 (the decode GEMV and a block's last odd row) stays on q4_tile16.
+// M = 1 (a block's last odd row, and the GEMV's leftover groups) is q4_tile1.
 // kTiles[m - 1]: the tile for m activation rows.
 template <bool kQ5, class Seq>
 struct Q4Tiles;
 template <bool kQ5, int... I>
 struct Q4Tiles<kQ5, std::integer_sequence<int, I...>> {
-  static constexpr KqX16TileFn kTiles[kGemmActs] = {q4_tile16<kQ5, 1>, q4g_tile16<kQ5, I + 2>...};
+  static constexpr KqX16TileFn kTiles[kGemmActs] = {q4_tile1<kQ5>, q4g_tile16<kQ5, I + 2>...};
 };
 
 template <bool kQ5>
 void q4_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
-  kq_x16_run(Q4Tiles<kQ5, std::make_integer_sequence<int, kGemmActs - 1>>::kTiles, g, r0, r1, i0, i1);
+  kq_x16_run<kX16StreamsAvx2>(Q4Tiles<kQ5, std::make_integer_sequence<int, kGemmActs - 1>>::kTiles, g, r0, r1, i0, i1,
+                              q4_gemv<kQ5, kX16StreamsAvx2>);
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 // AVX-512 Q4_K / Q5_K kernels over the x16 layout (matmul_kquant_x16.h):
 // GEMV and GEMM in tiles of 16 weight rows (one per 32-bit lane) x M
-// activation rows, straight from the packed bytes (no decoded panel).
+// activation rows, straight from the packed bytes (no decoded panel). The
+// decode GEMV reads kX16Streams groups at once, chunk-interleaved, with an L2
+// prefetch of the next ones (kq_x16_run, gemv_prefetch.h): q4_block with
+// S = kX16Streams, M = 1; the GEMM tiles and leftover groups are S = 1.
 // Q5_K adds the fifth bit of each level from its qh chunks, and its levels
 // (<= 31) always take the int16 path below (a 16-element vpdpbusd sum could
 // exceed the int16 range vpdpwssd needs).
@@ -64,29 +67,24 @@ CHIMERA_T_X16_INLINE __m512i bit_to_4(__m512i h, int b) {
   return b <= 4 ? _mm512_and_si512(_mm512_slli_epi16(h, 4 - b), m) : _mm512_and_si512(_mm512_srli_epi16(h, b - 4), m);
 }
 
-// 16 rows (group at G) x M activation rows (A, a_stride apart) -> y[m * ldy + 0..15].
-template <bool kVnni, bool kQ5, int M>
-CHIMERA_T_X16 void q4_tile(const uint8_t* G, const uint8_t* A, size_t a_stride, int64_t nsb, float* y,
-                             int64_t ldy) {
+// One super-block of S groups (group block Bs[s]) x M activation rows (Am[m]:
+// row m's Q8_K block, scale dy[m]) into acc[s][m] / accm[s][m]. S > 1 (with
+// M = 1) is the decode GEMV's multi-stream step (kq_x16_run): the groups are
+// interleaved chunk by chunk (the 4 header lines of each group, then 4 qs
+// lines — and for Q5_K the 4 qh lines they need — of each group in turn), and
+// pf != 0 fetches the same chunks of the groups pf bytes further into L2
+// (gemv_prefetch.h). Each group's arithmetic is the same for every S.
+template <bool kVnni, bool kQ5, int S, int M>
+CHIMERA_T_X16_INLINE void q4_block(const uint8_t* const* Bs, const uint8_t* const* Am, const float (&dy)[M],
+                                   __m512 (&acc)[S][M], __m512 (&accm)[S][M], size_t pf) {
   using GB = Geo<kQ5>;
   constexpr bool kDpbusd = kVnni && !kQ5;  // else int16 pair sums
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   const __m512i m6 = _mm512_set1_epi8(0x3F);
-  __m512 acc[M], accm[M];
-  CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-    acc[m] = _mm512_setzero_ps();
-    accm[m] = _mm512_setzero_ps();
-  }
-  for (int64_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* B = G + (size_t)sb * GB::kBlock;
-    if constexpr (M == 1) gemv_prefetch_ahead<GB::kBlock, kPfX16>(B, G + (size_t)nsb * GB::kBlock);  // gemv_prefetch.h
-    const uint8_t* Am[M];
-    float dy[M];
-    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-      Am[m] = A + (size_t)m * a_stride + (size_t)sb * kAb;
-      std::memcpy(&dy[m], Am[m], 4);
-    }
-    const __m512 d16 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i*)B));
+  __m512i O0[S], O1[S];
+  CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+    const uint8_t* B = Bs[s];
+    if (pf) gemv_prefetch_l2(B + pf, 256);  // d, dmin and the scale planes
     const __m512 dmin16 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i*)(B + 32)));
     const __m512i X0 = _mm512_load_si512(B + 64), X1 = _mm512_load_si512(B + 128), X2 = _mm512_load_si512(B + 192);
     {
@@ -110,25 +108,35 @@ CHIMERA_T_X16 void q4_tile(const uint8_t* G, const uint8_t* A, size_t a_stride, 
         Bm = dpwssd<kVnni>(Bm, Mk[2], _mm512_shuffle_epi32(bp, (_MM_PERM_ENUM)0xAA));
         Bm = dpwssd<kVnni>(Bm, Mk[3], _mm512_shuffle_epi32(bp, (_MM_PERM_ENUM)0xFF));
         const __m512 dmv = _mm512_mul_ps(_mm512_set1_ps(-dy[m]), dmin16);
-        accm[m] = _mm512_fmadd_ps(dmv, _mm512_cvtepi32_ps(Bm), accm[m]);
+        accm[s][m] = _mm512_fmadd_ps(dmv, _mm512_cvtepi32_ps(Bm), accm[s][m]);
       }
     }
-    const __m512i O0 = _mm512_and_si512(X0, m6), O1 = _mm512_and_si512(X1, m6);
-    const uint8_t* qs = B + GB::kQs;
-    __m512i S[M];
-    CHIMERA_UNROLL for (int m = 0; m < M; ++m) S[m] = _mm512_setzero_si512();
-    CHIMERA_UNROLL for (int c = 0; c < 4; ++c) {
-      // Scales of sub-blocks 2c (low nibbles) and 2c + 1 (high) per row: the
-      // word pair (sc_j, 0) against VNNI's int32 P, (sc_j, sc_j) against the
-      // int16 pair sums.
-      const __m512i SClo = _mm512_shuffle_epi8(c < 2 ? O0 : O1, pick_words((2 * c) % 4, kDpbusd ? -1 : (2 * c) % 4));
-      const __m512i SChi =
-          _mm512_shuffle_epi8(c < 2 ? O0 : O1, pick_words((2 * c + 1) % 4, kDpbusd ? -1 : (2 * c + 1) % 4));
-      CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
+    O0[s] = _mm512_and_si512(X0, m6);
+    O1[s] = _mm512_and_si512(X1, m6);
+  }
+  __m512i Sx[S][M];
+  CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+    CHIMERA_UNROLL for (int m = 0; m < M; ++m) Sx[s][m] = _mm512_setzero_si512();
+  }
+  CHIMERA_UNROLL for (int c = 0; c < 4; ++c) {
+    CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
+      CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+        const uint8_t* B = Bs[s];
+        const uint8_t* qs = B + GB::kQs + 64 * (8 * c + 4 * h);
+        if (pf) {
+          gemv_prefetch_l2(qs + pf, 4 * 64);
+          if (kQ5 && c == 0) gemv_prefetch_l2(B + GB::kQh + 64 * 4 * h + pf, 4 * 64);
+        }
+        // Scales of sub-blocks 2c (low nibbles) and 2c + 1 (high) per row: the
+        // word pair (sc_j, 0) against VNNI's int32 P, (sc_j, sc_j) against the
+        // int16 pair sums.
+        const __m512i O = c < 2 ? O0[s] : O1[s];
+        const __m512i SClo = _mm512_shuffle_epi8(O, pick_words((2 * c) % 4, kDpbusd ? -1 : (2 * c) % 4));
+        const __m512i SChi = _mm512_shuffle_epi8(O, pick_words((2 * c + 1) % 4, kDpbusd ? -1 : (2 * c + 1) % 4));
         __m512i Plo[M], Phi[M];
         CHIMERA_UNROLL for (int m = 0; m < M; ++m) Plo[m] = Phi[m] = _mm512_setzero_si512();
         CHIMERA_UNROLL for (int l = 4 * h; l < 4 * h + 4; ++l) {
-          const __m512i W = _mm512_load_si512(qs + 64 * (8 * c + l));
+          const __m512i W = _mm512_load_si512(qs + 64 * (l - 4 * h));
           __m512i lo = _mm512_and_si512(W, m4), hi = _mm512_and_si512(_mm512_srli_epi16(W, 4), m4);
           if constexpr (kQ5) {
             // qh byte 4l + u of each row: bit 2c -> low-nibble level, 2c + 1 -> high
@@ -143,16 +151,61 @@ CHIMERA_T_X16 void q4_tile(const uint8_t* G, const uint8_t* A, size_t a_stride, 
           }
         }
         CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-          S[m] = dpwssd<kVnni>(S[m], Plo[m], SClo);
-          S[m] = dpwssd<kVnni>(S[m], Phi[m], SChi);
+          Sx[s][m] = dpwssd<kVnni>(Sx[s][m], Plo[m], SClo);
+          Sx[s][m] = dpwssd<kVnni>(Sx[s][m], Phi[m], SChi);
         }
       }
     }
+  }
+  CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+    const __m512 d16 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i*)Bs[s]));
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-      acc[m] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(dy[m]), d16), _mm512_cvtepi32_ps(S[m]), acc[m]);
+      acc[s][m] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(dy[m]), d16), _mm512_cvtepi32_ps(Sx[s][m]), acc[s][m]);
     }
   }
-  CHIMERA_UNROLL for (int m = 0; m < M; ++m) _mm512_storeu_ps(y + m * ldy, _mm512_add_ps(acc[m], accm[m]));
+}
+
+// S groups (gbytes apart) x M activation rows (A, a_stride apart) ->
+// y[m * ldy + 16 s + 0..15]: the GEMM tiles (S = 1) and the decode GEMV's
+// multi-stream step (M = 1).
+template <bool kVnni, bool kQ5, int S, int M>
+CHIMERA_T_X16 void q4_run(const uint8_t* G, size_t gbytes, const uint8_t* A, size_t a_stride, int64_t nsb, float* y,
+                          int64_t ldy, size_t pf) {
+  using GB = Geo<kQ5>;
+  __m512 acc[S][M], accm[S][M];
+  CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+      acc[s][m] = _mm512_setzero_ps();
+      accm[s][m] = _mm512_setzero_ps();
+    }
+  }
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* Bs[S];
+    CHIMERA_UNROLL for (int s = 0; s < S; ++s) Bs[s] = G + s * gbytes + (size_t)sb * GB::kBlock;
+    if constexpr (S == 1 && M == 1) gemv_prefetch_ahead<GB::kBlock, kPfX16>(Bs[0], G + (size_t)nsb * GB::kBlock);
+    const uint8_t* Am[M];
+    float dy[M];
+    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+      Am[m] = A + (size_t)m * a_stride + (size_t)sb * kAb;
+      std::memcpy(&dy[m], Am[m], 4);
+    }
+    q4_block<kVnni, kQ5, S, M>(Bs, Am, dy, acc, accm, pf);
+  }
+  CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+      _mm512_storeu_ps(y + m * ldy + kX16Rows * s, _mm512_add_ps(acc[s][m], accm[s][m]));
+    }
+  }
+}
+
+template <bool kVnni, bool kQ5, int M>
+CHIMERA_T_X16 void q4_tile(const uint8_t* G, const uint8_t* A, size_t a_stride, int64_t nsb, float* y, int64_t ldy) {
+  q4_run<kVnni, kQ5, 1, M>(G, 0, A, a_stride, nsb, y, ldy, 0);
+}
+
+template <bool kVnni, bool kQ5>
+CHIMERA_T_X16 void q4_gemv(const uint8_t* G, size_t gbytes, const uint8_t* A, int64_t nsb, float* y, size_t pf) {
+  q4_run<kVnni, kQ5, kX16Streams, 1>(G, gbytes, A, 0, nsb, y, 0, pf);
 }
 
 template <bool kVnni, bool kQ5>
@@ -160,7 +213,7 @@ void q4_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) 
   static constexpr KqX16TileFn kTiles[kMaxActs] = {q4_tile<kVnni, kQ5, 1>, q4_tile<kVnni, kQ5, 2>,
                                                    q4_tile<kVnni, kQ5, 3>, q4_tile<kVnni, kQ5, 4>,
                                                    q4_tile<kVnni, kQ5, 5>, q4_tile<kVnni, kQ5, 6>};
-  kq_x16_run(kTiles, g, r0, r1, i0, i1);
+  kq_x16_run(kTiles, g, r0, r1, i0, i1, q4_gemv<kVnni, kQ5>);
 }
 
 }  // namespace

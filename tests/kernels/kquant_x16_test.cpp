@@ -6,10 +6,11 @@
 //  - Q6_K, Q2_K, Q3_K and IQ4_XS layouts as documented in the header, checked
 //    against the scalar decoder / storage fields (levels, scales, mins, d),
 //    independently of the unpacker;
-//  - Q6_K, Q2_K, Q3_K and IQ4_XS x16 kernels on random-byte blocks (all levels, all
-//    scales, extreme activations): bit-identical to their scalar reference
-//    kq_x16_dot_ref (for Q2_K, Q3_K, IQ4_XS the scalar storage-layout kernel;
-//    Q6_K has an x16 order of its own) on every ISA that packs them as x16,
+//  - Q4_K, Q5_K, Q6_K, Q2_K, Q3_K and IQ4_XS x16 kernels on random-byte blocks
+//    (all levels, all scales, extreme activations): bit-identical to their
+//    scalar reference kq_x16_dot_ref (for Q2_K, Q3_K, IQ4_XS the scalar
+//    storage-layout kernel; Q4_K, Q5_K and Q6_K have an x16 order of their
+//    own) on every ISA that packs them as x16,
 //    through matmul (m = 1..7, 9, 17, 64, 70; 1 and 2 threads; a row
 //    count that is not a multiple of 16 stays in storage layout and gives the
 //    storage kernel's bits) and called directly (AVX2, AVX-512, AVX-512 VNNI;
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "core/memory.h"
 #include "core/thread_pool.h"
 #include "kernels/dispatch.h"
 #include "kernels/matmul.h"
@@ -220,9 +222,9 @@ TEST(KQuantX16, Q2KQ3KLayoutMatchesHeader) {
   }
 }
 
-// Q6_K's x16 kernels have an order of their own (kq_x16_dot_ref); Q2_K,
-// Q3_K and IQ4_XS keep the storage kernels'.
-bool x16_own_order(GgmlType t) { return t == GgmlType::Q6_K; }
+// Q4_K's, Q5_K's and Q6_K's x16 kernels have an order of their own
+// (kq_x16_dot_ref); Q2_K, Q3_K and IQ4_XS keep the storage kernels'.
+bool x16_own_order(GgmlType t) { return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K; }
 
 // kq_x16_dot_ref of every (activation row, weight row) of x (m x k) and w.
 std::vector<float> x16_reference(GgmlType t, const std::vector<uint8_t>& w, int64_t rows, const std::vector<float>& x,
@@ -321,12 +323,14 @@ void check_packed_bit_identical(GgmlType t) {
   if (x16_isas == 0) GTEST_SKIP() << "no ISA packs " << format::ggml_type_name(t) << " as x16 on this CPU";
 }
 
+TEST(KQuantX16, Q4KPackedIsBitIdenticalOnRandomBlocks) { check_packed_bit_identical(GgmlType::Q4_K); }
+TEST(KQuantX16, Q5KPackedIsBitIdenticalOnRandomBlocks) { check_packed_bit_identical(GgmlType::Q5_K); }
 TEST(KQuantX16, Q6KPackedIsBitIdenticalOnRandomBlocks) { check_packed_bit_identical(GgmlType::Q6_K); }
 TEST(KQuantX16, Q2KPackedIsBitIdenticalOnRandomBlocks) { check_packed_bit_identical(GgmlType::Q2_K); }
 TEST(KQuantX16, Q3KPackedIsBitIdenticalOnRandomBlocks) { check_packed_bit_identical(GgmlType::Q3_K); }
 TEST(KQuantX16, Iq4xsPackedIsBitIdenticalOnRandomBlocks) { check_packed_bit_identical(GgmlType::IQ4_XS); }
 
-// The x16 GEMMs of Q6_K, Q2_K, Q3_K, IQ4_XS called directly, on every ISA the
+// The x16 GEMMs of Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS called directly, on every ISA the
 // CPU has (AVX2, AVX-512, AVX-512 VNNI): every activation-row range (so every
 // tile height), several super-blocks, row ranges that give the decode GEMV
 // multi-stream steps with and without the next steps' prefetch and leftover
@@ -366,7 +370,7 @@ void check_gemm_bit_identical(GgmlType t) {
       matmul(WeightView{t, w.data(), rows, k, row_bytes}, x.data(), m, k, ys.data(), rows, nullptr);
       ASSERT_EQ(std::memcmp(ys.data(), y0.data(), ys.size() * 4), 0) << format::ggml_type_name(t);
     }
-    std::vector<uint8_t> packed(w.size());
+    AlignedBuffer<uint8_t> packed(w.size());  // 64-byte aligned, as PackedWeights' copy (aligned loads)
     x16_kernel(t).repack(w.data(), row_bytes, rows, k, packed.data());
     GemmArgs g;
     g.w = packed.data();
@@ -401,6 +405,8 @@ void check_gemm_bit_identical(GgmlType t) {
   }
 }
 
+TEST(KQuantX16, Q4KGemmIsBitIdenticalOnRandomBlocks) { check_gemm_bit_identical(GgmlType::Q4_K); }
+TEST(KQuantX16, Q5KGemmIsBitIdenticalOnRandomBlocks) { check_gemm_bit_identical(GgmlType::Q5_K); }
 TEST(KQuantX16, Q6KGemmIsBitIdenticalOnRandomBlocks) { check_gemm_bit_identical(GgmlType::Q6_K); }
 TEST(KQuantX16, Q2KGemmIsBitIdenticalOnRandomBlocks) { check_gemm_bit_identical(GgmlType::Q2_K); }
 TEST(KQuantX16, Q3KGemmIsBitIdenticalOnRandomBlocks) { check_gemm_bit_identical(GgmlType::Q3_K); }
