@@ -11,9 +11,9 @@
 //    scalar reference kq_x16_dot_ref (for Q2_K, Q3_K, IQ4_XS the scalar
 //    storage-layout kernel; Q4_K, Q5_K and Q6_K have an x16 order of their
 //    own) on every ISA that packs them as x16,
-//    through matmul (m = 1..7, 9, 17, 64, 70; 1 and 2 threads; a row
-//    count that is not a multiple of 16 stays in storage layout and gives the
-//    storage kernel's bits) and called directly (AVX2, AVX-512, AVX-512 VNNI;
+//    through matmul (m = 1..7, 9, 17, 64, 70; 1 and 2 threads; of a row
+//    count that is not a multiple of 16 the last rows stay in storage layout
+//    and give the storage kernel's bits) and called directly (AVX2, AVX-512, AVX-512 VNNI;
 //    IQ4_XS: AVX2) for every activation-row range.
 #include <gtest/gtest.h>
 
