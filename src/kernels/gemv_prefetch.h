@@ -12,6 +12,15 @@
 // -> 19.6-20.7 GB/s, and llama-3.2-1b Q6_K decode 12.7-14.4 -> 20.2-23.2
 // tok/s. The packed Q8_0 / Q4_0 GEMVs have read 4-8 groups at once with an
 // L2 prefetch of the next tile since session 9 (their 62-80% of the probe).
+// AVX2 x16 Q6_K and IQ4_XS (session 12, same machine, heavily loaded: 4
+// alternating rounds, GB/s by wall time) use the same kX16Streams = 4 step,
+// interleaved by lane (Q6_K: a lane's two 3-line runs per group; IQ4_XS: a
+// lane's 8 scattered chunk halves per group), with the L2 prefetch per lane
+// step; Q6_K 2048 x 2048, 1 thread 4.1-6.5 -> 3.9-9.6 (2 threads 1.7-2.3 ->
+// 2.2-3.7), IQ4_XS 3.0-4.1 -> 2.8-5.9. Prefetching each next group block
+// whole at its super-block's start instead fell back to the one-stream speed
+// (Q6_K); prefetching each of IQ4_XS's scattered lines on its own cost 2.5x
+// in compute (cache-warm GEMV).
 //
 // The x16 GEMVs that read several groups at once (kq_x16_run's `gemv` step):
 //   Q6_K AVX-512          kX16Streams = 4, chunks of 3 lines per group

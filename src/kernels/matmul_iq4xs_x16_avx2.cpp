@@ -1,7 +1,8 @@
 // AVX2 IQ4_XS kernel over the x16 layout (matmul_kquant_x16.h): each 64-byte
 // chunk of a group block is two 256-bit halves (rows 0..7, rows 8..15), so a
 // tile is 8 weight rows (one per 32-bit lane) x M <= 3 activation rows, and
-// both tiles of a group run per super-block (one in-order pass over the group).
+// both tiles of a group run per super-block (one pass over the group). The
+// decode GEMV reads kX16Streams groups at once (iq4_block, gemv_prefetch.h).
 //
 // Keeps matmul_iq4xs.h's arithmetic lane for lane (bit-identical to the
 // scalar and storage AVX2 kernels): qs chunk 4j + l' holds the index bytes
@@ -47,54 +48,50 @@ CHIMERA_T_IQX16_INLINE __m256i bcast32(const uint8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-// The 16 rows of the group at G x M activation rows -> y[m * ldy + 0..15].
-// Per super-block both 8-row halves (rows 0..7 from the low 32 bytes of each
-// chunk, rows 8..15 from the high 32), so the group's bytes are read once, in
-// order, and the DRAM stream never waits for a second pass over the group.
-template <int M>
-CHIMERA_T_IQX16 void iq4_tile16(const uint8_t* G, const uint8_t* A, size_t a_stride, int64_t nsb, float* y,
-                                int64_t ldy) {
+// One super-block of S groups (group block Bs[s]) x M activation rows (Am[m]:
+// row m's Q8_K block, scale dy[m]) into acc[s][m][half][0..7]. Per group both
+// 8-row halves (rows 0..7 from the low 32 bytes of each chunk, rows 8..15
+// from the high 32), so the group's bytes are read once, in order, and the
+// DRAM stream never waits for a second pass over the group. S > 1 (with
+// M = 1) is the decode GEMV's multi-stream step (kq_x16_run): the groups are
+// interleaved lane by lane (the 8 chunk halves of one lane l of each group in
+// turn), and pf != 0 fetches into L2, per lane step of the first half, the
+// next 8 qs lines (lane l: chunks 8l .. 8l + 7) of the groups pf bytes further
+// (gemv_prefetch.h; a prefetch of each lane's own 8 scattered lines cost 2.5x
+// in compute, the cache-warm GEMV). Each group's arithmetic is the same for
+// every S.
+template <int S, int M>
+CHIMERA_T_IQX16_INLINE void iq4_block(const uint8_t* const (&Bs)[S], const uint8_t* const (&Am)[M],
+                                      const float (&dy)[M], __m256 (&acc)[S][M][2][8], size_t pf) {
   const __m256i values = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)q::kIq4nlValues));
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  __m256 acc[M][2][8];
-  CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-    CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
-      CHIMERA_UNROLL for (int l = 0; l < 8; ++l) acc[m][h][l] = _mm256_setzero_ps();
-    }
-  }
-  for (int64_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* B = G + (size_t)sb * kBlock;
-    if constexpr (M == 1) gemv_prefetch_ahead<kBlock, kPfX16>(B, G + (size_t)nsb * kBlock);  // gemv_prefetch.h
-    const uint8_t* Am[M];
-    float dy[M];
-    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-      Am[m] = A + (size_t)m * a_stride + (size_t)sb * kAb;
-      std::memcpy(&dy[m], Am[m], 4);
-    }
-    for (int half = 0; half < 2; ++half) {
-      const size_t ho = 32 * (size_t)half;
+  for (int half = 0; half < 2; ++half) {
+    const size_t ho = 32 * (size_t)half;
+    __m256 dd[S][M];
+    // (ls_j - 32, ls_j - 32) word pairs of the 8 rows of each group, j = 0..7
+    alignas(32) __m256i sc[S][8];
+    CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+      const uint8_t* B = Bs[s];
+      if (pf && half == 0) gemv_prefetch_l2(B + pf, kQs);  // d and the scales
       const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(B + kD + 16 * half)));
-      __m256 dd[M];
-      CHIMERA_UNROLL for (int m = 0; m < M; ++m) dd[m] = _mm256_mul_ps(d8, _mm256_set1_ps(dy[m]));
-      // (ls_j - 32, ls_j - 32) word pairs of the 8 rows, j = 0..7
-      __m256i sc[8];
-      {
-        const __m256i sl = _mm256_loadu_si256((const __m256i*)(B + kSl + ho));
-        const __m256i sh = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(B + kSh + 16 * half)));
-        CHIMERA_UNROLL for (int j = 0; j < 8; ++j) {
-          const __m256i lo = _mm256_and_si256(_mm256_srli_epi32(sl, 4 * j), _mm256_set1_epi32(0xF));
-          const __m256i hi =
-              _mm256_and_si256(_mm256_srli_epi32(_mm256_slli_epi32(sh, 4), 2 * j), _mm256_set1_epi32(0x30));
-          const __m256i v = _mm256_or_si256(lo, hi);
-          sc[j] = _mm256_sub_epi16(_mm256_or_si256(v, _mm256_slli_epi32(v, 16)), _mm256_set1_epi16(32));
-        }
+      CHIMERA_UNROLL for (int m = 0; m < M; ++m) dd[s][m] = _mm256_mul_ps(d8, _mm256_set1_ps(dy[m]));
+      const __m256i sl = _mm256_loadu_si256((const __m256i*)(B + kSl + ho));
+      const __m256i sh = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(B + kSh + 16 * half)));
+      CHIMERA_UNROLL for (int j = 0; j < 8; ++j) {
+        const __m256i lo = _mm256_and_si256(_mm256_srli_epi32(sl, 4 * j), _mm256_set1_epi32(0xF));
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi32(_mm256_slli_epi32(sh, 4), 2 * j), _mm256_set1_epi32(0x30));
+        const __m256i v = _mm256_or_si256(lo, hi);
+        sc[s][j] = _mm256_sub_epi16(_mm256_or_si256(v, _mm256_slli_epi32(v, 16)), _mm256_set1_epi16(32));
       }
-      const uint8_t* qs = B + kQs + ho;
-      CHIMERA_UNROLL for (int l = 0; l < 4; ++l) {
+    }
+    CHIMERA_UNROLL for (int l = 0; l < 4; ++l) {
+      CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+        const uint8_t* qs = Bs[s] + kQs;
+        if (pf && half == 0) gemv_prefetch_l2(qs + 64 * 8 * l + pf, 64 * 8);
         __m256i Slo[M], Shi[M];
         CHIMERA_UNROLL for (int m = 0; m < M; ++m) Slo[m] = Shi[m] = _mm256_setzero_si256();
         CHIMERA_UNROLL for (int j = 0; j < 8; ++j) {
-          const __m256i W = _mm256_loadu_si256((const __m256i*)(qs + 64 * (4 * j + l)));
+          const __m256i W = _mm256_loadu_si256((const __m256i*)(qs + 64 * (4 * j + l) + ho));
           const __m256i wlo = _mm256_shuffle_epi8(values, _mm256_and_si256(W, m4));
           const __m256i whi = _mm256_shuffle_epi8(values, _mm256_and_si256(_mm256_srli_epi16(W, 4), m4));
           const __m256i alo = _mm256_sign_epi8(wlo, wlo), ahi = _mm256_sign_epi8(whi, whi);
@@ -102,32 +99,71 @@ CHIMERA_T_IQX16 void iq4_tile16(const uint8_t* G, const uint8_t* A, size_t a_str
             const uint8_t* a = Am[m] + 4 + 32 * j + 4 * l;
             const __m256i plo = _mm256_maddubs_epi16(alo, _mm256_sign_epi8(bcast32(a), wlo));
             const __m256i phi = _mm256_maddubs_epi16(ahi, _mm256_sign_epi8(bcast32(a + 16), whi));
-            Slo[m] = _mm256_add_epi32(Slo[m], _mm256_madd_epi16(plo, sc[j]));
-            Shi[m] = _mm256_add_epi32(Shi[m], _mm256_madd_epi16(phi, sc[j]));
+            Slo[m] = _mm256_add_epi32(Slo[m], _mm256_madd_epi16(plo, sc[s][j]));
+            Shi[m] = _mm256_add_epi32(Shi[m], _mm256_madd_epi16(phi, sc[s][j]));
             // GEMM tiles: keeps the sums chains (GCC otherwise builds spilled trees).
             if constexpr (M > 1) __asm__("" : "+x"(Slo[m]), "+x"(Shi[m]));
           }
         }
         CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-          acc[m][half][l] = _mm256_fmadd_ps(dd[m], _mm256_cvtepi32_ps(Slo[m]), acc[m][half][l]);
-          acc[m][half][l + 4] = _mm256_fmadd_ps(dd[m], _mm256_cvtepi32_ps(Shi[m]), acc[m][half][l + 4]);
+          acc[s][m][half][l] = _mm256_fmadd_ps(dd[s][m], _mm256_cvtepi32_ps(Slo[m]), acc[s][m][half][l]);
+          acc[s][m][half][l + 4] = _mm256_fmadd_ps(dd[s][m], _mm256_cvtepi32_ps(Shi[m]), acc[s][m][half][l + 4]);
         }
       }
     }
   }
-  CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-    CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
-      const __m256* a = acc[m][h];
-      const __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6])),
-                                     _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7])));
-      _mm256_storeu_ps(y + m * ldy + kHalfRows * h, s);
+}
+
+// S groups (gbytes apart) x M activation rows -> y[m * ldy + 16 s + 0..15]:
+// the GEMM tiles and the one-group GEMV (S = 1), the decode GEMV's
+// multi-stream step (S = kX16Streams, M = 1).
+template <int S, int M>
+CHIMERA_T_IQX16 void iq4_run(const uint8_t* G, size_t gbytes, const uint8_t* A, size_t a_stride, int64_t nsb,
+                             float* y, int64_t ldy, size_t pf) {
+  __m256 acc[S][M][2][8];
+  CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+      CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
+        CHIMERA_UNROLL for (int l = 0; l < 8; ++l) acc[s][m][h][l] = _mm256_setzero_ps();
+      }
+    }
+  }
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* Bs[S];
+    CHIMERA_UNROLL for (int s = 0; s < S; ++s) Bs[s] = G + s * gbytes + (size_t)sb * kBlock;
+    if constexpr (S == 1 && M == 1) gemv_prefetch_ahead<kBlock, kPfX16>(Bs[0], G + (size_t)nsb * kBlock);  // gemv_prefetch.h
+    const uint8_t* Am[M];
+    float dy[M];
+    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+      Am[m] = A + (size_t)m * a_stride + (size_t)sb * kAb;
+      std::memcpy(&dy[m], Am[m], 4);
+    }
+    iq4_block<S, M>(Bs, Am, dy, acc, pf);
+  }
+  CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+      CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
+        const __m256* a = acc[s][m][h];
+        const __m256 v = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6])),
+                                       _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7])));
+        _mm256_storeu_ps(y + m * ldy + kX16Rows * s + kHalfRows * h, v);
+      }
     }
   }
 }
 
+template <int M>
+void iq4_tile16(const uint8_t* G, const uint8_t* A, size_t a_stride, int64_t nsb, float* y, int64_t ldy) {
+  iq4_run<1, M>(G, 0, A, a_stride, nsb, y, ldy, 0);
+}
+
+void iq4_gemv(const uint8_t* G, size_t gbytes, const uint8_t* A, int64_t nsb, float* y, size_t pf) {
+  iq4_run<kX16Streams, 1>(G, gbytes, A, 0, nsb, y, 0, pf);
+}
+
 void iq4_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
   static constexpr KqX16TileFn kTiles[kMaxActs] = {iq4_tile16<1>, iq4_tile16<2>, iq4_tile16<3>};
-  kq_x16_run(kTiles, g, r0, r1, i0, i1);
+  kq_x16_run(kTiles, g, r0, r1, i0, i1, iq4_gemv);
 }
 
 }  // namespace
