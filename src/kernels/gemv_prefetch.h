@@ -32,7 +32,10 @@
 //                         Q5_K slower than 1 (1 thread: ~3.1 vs ~3.6 GB/s);
 //                         2 was at least as fast as 4 for Q4_K; chunks of 8
 //                         lines measured the same as 4.
-// Q6_K AVX2, Q2_K, Q3_K and IQ4_XS still read one group at a time.
+//   Q6_K AVX2             kX16Streams = 4, by lane: a lane's two 3-line runs
+//                         of each group (both 8-row halves per super-block)
+//   IQ4_XS AVX2           kX16Streams = 4, by lane: a lane's 8 chunk halves
+// Q2_K and Q3_K still read one group at a time.
 //
 // Where a GEMV still reads one group at a time (the groups left over after
 // the multi-stream steps, and kernels without a multi-stream step), it
