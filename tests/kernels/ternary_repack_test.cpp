@@ -6,7 +6,9 @@
 //     same bits as the storage-layout view and as the scalar kernel, for row
 //     counts that are multiples of the group (odd group counts), m = 1..9
 //     (GEMV and every GEMM tile width), k up to 27 blocks (the AVX2 GEMM's
-//     block chunks) and 1-3 threads;
+//     block chunks) and 1-3 threads (84 rows = 21 groups: the decode GEMV
+//     runs 5 kTqStreams steps and a leftover group on 1 thread, 3 steps on
+//     [0, 48) and 2 steps and a leftover group on [48, 84) on 2 threads);
 //   - the same for m = 50 at k = 6912 (two AVX2 activation blocks) and a
 //     row count that is not a multiple of the group (storage-layout panels).
 #include <gtest/gtest.h>
