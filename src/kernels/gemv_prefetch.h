@@ -37,8 +37,13 @@
 //   IQ4_XS AVX2           kX16Streams = 4, by lane: a lane's 8 chunk halves
 // Q2_K and Q3_K still read one group at a time.
 //
-// Where a GEMV still reads one group at a time (the groups left over after
-// the multi-stream steps, and kernels without a multi-stream step), it
+// The packed TQ2_0 / TQ1_0 GEMVs read kTqStreams = 4 groups at once, block by
+// block (4 lines of each group in turn), with the L2 prefetch of the next 4
+// (matmul_ternary.h, tq_packed_gemv; session 12); their groups left over
+// (only at a tensor end whose rows are not a multiple of 16) have no prefetch.
+//
+// Where an x16 GEMV still reads one group at a time (the groups left over
+// after the multi-stream steps, and kernels without a multi-stream step), it
 // prefetches the block a few KB ahead (every 64-byte line, into L1): ~10-25%
 // faster than none; a far prefetch (24 KiB ahead) was slower than none.
 //
@@ -61,7 +66,6 @@ constexpr int kX16StreamsAvx2 = 2;
 
 // Prefetch distances, in the family's blocks ahead of the one being read.
 constexpr int kPfX16 = 2;      // x16 K-quant / IQ4_XS group blocks (1.3-3.4 KB each)
-constexpr int kPfTernary = 16;  // packed TQ2_0 / TQ1_0 group blocks (256 B each): 4 KiB
 
 // The prefetching lambdas must be always_inline: the kernels are compiled
 // with a target attribute (AVX2 / AVX-512) that a plain lambda does not have,

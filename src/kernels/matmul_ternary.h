@@ -38,8 +38,9 @@
 // GEMV (m == 1) decodes in registers with an L2 prefetch of the rows ahead;
 // GEMM decodes each weight row once into a plane-order panel (AVX2: up to
 // kTqGroup rows per panel, register tiles of up to 4 activation rows). Repacked
-// weights (TQ2_0, TQ1_0; AVX2 and AVX-512): kTqGroup rows per pass over one
-// contiguous buffer, bit-identical to the storage-layout kernels.
+// weights (TQ2_0, TQ1_0; AVX2 and AVX-512): kTqGroup rows per pass, the decode
+// GEMV kTqStreams groups at once (tq_packed_gemv), bit-identical to the
+// storage-layout kernels.
 #pragma once
 
 #include <algorithm>
@@ -127,6 +128,33 @@ bool tq1_as_2bit();
 // One TQ1_0 block as the 64 qs bytes of the TQ2_0 block of the same trits;
 // returns its f16 scale bits.
 uint16_t tq1_0_to_tq2_qs(const uint8_t* blk, uint8_t* qs);
+
+// The packed decode GEMV (m == 1, AVX2 and AVX-512) reads kTqStreams groups
+// at once, interleaved block by block (a block = kTqGroup 64-byte lines of
+// one group, then the same block of the next group), and prefetches the same
+// blocks of the next kTqStreams groups into L2 (gemv_prefetch.h); each
+// group's arithmetic is the same as alone: bit-identical for any split.
+constexpr int kTqStreams = 4;
+// One step: S groups (group_bytes apart) at grp x one activation row -> y[0,
+// S * kTqGroup); pf != 0: also prefetch the same lines pf bytes further.
+using TqPackedStepFn = void (*)(const uint8_t* grp, size_t group_bytes, const TqAct8* act, int64_t k, float* y,
+                                size_t pf);
+// Rows [r0, r1) x activation row i: `multi` (S = kTqStreams) for every full
+// step, prefetching the next step's groups only when they are this call's;
+// `single` (S = 1) for the groups left over.
+inline void tq_packed_gemv(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i, TqPackedStepFn multi,
+                           TqPackedStepFn single) {
+  constexpr int64_t kStep = (int64_t)kTqStreams * kTqGroup;
+  const size_t group_bytes = (size_t)kTqGroup * g.w_stride;
+  const auto* act = reinterpret_cast<const TqAct8*>(g.a + (size_t)i * g.a_stride);
+  float* y = g.y + i * g.ldy;
+  int64_t r = r0;
+  for (; r + kStep <= r1; r += kStep) {
+    const size_t pf = r + 2 * kStep <= r1 ? (size_t)kTqStreams * group_bytes : 0;
+    multi(g.w + (size_t)(r / kTqGroup) * group_bytes, group_bytes, act, g.k, y + r, pf);
+  }
+  for (; r < r1; r += kTqGroup) single(g.w + (size_t)(r / kTqGroup) * group_bytes, group_bytes, act, g.k, y + r, 0);
+}
 
 // Per-ISA providers (empty kernel for non-ternary types / other architectures).
 MatmulKernel ternary_kernel_scalar(format::GgmlType type);

@@ -10,7 +10,8 @@
 //   GEMM (m > 1) decodes up to kTqGroup rows once into a panel and runs
 //   register tiles of up to 4 activation rows over it (gemm_panels).
 //   Repacked TQ2_0 / TQ1_0 (2-bit grouped layout, matmul_ternary.h): GEMV
-//   kTqGroup rows per pass over one contiguous buffer, GEMM the same panels.
+//   kTqGroup rows per pass, kTqStreams groups at once (tq_packed_gemv), GEMM
+//   the same panels.
 //   TQ1_0 runs on TqAct8 (repacked, or re-encoded per block when not).
 //   TQ1_0 with CHIMERA_TQ1_2BIT=0: block_q8_K activations, each weight row
 //   decoded once per call into natural-order trits (shared scalar decoder),
@@ -290,40 +291,45 @@ CHIMERA_T_AVX2 float dot_avx2(const TqDecoded* w, const float* wd, const uint8_t
 // TQ1_0 on TqAct8 in storage layout: the same block_dot / tile_dot
 // arithmetic as gemm_planes, bit-identical to it and to Isa::kScalar.
 
-// GEMV: one pass per group of kTqGroup rows over one contiguous buffer, with
-// the near software prefetch of gemv_prefetch.h (the stream runs on into the
-// next group, up to this call's last row). The group's block scales are converted and multiplied by the activation scale with one
-// vector op each, then broadcast per row.
-CHIMERA_T_AVX2 void gemv_packed(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i) {
+// GEMV step (tq_packed_gemv, matmul_ternary.h): S groups read at once, block
+// by block (block sb of group 0, then of group 1, ...: S pages streamed
+// together); pf != 0: the same lines of the groups pf bytes further (the next
+// step's) are prefetched into L2. A group's block scales are converted and
+// multiplied by the activation scale with one vector op each, then broadcast
+// per row. Every row gets the same operations for every S.
+template <int S>
+CHIMERA_T_AVX2 void gemv_packed_step(const uint8_t* grp, size_t gbytes, const TqAct8* act, int64_t k, float* y,
+                                     size_t pf) {
   constexpr int G = kTqGroup;
   static_assert(G == 4);
-  const int64_t nsb = g.k / q::kQK_K;
-  const auto* act = reinterpret_cast<const TqAct8*>(g.a + (size_t)i * g.a_stride);
-  const size_t sc_bytes = tq_packed_scale_bytes(g.k);
-  const size_t group_bytes = (size_t)G * g.w_stride;
-  const uint8_t* end = g.w + (size_t)(r1 / G) * group_bytes;  // this call's last group
-  for (int64_t r = r0; r < r1; r += G) {
-    const uint8_t* grp = g.w + (size_t)(r / G) * group_bytes;
-    const auto* sc = reinterpret_cast<const uint16_t*>(grp);
-    const uint8_t* qs = grp + sc_bytes;
-    __m256 acc[G];
-    CHIMERA_UNROLL for (int j = 0; j < G; ++j) acc[j] = _mm256_setzero_ps();
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-      gemv_prefetch_ahead<G * 64, kPfTernary>(qs + (size_t)sb * G * 64, end);
-      const TqAct8& a = act[sb];
-      const __m128 d4 = _mm_mul_ps(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i*)(sc + sb * G))), _mm_set1_ps(a.d));
+  const int64_t nsb = k / q::kQK_K;
+  const size_t sc_bytes = tq_packed_scale_bytes(k);
+  __m256 acc[S][G];
+  CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+    CHIMERA_UNROLL for (int j = 0; j < G; ++j) acc[s][j] = _mm256_setzero_ps();
+    if (pf) gemv_prefetch_l2(grp + s * gbytes + pf, sc_bytes);  // the scales
+  }
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const TqAct8& a = act[sb];
+    CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+      const uint16_t* sc = reinterpret_cast<const uint16_t*>(grp + s * gbytes) + sb * G;
+      const uint8_t* blk = grp + s * gbytes + sc_bytes + (size_t)sb * G * 64;
+      if (pf) gemv_prefetch_l2(blk + pf, G * 64);
+      const __m128 d4 = _mm_mul_ps(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i*)sc)), _mm_set1_ps(a.d));
       const __m256 d8 = _mm256_castps128_ps256(d4);
       CHIMERA_UNROLL for (int j = 0; j < G; ++j) {
         const __m256 d = _mm256_permutevar8x32_ps(d8, _mm256_set1_epi32(j));
-        acc[j] = block_update(block_dot<false>(qs + (size_t)(sb * G + j) * 64, a), a, d, acc[j]);
+        acc[s][j] = block_update(block_dot<false>(blk + (size_t)j * 64, a), a, d, acc[s][j]);
       }
     }
-    CHIMERA_UNROLL for (int j = 0; j < G; ++j) g.y[i * g.ldy + r + j] = lanes_finish(acc[j]);
+  }
+  CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+    CHIMERA_UNROLL for (int j = 0; j < G; ++j) y[G * s + j] = lanes_finish(acc[s][j]);
   }
 }
 
 CHIMERA_T_AVX2 void gemm_packed(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
-  if (i1 - i0 == 1) return gemv_packed(g, r0, r1, i0);
+  if (i1 - i0 == 1) return tq_packed_gemv(g, r0, r1, i0, gemv_packed_step<kTqStreams>, gemv_packed_step<1>);
   constexpr int G = kTqGroup;
   const int64_t nsb = g.k / q::kQK_K;
   const size_t sc_bytes = tq_packed_scale_bytes(g.k);

@@ -28,8 +28,9 @@
 // activation rows per panel pass.
 //
 // Load-time repacked TQ2_0 and TQ1_0 (2-bit grouped layout, matmul_ternary.h):
-// gemv_packed / gemm_packed below, bit-identical to the storage-layout TQ2_0
-// kernel (TQ1_0 by default runs on TqAct8 and the same packed kernel).
+// gemv_packed_step (the decode GEMV, kTqStreams groups at once) /
+// gemm_packed below, bit-identical to the storage-layout TQ2_0 kernel (TQ1_0
+// by default runs on TqAct8 and the same packed kernel).
 #include "kernels/matmul_ternary.h"
 
 #if defined(__x86_64__)
@@ -279,86 +280,85 @@ CHIMERA_T_TQ512_INLINE void pair_index(__m512i (&idx)[P]) {
   }
 }
 
-// GEMV: one pass per group streams its kTqGroup x 64 bytes per block from one
-// contiguous, line-aligned buffer; the 4 activation vectors of a block are
-// loaded once for the whole group; two rows' 16-lane sums fold into one
-// 512-bit vector (shuffle_i64x2 + add) so the correction, conversion and FMA
-// run once per row pair. Per lane the same integer S_l and the same f32
-// operations as gemv<kTq2>: bit-identical to the storage-layout kernel.
-// With the near software prefetch of gemv_prefetch.h, kPfTernary blocks
-// (4 KiB) ahead, running on into the next group up to this call's last row
-// (session 11, Sapphire Rapids VM: faster than none; an earlier measurement
-// on a loaded Zen 4 VM had found 1-4 KiB ahead slower, us for 2560x2560 /
-// 6912x2560 / 2560x6912 / 640x2560: no prefetch 122 321 292 34, 1 KiB ahead
-// 137 397 384 39, 2 KiB 144 392 477 40, 4 KiB 141 371 400 37).
-template <bool kVnni>
-CHIMERA_T_TQ512 void gemv_packed(const GemmArgs& g, int64_t r0, int64_t r1) {
+// GEMV step (tq_packed_gemv, matmul_ternary.h): S groups read at once, block
+// by block (block sb of group 0, then of group 1, ...: S pages streamed
+// together), each block's kTqGroup x 64 bytes from one contiguous,
+// line-aligned buffer; the 4 activation vectors of a block are loaded once
+// for all S groups; two rows' 16-lane sums fold into one 512-bit vector
+// (shuffle_i64x2 + add) so the correction, conversion and FMA run once per
+// row pair. pf != 0: the same lines of the groups pf bytes further (the next
+// step's) are prefetched into L2. Per lane the same integer S_l and the same
+// f32 operations as gemv<kTq2>, for every S: bit-identical to the
+// storage-layout kernel.
+template <bool kVnni, int S>
+CHIMERA_T_TQ512 void gemv_packed_step(const uint8_t* grp, size_t gbytes, const TqAct8* act, int64_t k, float* y,
+                                      size_t pf) {
   constexpr int G = kTqGroup;
   constexpr int P = G / 2;
   static_assert(G == 4 || G == 8);
-  const int64_t nsb = g.k / q::kQK_K;
-  const auto* act = reinterpret_cast<const TqAct8*>(g.a);
-  const size_t sc_bytes = tq_packed_scale_bytes(g.k);
-  const size_t group_bytes = (size_t)G * g.w_stride;
+  const int64_t nsb = k / q::kQK_K;
+  const size_t sc_bytes = tq_packed_scale_bytes(k);
   const __m512i mask = _mm512_set1_epi8(3);
   const __m512i ones = _mm512_set1_epi16(1);
   __m512i idx[P];
   pair_index(idx);
-  const uint8_t* end = g.w + (size_t)(r1 / G) * group_bytes;  // this call's last group
-  for (int64_t r = r0; r < r1; r += G) {
-    const uint8_t* grp = g.w + (size_t)(r / G) * group_bytes;
-    const auto* sc = reinterpret_cast<const uint16_t*>(grp);
-    const uint8_t* qs = grp + sc_bytes;
-    __m512 acc[P];
-    CHIMERA_UNROLL for (int p = 0; p < P; ++p) acc[p] = _mm512_setzero_ps();
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-      const uint8_t* blk = qs + (size_t)sb * G * 64;
-      gemv_prefetch_ahead<G * 64, kPfTernary>(blk, end);
-      const TqAct8& a = act[sb];
-      __m512i y[4];
-      CHIMERA_UNROLL for (int n = 0; n < 4; ++n) y[n] = _mm512_load_si512((const void*)(a.qs + 64 * n));
-      __m512i s[G];
+  __m512 acc[S][P];
+  CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+    CHIMERA_UNROLL for (int p = 0; p < P; ++p) acc[s][p] = _mm512_setzero_ps();
+    if (pf) gemv_prefetch_l2(grp + s * gbytes + pf, sc_bytes);  // the scales
+  }
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const TqAct8& a = act[sb];
+    __m512i yv[4];
+    CHIMERA_UNROLL for (int n = 0; n < 4; ++n) yv[n] = _mm512_load_si512((const void*)(a.qs + 64 * n));
+    const __m512i corr = _mm512_broadcast_i64x4(_mm256_load_si256((const __m256i*)a.corr));
+    CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+      const uint16_t* sc = reinterpret_cast<const uint16_t*>(grp + s * gbytes) + sb * G;
+      const uint8_t* blk = grp + s * gbytes + sc_bytes + (size_t)sb * G * 64;
+      if (pf) gemv_prefetch_l2(blk + pf, G * 64);
+      __m512i sum[G];
       CHIMERA_UNROLL for (int j = 0; j < G; ++j) {
         const __m512i x = _mm512_load_si512((const void*)(blk + 64 * j));
-        s[j] = _mm512_setzero_si512();
+        sum[j] = _mm512_setzero_si512();
         CHIMERA_UNROLL for (int n = 0; n < 4; ++n) {
           const __m512i t = _mm512_and_si512(_mm512_srli_epi16(x, 2 * n), mask);
           if constexpr (kVnni) {
-            s[j] = _mm512_dpbusd_epi32(s[j], t, y[n]);
+            sum[j] = _mm512_dpbusd_epi32(sum[j], t, yv[n]);
           } else {
-            s[j] = _mm512_add_epi32(s[j], _mm512_madd_epi16(_mm512_maddubs_epi16(t, y[n]), ones));
+            sum[j] = _mm512_add_epi32(sum[j], _mm512_madd_epi16(_mm512_maddubs_epi16(t, yv[n]), ones));
           }
         }
       }
       __m256 d8;
       if constexpr (G == 8) {
-        d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(sc + sb * G)));
+        d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)sc));
       } else {
-        d8 = _mm256_castps128_ps256(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i*)(sc + sb * G))));
+        d8 = _mm256_castps128_ps256(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i*)sc)));
       }
       const __m512 dz = _mm512_castps256_ps512(_mm256_mul_ps(d8, _mm256_set1_ps(a.d)));
-      const __m512i corr = _mm512_broadcast_i64x4(_mm256_load_si256((const __m256i*)a.corr));
       CHIMERA_UNROLL for (int p = 0; p < P; ++p) {
-        const __m512i lo = _mm512_shuffle_i64x2(s[2 * p], s[2 * p + 1], 0x44);
-        const __m512i hi = _mm512_shuffle_i64x2(s[2 * p], s[2 * p + 1], 0xEE);
+        const __m512i lo = _mm512_shuffle_i64x2(sum[2 * p], sum[2 * p + 1], 0x44);
+        const __m512i hi = _mm512_shuffle_i64x2(sum[2 * p], sum[2 * p + 1], 0xEE);
         const __m512i v = _mm512_sub_epi32(_mm512_add_epi32(lo, hi), corr);
-        acc[p] = _mm512_fmadd_ps(_mm512_permutexvar_ps(idx[p], dz), _mm512_cvtepi32_ps(v), acc[p]);
+        acc[s][p] = _mm512_fmadd_ps(_mm512_permutexvar_ps(idx[p], dz), _mm512_cvtepi32_ps(v), acc[s][p]);
       }
     }
+  }
+  CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
     CHIMERA_UNROLL for (int p = 0; p < P; ++p) {
       alignas(64) float l[16];
-      _mm512_store_ps(l, acc[p]);
-      g.y[r + 2 * p] = detail::tq_finish(l);
-      g.y[r + 2 * p + 1] = detail::tq_finish(l + 8);
+      _mm512_store_ps(l, acc[s][p]);
+      y[G * s + 2 * p] = detail::tq_finish(l);
+      y[G * s + 2 * p + 1] = detail::tq_finish(l + 8);
     }
   }
 }
 
-// GEMM on packed weights: gemv_packed for M <= 4 activation rows at once.
+// GEMM on packed weights: gemv_packed_step for M <= 4 activation rows at once.
 // Each 64-byte qs unit is loaded and split into its four planes once and
 // dotted with every activation row of the tile (vpdpbusd with the activation
 // chunk as a memory operand); per activation row, per row pair, the fold,
-// correction, conversion and FMA are exactly gemv_packed's, so every output
+// correction, conversion and FMA are exactly gemv_packed_step's, so every output
 // is bit-identical to it (and so to the storage-layout kernel) for any tile
 // split. Registers at M = 4: 8 accumulators, 8 pair sums, 4 planes.
 // (Before: each row decoded into a plane-order panel, re-read per 4
@@ -439,11 +439,7 @@ CHIMERA_T_TQ512 void gemm_packed_tile(const GemmArgs& g, int64_t r0, int64_t r1,
 template <bool kVnni>
 CHIMERA_T_TQ512 void gemm_packed(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
   if (i1 - i0 == 1) {
-    GemmArgs g1 = g;
-    g1.a = g.a + (size_t)i0 * g.a_stride;
-    g1.y = g.y + i0 * g.ldy;
-    gemv_packed<kVnni>(g1, r0, r1);
-    return;
+    return tq_packed_gemv(g, r0, r1, i0, gemv_packed_step<kVnni, kTqStreams>, gemv_packed_step<kVnni, 1>);
   }
   // Row groups outer (a group's weights stay in L1 across its activation
   // tiles), activation tiles of 4 inner.

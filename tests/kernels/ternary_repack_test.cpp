@@ -6,7 +6,9 @@
 //     same bits as the storage-layout view and as the scalar kernel, for row
 //     counts that are multiples of the group (odd group counts), m = 1..9
 //     (GEMV and every GEMM tile width), k up to 27 blocks (the AVX2 GEMM's
-//     block chunks) and 1-3 threads;
+//     block chunks) and 1-3 threads (84 rows = 21 groups: the decode GEMV
+//     runs 5 kTqStreams steps and a leftover group on 1 thread, 3 steps on
+//     [0, 48) and 2 steps and a leftover group on [48, 84) on 2 threads);
 //   - the same for m = 50 at k = 6912 (two AVX2 activation blocks) and a
 //     row count that is not a multiple of the group (storage-layout panels).
 #include <gtest/gtest.h>
@@ -14,6 +16,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -148,6 +151,83 @@ TEST(TernaryRepack, PackedMatchesStorageLayoutOnEveryIsa) {
   for (Isa isa : available_isas())
     if (isa == Isa::kAvx512Vnni) {
       EXPECT_GT(packed_cases, 0);
+    }
+}
+
+// The packed GEMMs called directly with one activation row (the decode GEMV)
+// over row ranges that give several multi-stream steps with and without the
+// next steps' L2 prefetch, leftover groups, a range starting at an odd group
+// and ranges shorter than one step (2 kTqStreams + 3 groups), at every
+// activation row of a batch of 3: bit-identical to the scalar storage-layout
+// kernel, rows and activation rows outside the range not written.
+TEST(TernaryRepack, PackedGemvRowRangesAreBitIdentical) {
+  constexpr int64_t G = kTqGroup;
+  const int64_t rows = (2 * kTqStreams + 3) * G, m = 3;
+  const std::pair<int64_t, int64_t> ranges[] = {
+      {0, rows}, {G, rows - G}, {G, rows}, {2 * G, (2 + kTqStreams) * G}, {0, G}, {3 * G, 5 * G}, {rows - G, rows}};
+  int checked = 0;
+  for (GgmlType type : {GgmlType::TQ2_0, GgmlType::TQ1_0}) {
+    for (int64_t k : {256, 2560}) {
+      std::vector<uint8_t> w, w1;
+      if (type == GgmlType::TQ2_0) {
+        w = random_tq2_rows(rows, k, (uint32_t)(k + 3));
+      } else {
+        ternary_rows(rows, k, (uint32_t)(k + 3), &w1, &w);
+      }
+      const size_t rb = format::ggml_row_size(type, k);
+      std::mt19937 rng((uint32_t)k);
+      std::normal_distribution<float> nd(0.f, 1.f);
+      std::vector<float> x((size_t)(m * k));
+      for (float& v : x) v = nd(rng) * (rng() % 16 == 0 ? 8.f : 1.f);
+      std::vector<float> ref((size_t)(m * rows));
+      {
+        ScopedIsa scoped(Isa::kScalar);
+        matmul(WeightView{type, w.data(), rows, k, rb}, x.data(), m, k, ref.data(), rows, nullptr);
+      }
+      for (Isa isa : available_isas()) {
+        const MatmulKernel* kern = matmul_kernel(type, isa);
+        if (!kern->repack) continue;
+        // 64-byte aligned, like PackedWeights and matmul's activation scratch
+        const auto align64 = [](std::vector<uint8_t>& v) {
+          return v.data() + (64 - reinterpret_cast<uintptr_t>(v.data()) % 64) % 64;
+        };
+        std::vector<uint8_t> packed((size_t)rows * kern->repack_row_bytes(k) + 64);
+        uint8_t* w0 = align64(packed);
+        kern->repack(w.data(), rb, rows, k, w0);
+        const size_t ab = act_stride(kern, k);
+        std::vector<uint8_t> act((size_t)m * ab + 64);
+        uint8_t* a0 = align64(act);
+        for (int64_t i = 0; i < m; ++i) kern->pack_act(x.data() + i * k, k, a0 + (size_t)i * ab);
+        GemmArgs g;
+        g.w = w0;
+        g.w_stride = kern->repack_row_bytes(k);
+        g.a = a0;
+        g.a_stride = ab;
+        g.k = k;
+        g.ldy = rows;
+        for (const auto& [r0, r1] : ranges) {
+          for (int64_t i = 0; i < m; ++i) {
+            std::vector<float> y((size_t)(m * rows), -7.f);
+            g.y = y.data();
+            kern->gemm_packed(g, r0, r1, i, i + 1);
+            for (int64_t ii = 0; ii < m; ++ii) {
+              for (int64_t r = 0; r < rows; ++r) {
+                const bool in = ii == i && r >= r0 && r < r1;
+                const float want = in ? ref[(size_t)(ii * rows + r)] : -7.f;
+                ASSERT_EQ(std::memcmp(&y[(size_t)(ii * rows + r)], &want, 4), 0)
+                    << kern->name << " k=" << k << " rows=[" << r0 << "," << r1 << ") i=" << i << " row " << r
+                    << " act " << ii;
+              }
+            }
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  for (Isa isa : available_isas())
+    if (isa == Isa::kAvx2) {
+      EXPECT_GT(checked, 0);
     }
 }
 
