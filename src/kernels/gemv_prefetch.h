@@ -64,6 +64,20 @@ constexpr int kX16Streams = 4;
 // ... by the AVX2 Q4_K / Q5_K GEMV (kq_x16_run<kX16StreamsAvx2>; above).
 constexpr int kX16StreamsAvx2 = 2;
 
+// The multi-stream GEMV's walk over rows [r0, r1) in groups of kGroupRows
+// rows (group_bytes each), shared by the x16 K-quant (kq_x16_run) and packed
+// ternary (tq_packed_gemv) drivers: step(r, pf) for every run of kStreams
+// whole groups starting at row r, pf = the byte offset of the next run when
+// that run also lies in [r0, r1) (its groups are this call's to prefetch),
+// else 0; then one(r) for every group left over.
+template <int kStreams, int64_t kGroupRows, class Step, class One>
+inline void gemv_stream_steps(int64_t r0, int64_t r1, size_t group_bytes, Step&& step, One&& one) {
+  constexpr int64_t kRun = (int64_t)kStreams * kGroupRows;
+  int64_t r = r0;
+  for (; r + kRun <= r1; r += kRun) step(r, r + 2 * kRun <= r1 ? (size_t)kStreams * group_bytes : 0);
+  for (; r < r1; r += kGroupRows) one(r);
+}
+
 // Prefetch distances, in the family's blocks ahead of the one being read.
 constexpr int kPfX16 = 2;      // x16 K-quant / IQ4_XS group blocks (1.3-3.4 KB each)
 
@@ -98,7 +112,9 @@ __attribute__((always_inline)) inline void gemv_prefetch(uintptr_t p, size_t byt
 // next groups: p is inside the thread's rows, checked by the caller).
 __attribute__((always_inline)) inline void gemv_prefetch_l2(const uint8_t* p, size_t bytes) {
   for_each_prefetch_line(reinterpret_cast<uintptr_t>(p), bytes, p + bytes,
-                         [](uintptr_t a) CHIMERA_PF_INLINE { __builtin_prefetch(reinterpret_cast<const void*>(a), 0, 2); });
+                         [](uintptr_t a) CHIMERA_PF_INLINE {
+                           __builtin_prefetch(reinterpret_cast<const void*>(a), 0, 2);
+                         });
 }
 
 // The block kAhead blocks after `block` (blocks of kBlock bytes, back to

@@ -197,16 +197,13 @@ void kq_x16_run(const KqX16TileFn (&tiles)[kMaxActs], const GemmArgs& g, int64_t
                 int64_t i1, KqX16GemvFn gemv = nullptr) {
   const int64_t nsb = g.k / 256;
   if (gemv && i1 - i0 == 1) {
-    constexpr int64_t kStep = (int64_t)kStreams * kX16Rows;
     const size_t group_bytes = (size_t)kX16Rows * g.w_stride;
     const uint8_t* a = g.a + (size_t)i0 * g.a_stride;
     float* y = g.y + i0 * g.ldy;
-    int64_t r = r0;
-    for (; r + kStep <= r1; r += kStep) {
-      const size_t pf = r + 2 * kStep <= r1 ? (size_t)kStreams * group_bytes : 0;  // the next step's groups
-      gemv(g.w + (size_t)r * g.w_stride, group_bytes, a, nsb, y + r, pf);
-    }
-    for (; r < r1; r += kX16Rows) tiles[0](g.w + (size_t)r * g.w_stride, a, 0, nsb, y + r, 0);
+    gemv_stream_steps<kStreams, kX16Rows>(
+        r0, r1, group_bytes,
+        [&](int64_t r, size_t pf) { gemv(g.w + (size_t)r * g.w_stride, group_bytes, a, nsb, y + r, pf); },
+        [&](int64_t r) { tiles[0](g.w + (size_t)r * g.w_stride, a, 0, nsb, y + r, 0); });
     return;
   }
   const size_t per_block = (256u * 1024u) / (g.a_stride ? g.a_stride : 1) / kMaxActs;

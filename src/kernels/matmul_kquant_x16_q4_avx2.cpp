@@ -98,19 +98,15 @@ CHIMERA_T_X16A2_INLINE __m256i min_sum(const __m256i (&Mk)[4], const uint8_t* a)
   return _mm256_add_epi32(Bm, _mm256_madd_epi16(Mk[3], _mm256_shuffle_epi32(bp, 0xFF)));
 }
 
-// The decode GEMV's chunk: kGemvChunkH x 4 qs lines of a group in turn
-// (kq_x16_run's multi-stream step interleaves its groups chunk by chunk).
-constexpr int kGemvChunkH = 1;
-
-// One super-block: rows 8 * half .. + 7 of the S group blocks Bs[s] x M
-// activation blocks Am[m] (scales dy[m]) into acc[s][m] / accm[s][m]. S > 1
-// (with M = 1) is the decode GEMV's multi-stream step: the groups'
-// header lines, then their qs (and Q5_K qh) chunks are read in turn, and
-// pf != 0 fetches the same lines pf bytes further into L2 (gemv_prefetch.h).
-// Each group's arithmetic is the same for every S.
-template <bool kQ5, int S, int M>
-CHIMERA_T_X16A2_INLINE void q4_block8(const uint8_t* const (&Bs)[S], int half, const uint8_t* const (&Am)[M],
-                                      const float (&dy)[M], __m256 (&acc)[S][M], __m256 (&accm)[S][M], size_t pf) {
+// One super-block: rows 8 * half .. + 7 of the S group blocks Bs[s] x the
+// activation block A (scale dy) into acc[s] / accm[s]. S > 1 is the decode
+// GEMV's multi-stream step: the groups' header lines, then their qs (and
+// Q5_K qh) chunks of 4 lines are read in turn, and pf != 0 fetches the same
+// lines pf bytes further into L2 (gemv_prefetch.h). Each group's arithmetic
+// is the same for every S. (The GEMM tiles are q4g_tile8 below.)
+template <bool kQ5, int S>
+CHIMERA_T_X16A2_INLINE void q4_block8(const uint8_t* const (&Bs)[S], int half, const uint8_t* A, float dy,
+                                      __m256 (&acc)[S], __m256 (&accm)[S], size_t pf) {
   using GB = Geo<kQ5>;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i m6 = _mm256_set1_epi8(0x3F);
@@ -120,60 +116,47 @@ CHIMERA_T_X16A2_INLINE void q4_block8(const uint8_t* const (&Bs)[S], int half, c
     const __m256 dmin8 = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(Bs[s] + 32 + 16 * half)));
     __m256i Mk[4];
     min_words(Bs[s], ho, Mk);
-    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-      const __m256i Bm = min_sum(Mk, Am[m]);
-      const __m256 dmv = _mm256_mul_ps(_mm256_set1_ps(-dy[m]), dmin8);
-      accm[s][m] = _mm256_fmadd_ps(dmv, _mm256_cvtepi32_ps(Bm), accm[s][m]);
-    }
+    const __m256i Bm = min_sum(Mk, A);
+    const __m256 dmv = _mm256_mul_ps(_mm256_set1_ps(-dy), dmin8);
+    accm[s] = _mm256_fmadd_ps(dmv, _mm256_cvtepi32_ps(Bm), accm[s]);
   }
-  __m256i Sx[S][M];
-  CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
-    CHIMERA_UNROLL for (int m = 0; m < M; ++m) Sx[s][m] = _mm256_setzero_si256();
-  }
+  __m256i Sx[S];
+  CHIMERA_UNROLL for (int s = 0; s < S; ++s) Sx[s] = _mm256_setzero_si256();
   CHIMERA_UNROLL for (int c = 0; c < 4; ++c) {
-    CHIMERA_UNROLL for (int h0 = 0; h0 < 2; h0 += kGemvChunkH) {
+    CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
       CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
         const uint8_t* B = Bs[s];
         const uint8_t* qs = B + GB::kQs + ho;
         if (pf) {
-          gemv_prefetch_l2(B + GB::kQs + 64 * (8 * c + 4 * h0) + pf, kGemvChunkH * 4 * 64);
-          if (kQ5 && c == 0) gemv_prefetch_l2(B + GB::kQh + 64 * 4 * h0 + pf, kGemvChunkH * 4 * 64);
+          gemv_prefetch_l2(B + GB::kQs + 64 * (8 * c + 4 * h) + pf, 4 * 64);
+          if (kQ5 && c == 0) gemv_prefetch_l2(B + GB::kQh + 64 * 4 * h + pf, 4 * 64);
         }
         // (sc_j, sc_j) word pairs of sub-blocks 2c (low nibbles) and 2c + 1 (high)
         const __m256i O = _mm256_and_si256(load(B + 64 + 64 * (c / 2) + ho), m6);
         const __m256i SClo = _mm256_shuffle_epi8(O, pick_words((2 * c) % 4, (2 * c) % 4));
         const __m256i SChi = _mm256_shuffle_epi8(O, pick_words((2 * c + 1) % 4, (2 * c + 1) % 4));
-        CHIMERA_UNROLL for (int h = h0; h < h0 + kGemvChunkH; ++h) {
-          __m256i Plo[M], Phi[M];
-          CHIMERA_UNROLL for (int m = 0; m < M; ++m) Plo[m] = Phi[m] = _mm256_setzero_si256();
-          CHIMERA_UNROLL for (int l = 4 * h; l < 4 * h + 4; ++l) {
-            const __m256i W = load(qs + 64 * (8 * c + l));
-            __m256i lo = _mm256_and_si256(W, m4), hi = _mm256_and_si256(_mm256_srli_epi16(W, 4), m4);
-            if constexpr (kQ5) {
-              // qh byte 4l + u of each row: bit 2c -> low-nibble level, 2c + 1 -> high
-              const __m256i H = load(B + GB::kQh + 64 * l + ho);
-              lo = _mm256_or_si256(lo, bit_to_4(H, 2 * c));
-              hi = _mm256_or_si256(hi, bit_to_4(H, 2 * c + 1));
-            }
-            CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-              const uint8_t* a = Am[m] + 4 + 64 * c + 4 * l;
-              Plo[m] = _mm256_add_epi16(Plo[m], _mm256_maddubs_epi16(lo, bcast32(a)));
-              Phi[m] = _mm256_add_epi16(Phi[m], _mm256_maddubs_epi16(hi, bcast32(a + 32)));
-            }
+        __m256i Plo = _mm256_setzero_si256(), Phi = _mm256_setzero_si256();
+        CHIMERA_UNROLL for (int l = 4 * h; l < 4 * h + 4; ++l) {
+          const __m256i W = load(qs + 64 * (8 * c + l));
+          __m256i lo = _mm256_and_si256(W, m4), hi = _mm256_and_si256(_mm256_srli_epi16(W, 4), m4);
+          if constexpr (kQ5) {
+            // qh byte 4l + u of each row: bit 2c -> low-nibble level, 2c + 1 -> high
+            const __m256i H = load(B + GB::kQh + 64 * l + ho);
+            lo = _mm256_or_si256(lo, bit_to_4(H, 2 * c));
+            hi = _mm256_or_si256(hi, bit_to_4(H, 2 * c + 1));
           }
-          CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-            Sx[s][m] = _mm256_add_epi32(Sx[s][m], _mm256_madd_epi16(Plo[m], SClo));
-            Sx[s][m] = _mm256_add_epi32(Sx[s][m], _mm256_madd_epi16(Phi[m], SChi));
-          }
+          const uint8_t* a = A + 4 + 64 * c + 4 * l;
+          Plo = _mm256_add_epi16(Plo, _mm256_maddubs_epi16(lo, bcast32(a)));
+          Phi = _mm256_add_epi16(Phi, _mm256_maddubs_epi16(hi, bcast32(a + 32)));
         }
+        Sx[s] = _mm256_add_epi32(Sx[s], _mm256_madd_epi16(Plo, SClo));
+        Sx[s] = _mm256_add_epi32(Sx[s], _mm256_madd_epi16(Phi, SChi));
       }
     }
   }
   CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
     const __m256 d8 = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(Bs[s] + 16 * half)));
-    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-      acc[s][m] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dy[m]), d8), _mm256_cvtepi32_ps(Sx[s][m]), acc[s][m]);
-    }
+    acc[s] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dy), d8), _mm256_cvtepi32_ps(Sx[s]), acc[s]);
   }
 }
 
@@ -185,26 +168,23 @@ CHIMERA_T_X16A2_INLINE void q4_block8(const uint8_t* const (&Bs)[S], int half, c
 template <bool kQ5, int S>
 CHIMERA_T_X16A2 void q4_gemv(const uint8_t* G, size_t gbytes, const uint8_t* A, int64_t nsb, float* y, size_t pf) {
   using GB = Geo<kQ5>;
-  __m256 acc[2][S][1], accm[2][S][1];
+  __m256 acc[2][S], accm[2][S];
   CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
-    CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
-      acc[h][s][0] = _mm256_setzero_ps();
-      accm[h][s][0] = _mm256_setzero_ps();
-    }
+    CHIMERA_UNROLL for (int s = 0; s < S; ++s) acc[h][s] = accm[h][s] = _mm256_setzero_ps();
   }
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* Bs[S];
     CHIMERA_UNROLL for (int s = 0; s < S; ++s) Bs[s] = G + s * gbytes + (size_t)sb * GB::kBlock;
     if constexpr (S == 1) gemv_prefetch_ahead<GB::kBlock, kPfX16>(Bs[0], G + (size_t)nsb * GB::kBlock);
-    const uint8_t* Am[1] = {A + (size_t)sb * kAb};
-    float dy[1];
-    std::memcpy(&dy[0], Am[0], 4);
-    q4_block8<kQ5, S, 1>(Bs, 0, Am, dy, acc[0], accm[0], pf);
-    q4_block8<kQ5, S, 1>(Bs, 1, Am, dy, acc[1], accm[1], 0);
+    const uint8_t* a = A + (size_t)sb * kAb;
+    float dy;
+    std::memcpy(&dy, a, 4);
+    q4_block8<kQ5, S>(Bs, 0, a, dy, acc[0], accm[0], pf);
+    q4_block8<kQ5, S>(Bs, 1, a, dy, acc[1], accm[1], 0);
   }
   CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
     CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
-      _mm256_storeu_ps(y + kX16Rows * s + kHalfRows * h, _mm256_add_ps(acc[h][s][0], accm[h][s][0]));
+      _mm256_storeu_ps(y + kX16Rows * s + kHalfRows * h, _mm256_add_ps(acc[h][s], accm[h][s]));
     }
   }
 }
@@ -216,13 +196,13 @@ void q4_tile1(const uint8_t* G, const uint8_t* A, size_t, int64_t nsb, float* y,
 }
 
 // ---- GEMM tiles (M >= 2 activation rows): the same integer sums and f32
-// updates as q4_block8 (bit-identical), without its spills. q4_block8 keeps
-// every product of a super-block in flight (at M = 3 GCC fully unrolls it and
-// spilled ~350 vectors per super-block); here each sub-block's low nibbles,
-// then its high nibbles, run as one pass: per l one code load and one and (+ a
-// shift for the high nibbles), per activation row a broadcast, vpmaddubsw
-// and vpaddw into one int16 chain per row (the empty asm keeps it a chain),
-// then one vpmaddwd with the scale pair. Q4_K sums all 8 l of a pass in int16
+// updates as q4_block8 (bit-identical), without spills: the GEMV's order
+// run for M rows keeps every product of a super-block in flight (at M = 3
+// GCC fully unrolled it and spilled ~350 vectors per super-block); here each
+// sub-block's low nibbles, then its high nibbles, run as one pass: per l one
+// code load and one and (+ a shift for the high nibbles), per activation row
+// a broadcast, vpmaddubsw and vpaddw into one int16 chain per row (the empty
+// asm keeps it a chain), then one vpmaddwd with the scale pair. Q4_K sums all 8 l of a pass in int16
 // (|.| <= 8 * 2 * 15 * 128 = 30720), Q5_K 4 at a time (4 * 2 * 31 * 128 =
 // 31744). Live: M int16 chains + M int32 sums + code, mask, scale (M = 4: 12
 // vectors); the f32 accumulators wait on the stack between super-blocks.

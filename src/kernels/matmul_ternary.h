@@ -48,6 +48,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/gemv_prefetch.h"
 #include "kernels/type_traits.h"
 #include "quant/kquant_blocks.h"
 #include "quant/ternary_blocks.h"
@@ -144,16 +145,13 @@ using TqPackedStepFn = void (*)(const uint8_t* grp, size_t group_bytes, const Tq
 // `single` (S = 1) for the groups left over.
 inline void tq_packed_gemv(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i, TqPackedStepFn multi,
                            TqPackedStepFn single) {
-  constexpr int64_t kStep = (int64_t)kTqStreams * kTqGroup;
   const size_t group_bytes = (size_t)kTqGroup * g.w_stride;
   const auto* act = reinterpret_cast<const TqAct8*>(g.a + (size_t)i * g.a_stride);
   float* y = g.y + i * g.ldy;
-  int64_t r = r0;
-  for (; r + kStep <= r1; r += kStep) {
-    const size_t pf = r + 2 * kStep <= r1 ? (size_t)kTqStreams * group_bytes : 0;
-    multi(g.w + (size_t)(r / kTqGroup) * group_bytes, group_bytes, act, g.k, y + r, pf);
-  }
-  for (; r < r1; r += kTqGroup) single(g.w + (size_t)(r / kTqGroup) * group_bytes, group_bytes, act, g.k, y + r, 0);
+  const auto grp = [&](int64_t r) { return g.w + (size_t)(r / kTqGroup) * group_bytes; };
+  gemv_stream_steps<kTqStreams, kTqGroup>(
+      r0, r1, group_bytes, [&](int64_t r, size_t pf) { multi(grp(r), group_bytes, act, g.k, y + r, pf); },
+      [&](int64_t r) { single(grp(r), group_bytes, act, g.k, y + r, 0); });
 }
 
 // Per-ISA providers (empty kernel for non-ternary types / other architectures).
