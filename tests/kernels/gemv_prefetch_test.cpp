@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace chimera::kernels {
@@ -60,6 +61,31 @@ TEST(GemvPrefetch, BlockAheadIsClippedToTheEnd) {
   v.clear();
   for_each_prefetch_line(base + 2 * 2304, 2304, b0 + 2 * 2304, [&](uintptr_t a) { v.push_back(a); });
   EXPECT_TRUE(v.empty());
+}
+
+// The multi-stream walk: runs of kStreams whole groups, each with the next
+// run's offset to prefetch only when that run is inside the call's rows, then
+// the groups left over one by one; every group exactly once.
+TEST(GemvPrefetch, StreamStepsCoverEveryGroupAndPrefetchOnlyTheCallsOwn) {
+  constexpr size_t kGroupBytes = 1000;
+  std::vector<std::pair<int64_t, size_t>> steps;
+  std::vector<int64_t> ones;
+  const auto walk = [&](int64_t r0, int64_t r1) {
+    steps.clear();
+    ones.clear();
+    gemv_stream_steps<4, 16>(
+        r0, r1, kGroupBytes, [&](int64_t r, size_t pf) { steps.emplace_back(r, pf); },
+        [&](int64_t r) { ones.push_back(r); });
+  };
+  walk(0, 13 * 16);  // 13 groups: runs at 0 and 64 prefetch the next, the run at 128 not; group 192 alone
+  EXPECT_EQ(steps, (std::vector<std::pair<int64_t, size_t>>{{0, 4000}, {64, 4000}, {128, 0}}));
+  EXPECT_EQ(ones, (std::vector<int64_t>{192}));
+  walk(32, 32 + 3 * 16);  // fewer groups than a run
+  EXPECT_TRUE(steps.empty());
+  EXPECT_EQ(ones, (std::vector<int64_t>{32, 48, 64}));
+  walk(16, 16 + 8 * 16);  // exactly two runs
+  EXPECT_EQ(steps, (std::vector<std::pair<int64_t, size_t>>{{16, 4000}, {80, 0}}));
+  EXPECT_TRUE(ones.empty());
 }
 
 }  // namespace
