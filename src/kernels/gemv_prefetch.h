@@ -32,8 +32,13 @@
 //                         Q5_K slower than 1 (1 thread: ~3.1 vs ~3.6 GB/s);
 //                         2 was at least as fast as 4 for Q4_K; chunks of 8
 //                         lines measured the same as 4.
-//   Q6_K AVX2             kX16Streams = 4, by lane: a lane's two 3-line runs
-//                         of each group (both 8-row halves per super-block)
+//   Q6_K AVX2             kX16StreamsAvx2 = 2, by lane: a lane's two 3-line
+//                         runs of each group (both 8-row halves per
+//                         super-block). Session 13 (loaded machine, runs at
+//                         SCHED_FIFO, 4 alternating rounds, 2 threads): 2
+//                         groups read 17.4-20.2 GB/s against 15.6-17.6 for 4
+//                         (4096 x 4096), 15.2-18.2 against 13.9-14.4 (2048);
+//                         llama-3.2-1b Q6_K decode 14.1-16.0 -> 15.4-16.5 tok/s.
 //   IQ4_XS AVX2           kX16Streams = 4, by lane: a lane's 8 chunk halves
 // Q2_K and Q3_K still read one group at a time.
 //
@@ -61,7 +66,7 @@ namespace chimera::kernels {
 
 // Groups a multi-stream decode GEMV reads at once (x16 K-quant kernels).
 constexpr int kX16Streams = 4;
-// ... by the AVX2 Q4_K / Q5_K GEMV (kq_x16_run<kX16StreamsAvx2>; above).
+// ... by the AVX2 Q4_K / Q5_K / Q6_K GEMVs (kq_x16_run<kX16StreamsAvx2>; above).
 constexpr int kX16StreamsAvx2 = 2;
 
 // The multi-stream GEMV's walk over rows [r0, r1) in groups of kGroupRows

@@ -88,8 +88,8 @@ CHIMERA_T_Q6A2_INLINE void levels4(const uint8_t* X, __m256i lv[4]) {
 // fma / store per lane and super-block).
 // The GEMM tiles are S = 1 (one half of a group, M <= 6). The decode GEMV
 // (M = 1) runs both halves of each group (S = 2: the group's bytes are read
-// once per super-block) and its multi-stream step kX16Streams groups
-// (S = 2 * kX16Streams): lane by lane, the lane's 6 chunk halves of
+// once per super-block) and its multi-stream step kX16StreamsAvx2 groups
+// (S = 2 * kX16StreamsAvx2): lane by lane, the lane's 6 chunk halves of
 // every tile in turn, so the groups are interleaved by the two 3-line runs of
 // one lane; pf != 0 fetches the same lines of the groups pf bytes further into
 // L2 (gemv_prefetch.h). Each tile's arithmetic is the same for every S.
@@ -200,7 +200,7 @@ void q6_tile16(const uint8_t* G, const uint8_t* A, size_t a_stride, int64_t nsb,
 
 // The decode GEMV's multi-stream step (kq_x16_run).
 void q6_gemv(const uint8_t* G, size_t gbytes, const uint8_t* a, int64_t nsb, float* y, size_t pf) {
-  q6_run<2 * kX16Streams, 1>(G, gbytes, 0, a, 0, nsb, y, 0, pf);
+  q6_run<2 * kX16StreamsAvx2, 1>(G, gbytes, 0, a, 0, nsb, y, 0, pf);
 }
 
 }  // namespace
@@ -209,7 +209,7 @@ GemmFn kq_x16_q6_gemm_avx2() {
   static constexpr KqX16TileFn kTiles[kMaxActs] = {q6_tile16<1>, q6_tile16<2>, q6_tile16<3>,
                                                    q6_tile16<4>, q6_tile16<5>, q6_tile16<6>};
   return [](const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
-    kq_x16_run(kTiles, g, r0, r1, i0, i1, q6_gemv);
+    kq_x16_run<kX16StreamsAvx2>(kTiles, g, r0, r1, i0, i1, q6_gemv);
   };
 }
 
