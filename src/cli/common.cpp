@@ -57,7 +57,7 @@ CLI::Option* add_ctx_option(CLI::App* app, int64_t* n_ctx, const std::string& he
 
 void ComputeOptions::add_to(CLI::App* app) {
   app->add_option("--threads", threads, "Worker threads (default: all cores)")->check(CLI::Range(1, 1024));
-  app->add_option("--isa", isa, "Restrict kernels to an instruction set: scalar, avx2, avx512, avx512vnni, neon");
+  app->add_option("--isa", isa, "Restrict kernels to an instruction set: scalar, avx2, avx2vnni, avx512, avx512vnni, neon");
   app->add_flag("--no-repack-cache", no_repack_cache,
                 "Do not read or write MODEL.gguf.chimera-cache (the repacked weight layouts kept next to the model)");
   for (auto [flag, dst, what] : {std::tuple{"--cache-type-k", &cache_type_k, "keys"},

@@ -20,7 +20,8 @@ int64_t hwy_mask_for(Isa isa) {
   int64_t fallback = HWY_EMU128 | HWY_SCALAR;
   switch (isa) {
     case Isa::kScalar: return fallback;
-    case Isa::kAvx2: return fallback | HWY_SSSE3 | HWY_SSE4 | HWY_AVX2;
+    case Isa::kAvx2:
+    case Isa::kAvx2Vnni: return fallback | HWY_SSSE3 | HWY_SSE4 | HWY_AVX2;  // Highway has no AVX-VNNI target
     case Isa::kAvx512: return fallback | HWY_SSSE3 | HWY_SSE4 | HWY_AVX2 | HWY_AVX3;
     case Isa::kAvx512Vnni: return fallback | HWY_SSSE3 | HWY_SSE4 | HWY_AVX2 | HWY_AVX3 | HWY_AVX3_DL;
     case Isa::kNeon: return fallback | HWY_NEON;
@@ -44,6 +45,7 @@ const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::kScalar: return "scalar";
     case Isa::kAvx2: return "avx2";
+    case Isa::kAvx2Vnni: return "avx2vnni";
     case Isa::kAvx512: return "avx512";
     case Isa::kAvx512Vnni: return "avx512vnni";
     case Isa::kNeon: return "neon";
@@ -56,6 +58,7 @@ std::vector<Isa> available_isas() {
   std::vector<Isa> v{Isa::kScalar};
 #if defined(__x86_64__) || defined(__i386__)
   if (f.avx2 && f.fma && f.f16c) v.push_back(Isa::kAvx2);
+  if (f.avx2 && f.fma && f.f16c && f.avxvnni) v.push_back(Isa::kAvx2Vnni);
   if (f.avx2 && f.fma && f.f16c && f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl) v.push_back(Isa::kAvx512);
   if (v.back() == Isa::kAvx512 && f.avx512vnni && f.avx512bf16) v.push_back(Isa::kAvx512Vnni);
 #elif defined(__aarch64__)
@@ -82,7 +85,7 @@ void set_active_isa(Isa isa) {
 }
 
 bool parse_isa(const std::string& name, Isa* out) {
-  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni, Isa::kNeon}) {
+  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx2Vnni, Isa::kAvx512, Isa::kAvx512Vnni, Isa::kNeon}) {
     if (name == isa_name(i)) {
       *out = i;
       return true;

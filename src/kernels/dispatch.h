@@ -16,7 +16,12 @@ enum class Isa {
   kAvx512 = 2,    // AVX-512 F/BW/DQ/VL
   kAvx512Vnni = 3,// + VNNI, VBMI2, BF16 (Highway AVX3_DL)
   kNeon = 4,      // Arm NEON
+  kAvx2Vnni = 5,  // AVX2 + AVX-VNNI (VEX vpdpbusd / vpdpwssd on 256-bit vectors:
+                  // Intel Alder Lake and later client cores, Sapphire Rapids, Zen 5)
 };
+// The values are slots, not an order: AVX2-VNNI sits between AVX2 and AVX-512
+// (available_isas() lists the levels from the lowest to the best), and a CPU
+// may have AVX-512 without AVX-VNNI (Zen 4).
 
 const char* isa_name(Isa isa);
 // Every ISA this CPU can run, from scalar to the best.
@@ -25,7 +30,7 @@ Isa best_isa();
 Isa active_isa();
 // Restricts kernels to `isa` (must be available). Not thread-safe with running kernels.
 void set_active_isa(Isa isa);
-// Parses "scalar", "avx2", "avx512", "avx512vnni", "neon".
+// Parses "scalar", "avx2", "avx2vnni", "avx512", "avx512vnni", "neon".
 bool parse_isa(const std::string& name, Isa* out);
 
 // RAII helper for tests: sets an ISA and restores the previous one.

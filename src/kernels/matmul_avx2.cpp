@@ -140,12 +140,15 @@ MatmulKernel matmul_kernel_avx2(format::GgmlType type) {
   }
 }
 
+MatmulKernel matmul_kernel_avx2vnni(format::GgmlType type) { return kquant_kernel_avx2vnni(type); }
+
 }  // namespace chimera::kernels
 
 #else  // !__x86_64__
 
 namespace chimera::kernels {
 MatmulKernel matmul_kernel_avx2(format::GgmlType) { return {}; }
+MatmulKernel matmul_kernel_avx2vnni(format::GgmlType) { return {}; }
 }  // namespace chimera::kernels
 
 #endif

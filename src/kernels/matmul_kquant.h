@@ -68,6 +68,8 @@ void kq_pack_act(const float* x, int64_t k, void* out);
 // Per-ISA providers (empty kernel for non-K-quant types / other architectures).
 MatmulKernel kquant_kernel_scalar(format::GgmlType type);
 MatmulKernel kquant_kernel_avx2(format::GgmlType type);
+// The AVX2 kernel with the AVX-VNNI x16 GEMM (Q4_K; empty otherwise).
+MatmulKernel kquant_kernel_avx2vnni(format::GgmlType type);
 MatmulKernel kquant_kernel_avx512(format::GgmlType type);
 MatmulKernel kquant_kernel_avx512vnni(format::GgmlType type);
 // The fastest decoder the AVX2 unit has for `type` (SIMD for Q4_K/Q5_K/Q6_K,

@@ -318,6 +318,15 @@ MatmulKernel kquant_kernel_avx2(format::GgmlType type) {
   }
 }
 
+MatmulKernel kquant_kernel_avx2vnni(format::GgmlType type) {
+  const GemmFn x16 = kq_x16_gemm_avx2vnni(type);
+  if (!x16) return {};
+  MatmulKernel k = kquant_kernel_avx2(type);
+  kq_x16_set_repack(type, x16, k);
+  k.name = "gemm_q4_K_q8_K_avx2vnni";
+  return k;
+}
+
 }  // namespace chimera::kernels
 
 #else  // !__x86_64__
@@ -325,6 +334,7 @@ MatmulKernel kquant_kernel_avx2(format::GgmlType type) {
 namespace chimera::kernels {
 KqDecodeFn kq_decode_avx2(format::GgmlType) { return nullptr; }
 MatmulKernel kquant_kernel_avx2(format::GgmlType) { return {}; }
+MatmulKernel kquant_kernel_avx2vnni(format::GgmlType) { return {}; }
 }  // namespace chimera::kernels
 
 #endif

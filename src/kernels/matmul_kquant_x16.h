@@ -167,6 +167,9 @@ GemmFn kq_x16_q23_gemm_avx512(format::GgmlType type, bool vnni);
 //   AVX2: Q4_K, Q5_K (_q4_avx2.cpp), Q6_K (_q6_avx2.cpp), Q2_K, Q3_K (_q23_avx2.cpp),
 //   in tiles of 8 rows: each 64-byte chunk as two 256-bit halves
 GemmFn kq_x16_gemm_avx2(format::GgmlType type);
+//   AVX2 + AVX-VNNI: Q4_K (_q4_avx2.cpp, the same tiles with vpdpbusd);
+//   null for the other types (their AVX2 kernels run)
+GemmFn kq_x16_gemm_avx2vnni(format::GgmlType type);
 GemmFn kq_x16_q6_gemm_avx2();
 GemmFn kq_x16_q23_gemm_avx2(format::GgmlType type);
 //   and IQ4_XS (matmul_iq4xs_x16_avx2.cpp; kq_x16_gemm_avx2(IQ4_XS) returns it)

@@ -48,6 +48,7 @@ WeightTypeTraits make_entry(GgmlType type, GgmlType vec_dot, int64_t block, size
   t.row_to_f32 = to;
   t.kernels[(int)Isa::kScalar] = matmul_kernel_scalar(type);
   t.kernels[(int)Isa::kAvx2] = matmul_kernel_avx2(type);
+  t.kernels[(int)Isa::kAvx2Vnni] = matmul_kernel_avx2vnni(type);
   t.kernels[(int)Isa::kAvx512] = matmul_kernel_avx512(type);
   t.kernels[(int)Isa::kAvx512Vnni] = matmul_kernel_avx512vnni(type);
   return t;
@@ -143,6 +144,7 @@ Isa lower_isa(Isa isa) {
   switch (isa) {
     case Isa::kAvx512Vnni: return Isa::kAvx512;
     case Isa::kAvx512: return Isa::kAvx2;
+    case Isa::kAvx2Vnni: return Isa::kAvx2;
     default: return Isa::kScalar;
   }
 }

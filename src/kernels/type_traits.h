@@ -38,7 +38,7 @@
 
 namespace chimera::kernels {
 
-constexpr int kIsaCount = 5;  // Isa enum values 0..4
+constexpr int kIsaCount = 6;  // Isa enum values 0..5
 
 // One call's operands. Byte strides let the same signature serve block formats.
 struct GemmArgs {
@@ -146,6 +146,9 @@ const MatmulKernel* matmul_kernel(format::GgmlType type, Isa isa);
 // ones return an empty kernel on other architectures).
 MatmulKernel matmul_kernel_scalar(format::GgmlType type);
 MatmulKernel matmul_kernel_avx2(format::GgmlType type);
+// AVX2 + AVX-VNNI: only the types with kernels of their own (the x16 Q4_K
+// GEMM); the others fall back to the AVX2 ones.
+MatmulKernel matmul_kernel_avx2vnni(format::GgmlType type);
 MatmulKernel matmul_kernel_avx512(format::GgmlType type);
 MatmulKernel matmul_kernel_avx512vnni(format::GgmlType type);
 

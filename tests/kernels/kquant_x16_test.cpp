@@ -342,6 +342,8 @@ void check_gemm_bit_identical(GgmlType t) {
   const auto has = [&](Isa i) { return std::find(isas.begin(), isas.end(), i) != isas.end(); };
   std::vector<std::pair<std::string, GemmFn>> fns;
   if (has(Isa::kAvx2)) fns.emplace_back("avx2", kq_x16_gemm_avx2(t));
+  // AVX-VNNI: Q4_K only (the others run their AVX2 kernels at that level)
+  if (has(Isa::kAvx2Vnni) && kq_x16_gemm_avx2vnni(t)) fns.emplace_back("avx2vnni", kq_x16_gemm_avx2vnni(t));
   // IQ4_XS has x16 kernels on AVX2 only (AVX-512 keeps its storage kernel)
   const bool x16_512 = t != GgmlType::IQ4_XS;
   if (has(Isa::kAvx512) && x16_512) fns.emplace_back("avx512", kq_x16_gemm_avx512(t, false));

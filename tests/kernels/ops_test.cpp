@@ -72,7 +72,8 @@ TEST(Ops, DispatchFollowsActiveIsa) {
     const std::string t = ops_simd_target();
     switch (isa) {
       case Isa::kScalar: EXPECT_TRUE(t == "EMU128" || t == "SCALAR") << t; break;
-      case Isa::kAvx2: EXPECT_EQ(t, "AVX2"); break;
+      case Isa::kAvx2:
+      case Isa::kAvx2Vnni: EXPECT_EQ(t, "AVX2"); break;
       case Isa::kAvx512: EXPECT_EQ(t, "AVX3"); break;
       case Isa::kAvx512Vnni: EXPECT_EQ(t, "AVX3_DL"); break;
       case Isa::kNeon: EXPECT_EQ(t, "NEON"); break;
