@@ -13,8 +13,8 @@
 //    own) on every ISA that packs them as x16,
 //    through matmul (m = 1..7, 9, 17, 64, 70; 1 and 2 threads; of a row
 //    count that is not a multiple of 16 the last rows stay in storage layout
-//    and give the storage kernel's bits) and called directly (AVX2, AVX-512, AVX-512 VNNI;
-//    IQ4_XS: AVX2) for every activation-row range.
+//    and give the storage kernel's bits) and called directly (AVX2, AVX-512,
+//    AVX-512 VNNI) for every activation-row range.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -340,12 +340,12 @@ TEST(KQuantX16, Iq4xsPackedIsBitIdenticalOnRandomBlocks) { check_packed_bit_iden
 void check_gemm_bit_identical(GgmlType t) {
   const auto isas = available_isas();
   const auto has = [&](Isa i) { return std::find(isas.begin(), isas.end(), i) != isas.end(); };
-  std::vector<std::pair<std::string, GemmFn>> fns;
-  if (has(Isa::kAvx2)) fns.emplace_back("avx2", kq_x16_gemm_avx2(t));
-  // IQ4_XS has x16 kernels on AVX2 only (AVX-512 keeps its storage kernel)
-  const bool x16_512 = t != GgmlType::IQ4_XS;
-  if (has(Isa::kAvx512) && x16_512) fns.emplace_back("avx512", kq_x16_gemm_avx512(t, false));
-  if (has(Isa::kAvx512Vnni) && x16_512) fns.emplace_back("avx512vnni", kq_x16_gemm_avx512(t, true));
+  // each with its ISA: the activations are packed by that ISA's kernel
+  // (IQ4_XS on AVX-512: regrouped Q8_K, matmul_iq4xs_avx512.cpp)
+  std::vector<std::pair<Isa, GemmFn>> fns;
+  if (has(Isa::kAvx2)) fns.emplace_back(Isa::kAvx2, kq_x16_gemm_avx2(t));
+  if (has(Isa::kAvx512)) fns.emplace_back(Isa::kAvx512, kq_x16_gemm_avx512(t, false));
+  if (has(Isa::kAvx512Vnni)) fns.emplace_back(Isa::kAvx512Vnni, kq_x16_gemm_avx512(t, true));
   if (fns.empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
   for (int64_t k : {256, 1280}) {
     const int64_t rows = 13 * kX16Rows, m = 11;
@@ -375,12 +375,17 @@ void check_gemm_bit_identical(GgmlType t) {
     GemmArgs g;
     g.w = packed.data();
     g.w_stride = row_bytes;
-    g.a = act.data();
     g.a_stride = ab;
     g.k = k;
     g.ldy = rows;
-    for (const auto& [name, fn] : fns) {
+    for (const auto& [isa, fn] : fns) {
+      const std::string name = isa_name(isa);
       ASSERT_NE(fn, nullptr) << name;
+      const MatmulKernel* kern = matmul_kernel(t, isa);
+      ASSERT_EQ(kern->act_bytes(k), ab) << name;
+      std::vector<uint8_t> isa_act((size_t)m * ab);
+      for (int64_t i = 0; i < m; ++i) kern->pack_act(x.data() + i * k, k, isa_act.data() + (size_t)i * ab);
+      g.a = isa_act.data();
       const std::pair<int64_t, int64_t> row_ranges[] = {{0, rows}, {16, rows - 16}, {48, 112}, {0, 16}};
       for (const auto& [r0, r1] : row_ranges) {
         for (int64_t i0 : {0, 1, 5}) {
