@@ -20,9 +20,9 @@
 // Per chunk: vpshufb of the |codebook| by both nibbles gives |w|, the
 // broadcast activation dword is negated where w < 0 (index < 8: a vptestnmb
 // mask and a masked vpsubb, as the storage kernel), vpmaddubsw(|w|, ±a)
-// (|pair| <= 2 * 127 * 128, no saturation) and the (ls_j - 32) word pair by
-// vpmaddwd + vpaddd, or one vpdpwssd on VNNI -> the exact int32 S_l / S_l+4
-// of 16 rows. Per super-block the lanes' f32 fma with f16(d) * d_a, and at
+// (Q8_K values are in [-127, 127]: |pair| <= 2 * 127 * 127, no saturation)
+// and the (ls_j - 32) word pair by vpmaddwd + vpaddd, or one vpdpwssd on
+// VNNI -> the exact int32 S_l / S_l+4 of 16 rows. Per super-block the lanes' f32 fma with f16(d) * d_a, and at
 // the end finish8's order across the 8 lane vectors.
 #include "kernels/matmul_kquant_x16.h"
 

@@ -463,6 +463,70 @@ TEST(KQuantX16, Q4KQ5KGemmExactAtTheInt16Bounds) {
   }
 }
 
+// IQ4_XS x16 kernels at the int16 bound of their vpmaddubsw pairs: the
+// largest |codebook| entry (index 0: -127) against activations at the Q8_K
+// extremes (every element of a row -1 or 1, signs mixed -> 127 / -127) gives pairs of
+// 2 * 127 * 127 = 32258, scaled by the extreme sub-block scales (ls = 0 and
+// 63: -32 and 31); rows alternate with index 15 (113) and mixed indices.
+// Rows = 5 groups: with one thread a multi-stream GEMV step and a leftover
+// group; every m (GEMV and each GEMM tile height) and 1 and 2 threads must
+// give the scalar storage kernel's bits on every ISA that packs IQ4_XS as x16.
+TEST(KQuantX16, Iq4xsExactAtTheInt16Bounds) {
+  const int64_t k = 512, rows = 5 * kX16Rows, m = 9, nsb = k / 256;
+  const size_t bb = sizeof(q::block_iq4_xs), row_bytes = (size_t)nsb * bb;
+  std::vector<uint8_t> w((size_t)rows * row_bytes);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      q::block_iq4_xs b;
+      b.d = f32_to_f16(std::ldexp(1.f, -(int)(r % 5) - 4));
+      // ls = 0 (scales_l 0, scales_h 0) or 63 in every sub-block, by row and super-block
+      const bool big = (r + sb) % 2 == 0;
+      b.scales_h = big ? 0xFFFF : 0;
+      std::memset(b.scales_l, big ? 0xFF : 0, 4);
+      const uint8_t idx = r % 3 == 0 ? 0x00 : r % 3 == 1 ? 0xFF : (uint8_t)(0x0F + 16 * (sb % 2));
+      std::memset(b.qs, idx, sizeof(b.qs));
+      std::memcpy(w.data() + (size_t)r * row_bytes + (size_t)sb * bb, &b, bb);
+    }
+  }
+  std::vector<float> x((size_t)(m * k));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t e = 0; e < k; ++e) x[(size_t)(i * k + e)] = (e % 7 < 3) != (i % 2 == 1) ? 1.f : -1.f;
+  {  // the activations quantize to the extreme levels
+    std::vector<uint8_t> a(kq_act_bytes(k));
+    kq_pack_act(x.data(), k, a.data());
+    ASSERT_EQ(std::abs((int8_t)a[4]), 127);
+  }
+  const WeightView ws{GgmlType::IQ4_XS, w.data(), rows, k, row_bytes};
+  std::vector<float> y0((size_t)(m * rows));
+  {
+    ScopedIsa scalar(Isa::kScalar);
+    matmul(ws, x.data(), m, k, y0.data(), rows, nullptr);
+  }
+  // no output cancels to zero (a kernel that read another group's rows or
+  // dropped a lane would not give these bits by accident)
+  for (size_t e = 0; e < y0.size(); ++e) ASSERT_NE(y0[e], 0.f) << "output " << e;
+  ThreadPool pool(2);
+  int x16_isas = 0;
+  for (Isa isa : available_isas()) {
+    ScopedIsa scoped(isa);
+    const MatmulKernel* kern = matmul_kernel(GgmlType::IQ4_XS, isa);
+    if (kern->repack_rows != kX16Rows) continue;
+    std::vector<uint8_t> copy = w;
+    WeightView wp{GgmlType::IQ4_XS, copy.data(), rows, k, row_bytes};
+    PackedWeights packs;
+    ASSERT_TRUE(packs.pack(wp)) << kern->name;
+    ++x16_isas;
+    for (int64_t mm = 1; mm <= m; ++mm) {
+      for (ThreadPool* p : {(ThreadPool*)nullptr, &pool}) {
+        std::vector<float> y((size_t)(mm * rows), -1.f);
+        matmul(wp, x.data(), mm, k, y.data(), rows, p);
+        ASSERT_EQ(std::memcmp(y.data(), y0.data(), y.size() * 4), 0) << kern->name << " m=" << mm;
+      }
+    }
+  }
+  if (x16_isas == 0) GTEST_SKIP() << "no ISA packs IQ4_XS as x16 on this CPU";
+}
+
 // IQ4_XS layout of matmul_kquant_x16.h against the storage fields (d, the
 // 6-bit sub-block scales, the codebook index of every element), independently
 // of the unpacker; AVX2 installs it (AVX-512 keeps the storage layout).
