@@ -35,6 +35,8 @@
 //   Q6_K AVX2             kX16Streams = 4, by lane: a lane's two 3-line runs
 //                         of each group (both 8-row halves per super-block)
 //   IQ4_XS AVX2           kX16Streams = 4, by lane: a lane's 8 chunk halves
+//   IQ4_XS AVX-512        kX16Streams = 4, by lane: a lane's 8 chunks per
+//                         group (was the storage kernel's 4 rows at once)
 // Q2_K and Q3_K still read one group at a time.
 //
 // The packed TQ2_0 / TQ1_0 GEMVs read kTqStreams = 4 groups at once, block by
