@@ -40,6 +40,8 @@
 //                         (4096 x 4096), 15.2-18.2 against 13.9-14.4 (2048);
 //                         llama-3.2-1b Q6_K decode 14.1-16.0 -> 15.4-16.5 tok/s.
 //   IQ4_XS AVX2           kX16Streams = 4, by lane: a lane's 8 chunk halves
+//   IQ4_XS AVX-512        kX16Streams = 4, by lane: a lane's 8 chunks per
+//                         group (was the storage kernel's 4 rows at once)
 // Q2_K and Q3_K still read one group at a time.
 //
 // The packed TQ2_0 / TQ1_0 GEMVs read kTqStreams = 4 groups at once, block by

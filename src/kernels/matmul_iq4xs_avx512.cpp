@@ -12,7 +12,10 @@
 // the f32 steps are the AVX2 kernel's: results are bit-identical to
 // Isa::kScalar / kAvx2 (and to llama.cpp's AVX2 ggml_vec_dot_iq4_xs_q8_K).
 // Tiles: GEMV 4 weight rows x 1 activation row with an L2 prefetch of the
-// next 4 rows; batches 1 weight row x 4 activation rows.
+// next 4 rows; batches 1 weight row x 4 activation rows. Rows in groups of 16
+// are repacked at load into the x16 layout and run the x16 kernel
+// (matmul_iq4xs_x16_avx512.cpp, same activations, same bits); this one serves
+// the rows of a tensor past its last whole group and CHIMERA_REPACK=0.
 // Tolerance: matmul_iq4xs.h.
 #include "kernels/matmul_iq4xs.h"
 
@@ -30,6 +33,7 @@
 #include <utility>
 
 #include "core/fp16.h"
+#include "kernels/matmul_kquant_x16.h"
 
 #define CHIMERA_T_IQ4512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")))
 #define CHIMERA_T_IQ4512_INLINE \
@@ -205,14 +209,21 @@ CHIMERA_T_IQ4512 void gemm_avx512(const GemmArgs& g, int64_t r0, int64_t r1, int
 
 }  // namespace
 
+// Rows in groups of 16 are repacked at load into the x16 layout
+// (matmul_kquant_x16.h; kernel in matmul_iq4xs_x16_avx512.cpp, same
+// activations, same bits).
 MatmulKernel kernel_avx512(GgmlType type) {
   if (type != GgmlType::IQ4_XS) return {};
-  return {pack_act_regrouped, act_bytes, gemm_avx512<false>, "gemm_iq4_xs_q8_K_avx512", GgmlType::Q8_K};
+  MatmulKernel k{pack_act_regrouped, act_bytes, gemm_avx512<false>, "gemm_iq4_xs_q8_K_avx512", GgmlType::Q8_K};
+  kq_x16_set_repack(type, kq_x16_gemm_avx512(type, false), k);
+  return k;
 }
 
 MatmulKernel kernel_avx512vnni(GgmlType type) {
   if (type != GgmlType::IQ4_XS) return {};
-  return {pack_act_regrouped, act_bytes, gemm_avx512<true>, "gemm_iq4_xs_q8_K_avx512vnni", GgmlType::Q8_K};
+  MatmulKernel k{pack_act_regrouped, act_bytes, gemm_avx512<true>, "gemm_iq4_xs_q8_K_avx512vnni", GgmlType::Q8_K};
+  kq_x16_set_repack(type, kq_x16_gemm_avx512(type, true), k);
+  return k;
 }
 
 }  // namespace chimera::kernels::iq4xs

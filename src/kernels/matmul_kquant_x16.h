@@ -1,6 +1,6 @@
 // Internal: the 16-row interleaved ("x16") load-time layout of K-quant
 // weights (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) and IQ4_XS, used by the AVX-512 and
-// AVX2 kernels (IQ4_XS: AVX2 only):
+// AVX2 kernels:
 // 16 rows per vector, GEMV and GEMM without a decoded weight panel.
 //
 // Rows are repacked in groups of kX16Rows; a group stores, per super-block sb
@@ -121,8 +121,10 @@
 //                rows 0..15: the low nibbles are elements 32j + 4l + u of
 //                sub-block j (llama.cpp AVX2 lane l), the high nibbles
 //                elements 32j + 16 + 4l + u (lane l + 4).
-// The AVX2 kernel (matmul_iq4xs_x16_avx2.cpp) keeps matmul_iq4xs.h's per-lane
-// S_l and f32 order: bit-identical to the scalar and storage kernels.
+// The AVX2 and AVX-512 kernels (matmul_iq4xs_x16_{avx2,avx512}.cpp) keep
+// matmul_iq4xs.h's per-lane S_l and f32 order: bit-identical to the scalar and
+// storage kernels. The AVX-512 one reads the AVX-512 storage kernel's
+// regrouped Q8_K activations (matmul_iq4xs_avx512.cpp), not kq_pack_act's.
 #pragma once
 
 #include <cstddef>
@@ -160,10 +162,12 @@ float kq_x16_dot_ref(format::GgmlType type, const uint8_t* w_row, const uint8_t*
 // [r0, r1) (multiples of kX16Rows), straight from the packed bytes. A type is
 // repacked into x16 exactly where its ISA has one; null otherwise.
 //   AVX-512: Q4_K, Q5_K (matmul_kquant_x16_q4_avx512.cpp), Q6_K (_q6_avx512.cpp),
-//   Q2_K, Q3_K (_q23_avx512.cpp)
+//   Q2_K, Q3_K (_q23_avx512.cpp), IQ4_XS (matmul_iq4xs_x16_avx512.cpp; regrouped
+//   activations, above)
 GemmFn kq_x16_gemm_avx512(format::GgmlType type, bool vnni);
 GemmFn kq_x16_q6_gemm_avx512(bool vnni);
 GemmFn kq_x16_q23_gemm_avx512(format::GgmlType type, bool vnni);
+GemmFn kq_x16_iq4xs_gemm_avx512(bool vnni);
 //   AVX2: Q4_K, Q5_K (_q4_avx2.cpp), Q6_K (_q6_avx2.cpp), Q2_K, Q3_K (_q23_avx2.cpp),
 //   in tiles of 8 rows: each 64-byte chunk as two 256-bit halves
 GemmFn kq_x16_gemm_avx2(format::GgmlType type);

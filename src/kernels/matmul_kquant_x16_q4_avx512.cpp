@@ -225,6 +225,7 @@ GemmFn kq_x16_gemm_avx512(GgmlType type, bool vnni) {
     case GgmlType::Q6_K: return kq_x16_q6_gemm_avx512(vnni);
     case GgmlType::Q2_K:
     case GgmlType::Q3_K: return kq_x16_q23_gemm_avx512(type, vnni);
+    case GgmlType::IQ4_XS: return kq_x16_iq4xs_gemm_avx512(vnni);
     default: return nullptr;
   }
 }

@@ -13,8 +13,8 @@
 //    own) on every ISA that packs them as x16,
 //    through matmul (m = 1..7, 9, 17, 64, 70; 1 and 2 threads; of a row
 //    count that is not a multiple of 16 the last rows stay in storage layout
-//    and give the storage kernel's bits) and called directly (AVX2, AVX-512, AVX-512 VNNI;
-//    IQ4_XS: AVX2) for every activation-row range.
+//    and give the storage kernel's bits) and called directly (AVX2, AVX-512,
+//    AVX-512 VNNI) for every activation-row range.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -340,14 +340,14 @@ TEST(KQuantX16, Iq4xsPackedIsBitIdenticalOnRandomBlocks) { check_packed_bit_iden
 void check_gemm_bit_identical(GgmlType t) {
   const auto isas = available_isas();
   const auto has = [&](Isa i) { return std::find(isas.begin(), isas.end(), i) != isas.end(); };
-  std::vector<std::pair<std::string, GemmFn>> fns;
-  if (has(Isa::kAvx2)) fns.emplace_back("avx2", kq_x16_gemm_avx2(t));
+  // each with its ISA: the activations are packed by that ISA's kernel
+  // (IQ4_XS on AVX-512: regrouped Q8_K, matmul_iq4xs_avx512.cpp)
+  std::vector<std::pair<Isa, GemmFn>> fns;
+  if (has(Isa::kAvx2)) fns.emplace_back(Isa::kAvx2, kq_x16_gemm_avx2(t));
   // AVX-VNNI: Q4_K only (the others run their AVX2 kernels at that level)
-  if (has(Isa::kAvx2Vnni) && kq_x16_gemm_avx2vnni(t)) fns.emplace_back("avx2vnni", kq_x16_gemm_avx2vnni(t));
-  // IQ4_XS has x16 kernels on AVX2 only (AVX-512 keeps its storage kernel)
-  const bool x16_512 = t != GgmlType::IQ4_XS;
-  if (has(Isa::kAvx512) && x16_512) fns.emplace_back("avx512", kq_x16_gemm_avx512(t, false));
-  if (has(Isa::kAvx512Vnni) && x16_512) fns.emplace_back("avx512vnni", kq_x16_gemm_avx512(t, true));
+  if (has(Isa::kAvx2Vnni) && kq_x16_gemm_avx2vnni(t)) fns.emplace_back(Isa::kAvx2Vnni, kq_x16_gemm_avx2vnni(t));
+  if (has(Isa::kAvx512)) fns.emplace_back(Isa::kAvx512, kq_x16_gemm_avx512(t, false));
+  if (has(Isa::kAvx512Vnni)) fns.emplace_back(Isa::kAvx512Vnni, kq_x16_gemm_avx512(t, true));
   if (fns.empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
   for (int64_t k : {256, 1280}) {
     const int64_t rows = 13 * kX16Rows, m = 11;
@@ -377,12 +377,17 @@ void check_gemm_bit_identical(GgmlType t) {
     GemmArgs g;
     g.w = packed.data();
     g.w_stride = row_bytes;
-    g.a = act.data();
     g.a_stride = ab;
     g.k = k;
     g.ldy = rows;
-    for (const auto& [name, fn] : fns) {
+    for (const auto& [isa, fn] : fns) {
+      const std::string name = isa_name(isa);
       ASSERT_NE(fn, nullptr) << name;
+      const MatmulKernel* kern = matmul_kernel(t, isa);
+      ASSERT_EQ(kern->act_bytes(k), ab) << name;
+      std::vector<uint8_t> isa_act((size_t)m * ab);
+      for (int64_t i = 0; i < m; ++i) kern->pack_act(x.data() + i * k, k, isa_act.data() + (size_t)i * ab);
+      g.a = isa_act.data();
       const std::pair<int64_t, int64_t> row_ranges[] = {{0, rows}, {16, rows - 16}, {48, 112}, {0, 16}};
       for (const auto& [r0, r1] : row_ranges) {
         for (int64_t i0 : {0, 1, 5}) {
@@ -458,6 +463,70 @@ TEST(KQuantX16, Q4KQ5KGemmExactAtTheInt16Bounds) {
     }
     if (x16_isas == 0) GTEST_SKIP() << "no ISA packs " << format::ggml_type_name(t) << " as x16 on this CPU";
   }
+}
+
+// IQ4_XS x16 kernels at the int16 bound of their vpmaddubsw pairs: the
+// largest |codebook| entry (index 0: -127) against activations at the Q8_K
+// extremes (every element of a row -1 or 1, signs mixed -> 127 / -127) gives pairs of
+// 2 * 127 * 127 = 32258, scaled by the extreme sub-block scales (ls = 0 and
+// 63: -32 and 31); rows alternate with index 15 (113) and mixed indices.
+// Rows = 5 groups: with one thread a multi-stream GEMV step and a leftover
+// group; every m (GEMV and each GEMM tile height) and 1 and 2 threads must
+// give the scalar storage kernel's bits on every ISA that packs IQ4_XS as x16.
+TEST(KQuantX16, Iq4xsExactAtTheInt16Bounds) {
+  const int64_t k = 512, rows = 5 * kX16Rows, m = 9, nsb = k / 256;
+  const size_t bb = sizeof(q::block_iq4_xs), row_bytes = (size_t)nsb * bb;
+  std::vector<uint8_t> w((size_t)rows * row_bytes);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      q::block_iq4_xs b;
+      b.d = f32_to_f16(std::ldexp(1.f, -(int)(r % 5) - 4));
+      // ls = 0 (scales_l 0, scales_h 0) or 63 in every sub-block, by row and super-block
+      const bool big = (r + sb) % 2 == 0;
+      b.scales_h = big ? 0xFFFF : 0;
+      std::memset(b.scales_l, big ? 0xFF : 0, 4);
+      const uint8_t idx = r % 3 == 0 ? 0x00 : r % 3 == 1 ? 0xFF : (uint8_t)(0x0F + 16 * (sb % 2));
+      std::memset(b.qs, idx, sizeof(b.qs));
+      std::memcpy(w.data() + (size_t)r * row_bytes + (size_t)sb * bb, &b, bb);
+    }
+  }
+  std::vector<float> x((size_t)(m * k));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t e = 0; e < k; ++e) x[(size_t)(i * k + e)] = (e % 7 < 3) != (i % 2 == 1) ? 1.f : -1.f;
+  {  // the activations quantize to the extreme levels
+    std::vector<uint8_t> a(kq_act_bytes(k));
+    kq_pack_act(x.data(), k, a.data());
+    ASSERT_EQ(std::abs((int8_t)a[4]), 127);
+  }
+  const WeightView ws{GgmlType::IQ4_XS, w.data(), rows, k, row_bytes};
+  std::vector<float> y0((size_t)(m * rows));
+  {
+    ScopedIsa scalar(Isa::kScalar);
+    matmul(ws, x.data(), m, k, y0.data(), rows, nullptr);
+  }
+  // no output cancels to zero (a kernel that read another group's rows or
+  // dropped a lane would not give these bits by accident)
+  for (size_t e = 0; e < y0.size(); ++e) ASSERT_NE(y0[e], 0.f) << "output " << e;
+  ThreadPool pool(2);
+  int x16_isas = 0;
+  for (Isa isa : available_isas()) {
+    ScopedIsa scoped(isa);
+    const MatmulKernel* kern = matmul_kernel(GgmlType::IQ4_XS, isa);
+    if (kern->repack_rows != kX16Rows) continue;
+    std::vector<uint8_t> copy = w;
+    WeightView wp{GgmlType::IQ4_XS, copy.data(), rows, k, row_bytes};
+    PackedWeights packs;
+    ASSERT_TRUE(packs.pack(wp)) << kern->name;
+    ++x16_isas;
+    for (int64_t mm = 1; mm <= m; ++mm) {
+      for (ThreadPool* p : {(ThreadPool*)nullptr, &pool}) {
+        std::vector<float> y((size_t)(mm * rows), -1.f);
+        matmul(wp, x.data(), mm, k, y.data(), rows, p);
+        ASSERT_EQ(std::memcmp(y.data(), y0.data(), y.size() * 4), 0) << kern->name << " m=" << mm;
+      }
+    }
+  }
+  if (x16_isas == 0) GTEST_SKIP() << "no ISA packs IQ4_XS as x16 on this CPU";
 }
 
 // IQ4_XS layout of matmul_kquant_x16.h against the storage fields (d, the

@@ -137,7 +137,7 @@ INSTANTIATE_TEST_SUITE_P(Golden, RepackModelTest,
 // Q2_K, Q3_K and IQ4_XS, whose x16 kernels keep the storage kernels' order
 // (no golden file has them): quant-llama requantized to the Q2_K, Q3_K_M and
 // IQ4_XS mixes (every matrix 256 wide, so Q2_K / Q3_K / IQ4_XS layer weights,
-// 256- and 512-row, all repacked; IQ4_XS only at AVX2), prompt logits
+// 256- and 512-row, all repacked, IQ4_XS at AVX2 and AVX-512), prompt logits
 // repacked vs CHIMERA_REPACK=0 at every ISA: bit for bit where every repacked
 // type keeps the storage order (Q2_K, Q3_K, IQ4_XS), within the bound above
 // where Q4_K / Q5_K / Q6_K (x16 orders of their own) are repacked too.
