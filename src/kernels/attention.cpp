@@ -15,9 +15,9 @@
 // Work units are (block of query rows, KV head, block of the heads sharing it),
 // so K/V rows are loaded once for every query vector in the unit (GQA and
 // prefill reuse); units are taken from an atomic counter, largest first.
-// Typed rows (f16, Q8_0) that several query vectors of a unit read are
-// widened to f32 once per unit into a per-thread buffer (exact), not once per
-// query vector: f16 decode at depth then costs no more than f32.
+// Q8_0 rows that several query vectors of a unit read are dequantized to f32
+// once per unit into a per-thread buffer (exact), not once per query vector;
+// f16 rows are widened in registers as they are read (a copy measured no faster).
 //
 // Invariants: every output element is a function of its own (query, head) only
 // — dot products use the same accumulator layout whether computed one key or
@@ -100,8 +100,8 @@ struct RowsOf {
 // Keys per pass-2 chunk (their V rows stay in L1 while every query vector of
 // the unit accumulates them).
 inline int64_t pv_chunk_keys(int64_t hd) { return std::max<int64_t>(16, 6144 / hd); }
-// Floats of the per-thread buffer that typed (f16, Q8_0) K / V rows are
-// widened into once per unit (RunUnit): four K rows, or one pass-2 chunk of V.
+// Floats of the per-thread buffer that Q8_0 K / V rows are dequantized into
+// once per unit (RunUnit): four K rows, or one pass-2 chunk of V.
 inline int64_t widened_floats(int64_t hd) { return std::max<int64_t>(4, pv_chunk_keys(hd)) * hd; }
 inline void key_range(const AttentionParams& p, int64_t pos, int64_t n_kv, int64_t* lo, int64_t* hi) {
   int64_t h = p.causal ? std::min(n_kv, pos + 1) : n_kv;
@@ -280,11 +280,11 @@ HWY_INLINE void WidenRows(D d, const attn_detail::RowsOf<T>& rows, int64_t j0, i
 }
 
 // widened: attn_detail::widened_floats(head_dim) floats of scratch. Where
-// several query vectors share a typed (f16, Q8_0) K or V row, the row is
-// widened to f32 once into it and every query vector reads the f32 copy: the
-// same values (widening is exact) through the same FMAs, so the bits are
-// those of converting the row for each query vector, at 1/M of the
-// conversions (decode with GQA: M = the heads of a group).
+// several query vectors share a Q8_0 K or V row, the row is dequantized to
+// f32 once into it and every query vector reads the f32 copy: the same values
+// (the dequantization is exact in f32: q * d) through the same FMAs, so the
+// bits are those of dequantizing the row for each query vector, at 1/M of the
+// work (decode with GQA: M = the heads of a group).
 template <class TK, class TV, class D>
 HWY_NOINLINE void RunUnit(D d, const Task& t, const Unit& u, float* scores, int64_t* lo, int64_t* hi,
                           float* widened) {
@@ -335,8 +335,12 @@ HWY_NOINLINE void RunUnit(D d, const Task& t, const Unit& u, float* scores, int6
       }
     }
   };
-  const bool widen_k = !std::is_same_v<TK, float> && M > 1;
-  const bool widen_v = !std::is_same_v<TV, float> && M > 1;
+  // Only Q8_0 rows are widened: an f16 row is one exact PromoteTo per vector
+  // (F16C's vcvtph2ps from memory), and copying it first measured no faster
+  // (BM_AttentionDecodeTypedKv, 8192 keys: f16 within the busy machine's
+  // noise; Q8_0 on 1 thread 8.6-10.9 ms CPU widened vs 11.2-15.1 ms not).
+  const bool widen_k = std::is_same_v<TK, attn_detail::Q8Block> && M > 1;
+  const bool widen_v = std::is_same_v<TV, attn_detail::Q8Block> && M > 1;
   for (int64_t j = jmin; j < jmax; j += 4) {
     const int64_t je = std::min(j + 4, jmax);
     if (widen_k) {
@@ -468,8 +472,8 @@ void attention(const AttentionParams& p, const float* q, int64_t n_q, int64_t ld
   auto worker = [&](int, int) {
     thread_local std::vector<float> scores;
     thread_local std::vector<int64_t> bounds;
-    thread_local std::vector<float> widened;  // typed K / V rows as f32 (RunUnit)
-    if (k.type != KvType::kF32 || v.type != KvType::kF32) {
+    thread_local std::vector<float> widened;  // Q8_0 K / V rows as f32 (RunUnit)
+    if (k.type == KvType::kQ8_0 || v.type == KvType::kQ8_0) {
       const size_t wn = (size_t)attn_detail::widened_floats(p.head_dim);
       if (widened.size() < wn) widened.resize(wn);
     }
