@@ -1,16 +1,19 @@
 // Micro-benchmarks for kernels/ops.h and kernels/attention.h on the active
-// (best) ISA: attention decode over a long f32 KV cache and causal prefill,
+// (best) ISA: attention decode over a long f32 KV cache (and f16 / Q8_0) and causal prefill,
 // rms_norm, softmax, rope. Attention reports the KV bytes it must stream
 // (bytes_per_second) and GFLOP/s (2 * 2 * head_dim per visible (query, key,
 // head)); element-wise ops report the bytes they read and write.
 #include <benchmark/benchmark.h>
 
+#include <cstring>
 #include <random>
 #include <vector>
 
+#include "core/fp16.h"
 #include "core/thread_pool.h"
 #include "kernels/attention.h"
 #include "kernels/ops.h"
+#include "quant/legacy_blocks.h"
 
 namespace chimera::kernels {
 namespace {
@@ -59,6 +62,56 @@ BENCHMARK(BM_AttentionDecode)
     ->Args({4096, 32, 2})
     ->Args({4096, 8, 2})
     ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+// The same decode over a typed cache (--cache-type-k/-v): Args n_kv, type
+// (0 f32, 1 f16, 2 q8_0, K and V alike), threads; llama-3.2-1b's heads (32
+// query, 8 KV, 64 wide). Bytes: what the cache streams in its own type. CPU
+// time is the process's (both threads), which a busy machine disturbs less
+// than wall time.
+void BM_AttentionDecodeTypedKv(benchmark::State& st) {
+  const int64_t n_kv = st.range(0), n_head_kv = 8, hd = 64, n_head = 32, w = n_head_kv * hd;
+  const KvType type = st.range(1) == 0 ? KvType::kF32 : st.range(1) == 1 ? KvType::kF16 : KvType::kQ8_0;
+  const int threads = (int)st.range(2);
+  AttentionParams p;
+  p.n_head = n_head;
+  p.n_head_kv = n_head_kv;
+  p.head_dim = hd;
+  p.scale = 0.125f;
+  const auto q = random_vec(n_head * hd, 1);
+  std::vector<float> k = random_vec(n_kv * w, 2), v = random_vec(n_kv * w, 3);
+  const size_t rb = kv_row_bytes(type, w);
+  std::vector<uint8_t> kb(rb * n_kv), vb(rb * n_kv);
+  auto encode = [&](const std::vector<float>& x, std::vector<uint8_t>& out) {
+    for (int64_t r = 0; r < n_kv; ++r) {
+      const float* s = x.data() + r * w;
+      uint8_t* d = out.data() + r * rb;
+      if (type == KvType::kF32) {
+        std::memcpy(d, s, rb);
+      } else if (type == KvType::kF16) {
+        for (int64_t i = 0; i < w; ++i) reinterpret_cast<uint16_t*>(d)[i] = f32_to_f16(s[i]);
+      } else {
+        quant::quantize_row_q8_0(s, reinterpret_cast<quant::block_q8_0*>(d), w);
+      }
+    }
+  };
+  encode(k, kb);
+  encode(v, vb);
+  std::vector<float> out(n_head * hd);
+  ThreadPool& pool = pool_for(threads);
+  for (auto _ : st) {
+    attention(p, q.data(), 1, n_head * hd, n_kv - 1, KvRows{kb.data(), w, type}, KvRows{vb.data(), w, type}, n_kv,
+              out.data(), n_head * hd, &pool);
+    benchmark::DoNotOptimize(out.data());
+  }
+  st.SetBytesProcessed(st.iterations() * 2 * n_kv * (int64_t)rb);
+  st.SetLabel(kv_type_name(type));
+}
+BENCHMARK(BM_AttentionDecodeTypedKv)
+    ->ArgNames({"n_kv", "type", "threads"})
+    ->ArgsProduct({{8192}, {0, 1, 2}, {1, 2}})
+    ->Unit(benchmark::kMicrosecond)
+    ->MeasureProcessCPUTime()
     ->UseRealTime();
 
 // Args: n_q (= n_kv, causal from position 0), n_head_kv, threads.

@@ -34,7 +34,7 @@ struct BenchOptions {
   std::string isa;
   bool no_probe = false;
   bool no_repack_cache = false;
-  std::string cache_type_k, cache_type_v;  // "" = the default (f32)
+  std::string cache_type_k, cache_type_v;  // "" = the model's default (chosen_kv_types)
   DiffusionCliOptions diffusion;  // diffusion LMs (cmd_bench_diffusion.h)
   std::string diffusion_modes;
 };
@@ -217,10 +217,7 @@ void add_bench_command(CLI::App& app) {
   sub->add_flag("--no-probe", o->no_probe, "Skip the memory-bandwidth probe");
   sub->add_flag("--no-repack-cache", o->no_repack_cache,
                 "Do not read or write MODEL.gguf.chimera-cache (the repacked weight layouts kept next to the model)");
-  sub->add_option("--cache-type-k", o->cache_type_k, "KV cache storage type of the keys: f32, f16 or q8_0 (default: f32)")
-      ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
-  sub->add_option("--cache-type-v", o->cache_type_v, "KV cache storage type of the values: f32, f16 or q8_0 (default: f32)")
-      ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
+  add_kv_type_options(sub, &o->cache_type_k, &o->cache_type_v);
   o->diffusion.add_to(sub);
   sub->add_option("--diffusion-modes", o->diffusion_modes,
                   "Diffusion LMs: modes to time, e.g. exact,prefix,dual,dual+threshold (default: the flags given, "

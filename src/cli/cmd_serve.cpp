@@ -127,7 +127,7 @@ int run(const ServeOptions& o) {
   eo.prefix_cache = !o.no_prefix_cache;
   eo.checkpoint_interval = o.checkpoint_interval;
   eo.max_queue = (size_t)o.max_queue;
-  eo.kv_types = chosen_kv_types();
+  eo.kv_types = chosen_kv_types(model);
   server::Engine engine(model, &global_thread_pool(), eo, &metrics);
 
   server::ServerOptions so;

@@ -60,12 +60,16 @@ void ComputeOptions::add_to(CLI::App* app) {
   app->add_option("--isa", isa, "Restrict kernels to an instruction set: scalar, avx2, avx2vnni, avx512, avx512vnni, neon");
   app->add_flag("--no-repack-cache", no_repack_cache,
                 "Do not read or write MODEL.gguf.chimera-cache (the repacked weight layouts kept next to the model)");
-  for (auto [flag, dst, what] : {std::tuple{"--cache-type-k", &cache_type_k, "keys"},
-                                 std::tuple{"--cache-type-v", &cache_type_v, "values"}}) {
+  add_kv_type_options(app, &cache_type_k, &cache_type_v);
+}
+
+void add_kv_type_options(CLI::App* app, std::string* k, std::string* v) {
+  for (auto [flag, dst, what] : {std::tuple{"--cache-type-k", k, "keys"}, std::tuple{"--cache-type-v", v, "values"}}) {
     app->add_option(flag, *dst,
-                    std::string("KV cache storage type of the ") + what +
-                        ": f32, f16 or q8_0 (default: f32; f16 halves the cache and is llama.cpp's default, "
-                        "q8_0 takes 34 bytes per 32 values)")
+                    std::string("KV cache storage type of the ") + what + ": f32, f16 or q8_0 (default: " +
+                        kernels::kv_type_name(layers::kDefaultKvCacheTypes.k) +
+                        ", as llama.cpp: half of f32's bytes; f32 for families whose attention reads f32 caches "
+                        "only; q8_0 takes 34 bytes per 32 values)")
         ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
   }
 }
@@ -77,23 +81,27 @@ struct KvChoice {
 } g_kv_choice;
 
 Status check_kv_choice(const models::Model& m) {
-  const Status s = m.check_kv_types(chosen_kv_types());
+  const Status s = m.check_kv_types(chosen_kv_types(m));
   if (!s.is_ok()) return unsupported("--cache-type-k/--cache-type-v: " + s.message());
   return s;
 }
 }  // namespace
 
-layers::KvCacheTypes chosen_kv_types() {
-  auto parse = [](const std::string& s) {
-    return s == "f16" ? kernels::KvType::kF16 : s == "q8_0" ? kernels::KvType::kQ8_0 : kernels::KvType::kF32;
+layers::KvCacheTypes chosen_kv_types(const models::Model& m) {
+  auto parse = [](const std::string& s, kernels::KvType dflt) {
+    return s.empty() ? dflt
+           : s == "f16" ? kernels::KvType::kF16
+           : s == "q8_0" ? kernels::KvType::kQ8_0
+                         : kernels::KvType::kF32;
   };
-  return {parse(g_kv_choice.k), parse(g_kv_choice.v)};
+  const layers::KvCacheTypes d = m.default_kv_types();
+  return {parse(g_kv_choice.k, d.k), parse(g_kv_choice.v, d.v)};
 }
 
 Result<models::Context> new_context(const models::Model& m) {
   models::Context ctx = m.new_context();
   CHIMERA_RETURN_IF_ERROR(check_kv_choice(m));
-  CHIMERA_RETURN_IF_ERROR(ctx.set_kv_types(chosen_kv_types()));
+  CHIMERA_RETURN_IF_ERROR(ctx.set_kv_types(chosen_kv_types(m)));
   return ctx;
 }
 
@@ -161,6 +169,9 @@ Result<std::unique_ptr<models::Model>> load_model_verbose(const std::string& pat
                    (double)m->repacked_bytes() / (1024.0 * 1024.0), (double)m->relocated_bytes() / (1024.0 * 1024.0));
     if (!m->repack_cache_status().empty())
       std::fprintf(stderr, "chimera: repack cache: %s\n", m->repack_cache_status().c_str());
+    if (m->kv_default_falls_back())
+      std::fprintf(stderr, "chimera: note: KV cache f32 (%s attention reads f32 caches only; the default elsewhere is %s)\n",
+                   i.arch.c_str(), kernels::kv_type_name(layers::kDefaultKvCacheTypes.k));
   }
   return m;
 }

@@ -24,12 +24,15 @@ struct ComputeOptions {
   int threads = 0;  // 0 = all cores
   std::string isa;  // "" = best
   bool no_repack_cache = false;  // --no-repack-cache (also CHIMERA_REPACK_CACHE=0)
-  // --cache-type-k / --cache-type-v: f32, f16, q8_0 or "" = the default
-  // (chosen_kv_types; checked against the next model loaded).
+  // --cache-type-k / --cache-type-v: f32, f16, q8_0 or "" = the model's
+  // default (chosen_kv_types; checked against the next model loaded).
   std::string cache_type_k, cache_type_v;
   void add_to(CLI::App* app);
   Status apply() const;
 };
+
+// --cache-type-k / --cache-type-v into k and v (ComputeOptions::add_to, bench).
+void add_kv_type_options(CLI::App* app, std::string* k, std::string* v);
 
 struct SamplingOptions {
   runtime::SamplingParams p;
@@ -40,8 +43,10 @@ struct SamplingOptions {
 // (kUnsupported naming the flags) a model that does not accept the KV cache
 // types --cache-type-k/-v chose.
 Result<std::unique_ptr<models::Model>> load_model_verbose(const std::string& path, bool quiet);
-// The KV cache types --cache-type-k/-v chose (ComputeOptions::apply; f32 by default).
-layers::KvCacheTypes chosen_kv_types();
+// The KV cache types --cache-type-k/-v chose (ComputeOptions::apply) for m;
+// a type not given is m's default (Model::default_kv_types: f16, or f32 where
+// the family reads f32 caches only).
+layers::KvCacheTypes chosen_kv_types(const models::Model& m);
 // A context on m with those KV types (the same error as load_model_verbose
 // when m does not accept them): what a command runs its forwards on.
 Result<models::Context> new_context(const models::Model& m);

@@ -1,4 +1,4 @@
-// Scaled dot-product attention over an f32 or f16 KV cache (kernels/attention.h),
+// Scaled dot-product attention over an f32, f16 or Q8_0 KV cache (kernels/attention.h),
 // Highway SIMD with runtime dispatch, two passes per query vector:
 //   1. s_j = scale * dot(q, k_j) over the visible keys (optional softcap), kept
 //      in a per-thread score buffer; then softmax over the row (kernels::softmax:
@@ -15,6 +15,9 @@
 // Work units are (block of query rows, KV head, block of the heads sharing it),
 // so K/V rows are loaded once for every query vector in the unit (GQA and
 // prefill reuse); units are taken from an atomic counter, largest first.
+// Q8_0 rows that several query vectors of a unit read are dequantized to f32
+// once per unit into a per-thread buffer (exact), not once per query vector;
+// f16 rows are widened in registers as they are read (a copy measured no faster).
 //
 // Invariants: every output element is a function of its own (query, head) only
 // — dot products use the same accumulator layout whether computed one key or
@@ -94,6 +97,12 @@ struct RowsOf {
   // First row of the block after the one holding row j.
   int64_t block_end(int64_t j) const { return ((j >> shift) + 1) << shift; }
 };
+// Keys per pass-2 chunk (their V rows stay in L1 while every query vector of
+// the unit accumulates them).
+inline int64_t pv_chunk_keys(int64_t hd) { return std::max<int64_t>(16, 6144 / hd); }
+// Floats of the per-thread buffer that Q8_0 K / V rows are dequantized into
+// once per unit (RunUnit): four K rows, or one pass-2 chunk of V.
+inline int64_t widened_floats(int64_t hd) { return std::max<int64_t>(4, pv_chunk_keys(hd)) * hd; }
 inline void key_range(const AttentionParams& p, int64_t pos, int64_t n_kv, int64_t* lo, int64_t* hi) {
   int64_t h = p.causal ? std::min(n_kv, pos + 1) : n_kv;
   int64_t l = p.window > 0 ? std::max<int64_t>(0, pos - p.window + 1) : 0;
@@ -257,8 +266,28 @@ HWY_INLINE void AccumulatePV(D d, const float* HWY_RESTRICT prow, const TV* HWY_
   for (int t = 0; t < NV; ++t) hn::StoreU(acc[t], d, o + t * N);
 }
 
+// Rows [j0, j0 + n) of `rows` widened to f32 (exactly) into out, hd floats
+// apart; hd % Lanes(d) == 0.
+template <class D, class T>
+HWY_INLINE void WidenRows(D d, const attn_detail::RowsOf<T>& rows, int64_t j0, int64_t n, size_t hd,
+                          float* HWY_RESTRICT out) {
+  const size_t N = hn::Lanes(d);
+  for (int64_t j = 0; j < n; ++j) {
+    const T* r = rows(j0 + j);
+    float* o = out + (size_t)j * hd;
+    for (size_t i = 0; i < hd; i += N) hn::StoreU(LoadKv(d, r, i), d, o + i);
+  }
+}
+
+// widened: attn_detail::widened_floats(head_dim) floats of scratch. Where
+// several query vectors share a Q8_0 K or V row, the row is dequantized to
+// f32 once into it and every query vector reads the f32 copy: the same values
+// (the dequantization is exact in f32: q * d) through the same FMAs, so the
+// bits are those of dequantizing the row for each query vector, at 1/M of the
+// work (decode with GQA: M = the heads of a group).
 template <class TK, class TV, class D>
-HWY_NOINLINE void RunUnit(D d, const Task& t, const Unit& u, float* scores, int64_t* lo, int64_t* hi) {
+HWY_NOINLINE void RunUnit(D d, const Task& t, const Unit& u, float* scores, int64_t* lo, int64_t* hi,
+                          float* widened) {
   const AttentionParams& p = *t.p;
   const size_t hd = (size_t)p.head_dim;
   const size_t N = hn::Lanes(d);
@@ -286,12 +315,13 @@ HWY_NOINLINE void RunUnit(D d, const Task& t, const Unit& u, float* scores, int6
   const attn_detail::RowsOf<TK> krow(t.k, u.g * (int64_t)hd);
   const attn_detail::RowsOf<TV> vrow(t.v, u.g * (int64_t)hd);
 
-  // Pass 1: scores, four keys at a time where all four are visible.
-  for (int64_t j = jmin; j < jmax; j += 4) {
-    const int64_t je = std::min(j + 4, jmax);
-    const TK* k4[4] = {krow(j), nullptr, nullptr, nullptr};
+  // Pass 1: scores, four keys at a time where all four are visible (keys
+  // j..je-1, row(c) the pointer to key c's row of head g).
+  auto scores_of = [&](int64_t j, int64_t je, auto row) {
+    using T = std::remove_cv_t<std::remove_pointer_t<decltype(row(j))>>;
+    const T* k4[4] = {row(j), nullptr, nullptr, nullptr};
     if (je - j == 4)
-      for (int c = 1; c < 4; ++c) k4[c] = krow(j + c);
+      for (int c = 1; c < 4; ++c) k4[c] = row(j + c);
     for (int64_t m = 0; m < M; ++m) {
       float* srow = scores + m * span;  // index j - jmin
       const float* qm = qrow(m);
@@ -300,9 +330,24 @@ HWY_NOINLINE void RunUnit(D d, const Task& t, const Unit& u, float* scores, int6
         for (int64_t c = j; c < je; ++c) srow[c - jmin] *= p.scale;
       } else {
         for (int64_t c = std::max(j, lo[m]); c < std::min(je, hi[m]); ++c) {
-          srow[c - jmin] = Dot1(d, qm, krow(c), hd) * p.scale;
+          srow[c - jmin] = Dot1(d, qm, row(c), hd) * p.scale;
         }
       }
+    }
+  };
+  // Only Q8_0 rows are widened: an f16 row is one exact PromoteTo per vector
+  // (F16C's vcvtph2ps from memory), and copying it first measured no faster
+  // (BM_AttentionDecodeTypedKv, 8192 keys: f16 within the busy machine's
+  // noise; Q8_0 on 1 thread 8.6-10.9 ms CPU widened vs 11.2-15.1 ms not).
+  const bool widen_k = std::is_same_v<TK, attn_detail::Q8Block> && M > 1;
+  const bool widen_v = std::is_same_v<TV, attn_detail::Q8Block> && M > 1;
+  for (int64_t j = jmin; j < jmax; j += 4) {
+    const int64_t je = std::min(j + 4, jmax);
+    if (widen_k) {
+      WidenRows(d, krow, j, je - j, hd, widened);
+      scores_of(j, je, [&](int64_t c) -> const float* { return widened + (size_t)(c - j) * hd; });
+    } else {
+      scores_of(j, je, krow);
     }
   }
   // Softcap and softmax per query vector, over its own visible range.
@@ -314,53 +359,60 @@ HWY_NOINLINE void RunUnit(D d, const Task& t, const Unit& u, float* scores, int6
   }
   // Pass 2: out += p_j * v_j in key order, chunked so the V rows stay in L1
   // (a chunk ends at a block end too, so its rows are ldv apart).
-  const int64_t kc = std::max<int64_t>(16, 6144 / (int64_t)hd);
-  const size_t ldv = (size_t)vrow.ld;
+  // Typed V rows are widened once per chunk (widen_v).
+  const int64_t kc = attn_detail::pv_chunk_keys((int64_t)hd);
+  auto accumulate = [&](int64_t m, int64_t a, int64_t b, auto va, size_t ldv) {
+    const float* prow = scores + m * span + (a - jmin);  // p of key a
+    float* o = orow(m);
+    size_t c = 0;
+    for (; c + 4 * N <= hd; c += 4 * N) AccumulatePV<4>(d, prow, va, c, ldv, b - a, o + c);
+    for (; c < hd; c += N) AccumulatePV<1>(d, prow, va, c, ldv, b - a, o + c);
+  };
   for (int64_t jc = jmin, je = jmin; jc < jmax; jc = je) {
     je = std::min({jc + kc, jmax, vrow.block_end(jc)});
+    if (widen_v) WidenRows(d, vrow, jc, je - jc, hd, widened);
     for (int64_t m = 0; m < M; ++m) {
       const int64_t a = std::max(jc, lo[m]), b = std::min(je, hi[m]);
       if (a >= b) continue;
-      const float* prow = scores + m * span + (a - jmin);  // p of key a
-      const TV* va = vrow(a);
-      float* o = orow(m);
-      size_t c = 0;
-      for (; c + 4 * N <= hd; c += 4 * N) AccumulatePV<4>(d, prow, va, c, ldv, b - a, o + c);
-      for (; c < hd; c += N) AccumulatePV<1>(d, prow, va, c, ldv, b - a, o + c);
+      if (widen_v) {
+        accumulate(m, a, b, static_cast<const float*>(widened + (size_t)(a - jc) * hd), hd);
+      } else {
+        accumulate(m, a, b, vrow(a), (size_t)vrow.ld);
+      }
     }
   }
 }
 
 // Runs one unit with the widest vector whose lane count divides head_dim.
 template <class TK, class TV>
-void UnitForTypes(const Task& t, const Unit& u, float* scores, int64_t* lo, int64_t* hi) {
+void UnitForTypes(const Task& t, const Unit& u, float* scores, int64_t* lo, int64_t* hi, float* w) {
   const size_t hd = (size_t)t.p->head_dim;
   const hn::ScalableTag<float> d;
-  if (hd % hn::Lanes(d) == 0) return RunUnit<TK, TV>(d, t, u, scores, lo, hi);
+  if (hd % hn::Lanes(d) == 0) return RunUnit<TK, TV>(d, t, u, scores, lo, hi, w);
 #if HWY_TARGET != HWY_SCALAR
   const hn::CappedTag<float, 8> d8;
-  if (hd % hn::Lanes(d8) == 0) return RunUnit<TK, TV>(d8, t, u, scores, lo, hi);
+  if (hd % hn::Lanes(d8) == 0) return RunUnit<TK, TV>(d8, t, u, scores, lo, hi, w);
   const hn::CappedTag<float, 4> d4;
-  if (hd % hn::Lanes(d4) == 0) return RunUnit<TK, TV>(d4, t, u, scores, lo, hi);
+  if (hd % hn::Lanes(d4) == 0) return RunUnit<TK, TV>(d4, t, u, scores, lo, hi, w);
 #endif
   const hn::CappedTag<float, 1> d1;
-  RunUnit<TK, TV>(d1, t, u, scores, lo, hi);
+  RunUnit<TK, TV>(d1, t, u, scores, lo, hi, w);
 }
 
 template <class TK>
-void UnitForK(const Task& t, const Unit& u, float* scores, int64_t* lo, int64_t* hi) {
+void UnitForK(const Task& t, const Unit& u, float* scores, int64_t* lo, int64_t* hi, float* w) {
   switch (t.v_type) {
-    case KvType::kF32: return UnitForTypes<TK, float>(t, u, scores, lo, hi);
-    case KvType::kF16: return UnitForTypes<TK, hwy::float16_t>(t, u, scores, lo, hi);
-    case KvType::kQ8_0: return UnitForTypes<TK, attn_detail::Q8Block>(t, u, scores, lo, hi);
+    case KvType::kF32: return UnitForTypes<TK, float>(t, u, scores, lo, hi, w);
+    case KvType::kF16: return UnitForTypes<TK, hwy::float16_t>(t, u, scores, lo, hi, w);
+    case KvType::kQ8_0: return UnitForTypes<TK, attn_detail::Q8Block>(t, u, scores, lo, hi, w);
   }
 }
 
-void AttentionUnitImpl(const Task& t, const Unit& u, float* scores, int64_t* lo, int64_t* hi) {
+void AttentionUnitImpl(const Task& t, const Unit& u, float* scores, int64_t* lo, int64_t* hi, float* widened) {
   switch (t.k_type) {
-    case KvType::kF32: return UnitForK<float>(t, u, scores, lo, hi);
-    case KvType::kF16: return UnitForK<hwy::float16_t>(t, u, scores, lo, hi);
-    case KvType::kQ8_0: return UnitForK<attn_detail::Q8Block>(t, u, scores, lo, hi);
+    case KvType::kF32: return UnitForK<float>(t, u, scores, lo, hi, widened);
+    case KvType::kF16: return UnitForK<hwy::float16_t>(t, u, scores, lo, hi, widened);
+    case KvType::kQ8_0: return UnitForK<attn_detail::Q8Block>(t, u, scores, lo, hi, widened);
   }
 }
 
@@ -420,6 +472,11 @@ void attention(const AttentionParams& p, const float* q, int64_t n_q, int64_t ld
   auto worker = [&](int, int) {
     thread_local std::vector<float> scores;
     thread_local std::vector<int64_t> bounds;
+    thread_local std::vector<float> widened;  // Q8_0 K / V rows as f32 (RunUnit)
+    if (k.type == KvType::kQ8_0 || v.type == KvType::kQ8_0) {
+      const size_t wn = (size_t)attn_detail::widened_floats(p.head_dim);
+      if (widened.size() < wn) widened.resize(wn);
+    }
     for (;;) {
       const int64_t i = next.fetch_add(1, std::memory_order_relaxed);
       if (i >= total) break;
@@ -436,7 +493,7 @@ void attention(const AttentionParams& p, const float* q, int64_t n_q, int64_t ld
       const size_t need = (size_t)(m * std::max<int64_t>(n_kv, 1));
       if (scores.size() < need) scores.resize(need);
       if (bounds.size() < (size_t)(2 * m)) bounds.resize((size_t)(2 * m));
-      HWY_DYNAMIC_DISPATCH(AttentionUnitImpl)(task, u, scores.data(), bounds.data(), bounds.data() + m);
+      HWY_DYNAMIC_DISPATCH(AttentionUnitImpl)(task, u, scores.data(), bounds.data(), bounds.data() + m, widened.data());
     }
   };
   if (nt <= 1 || total == 1) {

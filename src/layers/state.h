@@ -75,12 +75,23 @@ struct NoStateSpec {};
 using LayerStateSpec = std::variant<NoStateSpec, KvSpec, RecurrentSpec, RingKvSpec>;
 
 // Storage types of the full KV caches of a sequence (llama.cpp's
-// --cache-type-k / --cache-type-v).
+// --cache-type-k / --cache-type-v). A value-initialised KvCacheTypes is f32
+// (the layer-level storage a bare KvCache / SequenceState gets); what a model's
+// contexts use unless told otherwise is kDefaultKvCacheTypes
+// (Model::default_kv_types).
 struct KvCacheTypes {
   kernels::KvType k = kernels::KvType::kF32;
   kernels::KvType v = kernels::KvType::kF32;
   bool operator==(const KvCacheTypes&) const = default;
 };
+
+// The default KV cache types of every command, the server, the C API and the
+// Python package: f16 keys and values, as llama.cpp (half of f32's bytes; the
+// golden cases' logits move by at most 3.6e-2 of their scale, most by ~1e-3 —
+// docs/PERFORMANCE.md "KV cache types"). The one place the default is decided;
+// families whose attention reads f32 caches only keep f32
+// (Model::default_kv_types).
+inline constexpr KvCacheTypes kDefaultKvCacheTypes{kernels::KvType::kF16, kernels::KvType::kF16};
 
 class KvCache {
  public:

@@ -5,7 +5,7 @@
 
 namespace chimera::models {
 
-Context::Context(const Model& m) : model_(&m), scratch_(m.new_scratch()) {}
+Context::Context(const Model& m) : model_(&m), scratch_(m.new_scratch()), kv_types_(m.default_kv_types()) {}
 Context::Context(Context&&) noexcept = default;
 Context& Context::operator=(Context&&) noexcept = default;
 Context::~Context() = default;

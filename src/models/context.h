@@ -25,7 +25,8 @@ namespace chimera::models {
 
 class Context {
  public:
-  // A context on m (which must outlive it) with f32 KV caches.
+  // A context on m (which must outlive it) with m.default_kv_types() (f16,
+  // or f32 for families that read f32 caches only).
   explicit Context(const Model& m);
   Context(Context&&) noexcept;
   Context& operator=(Context&&) noexcept;
@@ -34,7 +35,7 @@ class Context {
   const Model& model() const { return *model_; }
 
   // Storage types of the full KV caches of the states this context makes
-  // (f32 by default); refused (kUnsupported, nothing changes) when the model
+  // (Model::default_kv_types unless set); refused (kUnsupported, nothing changes) when the model
   // does not accept them (Model::accepts_kv_types). Other contexts of the
   // same model are not affected.
   Status set_kv_types(layers::KvCacheTypes t);

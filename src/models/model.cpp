@@ -37,6 +37,10 @@ bool Model::accepts_kv_types(layers::KvCacheTypes t) const {
   return true;
 }
 
+layers::KvCacheTypes Model::default_kv_types() const {
+  return accepts_kv_types(layers::kDefaultKvCacheTypes) ? layers::kDefaultKvCacheTypes : layers::KvCacheTypes{};
+}
+
 Status Model::check_kv_types(layers::KvCacheTypes t) const {
   if (accepts_kv_types(t)) return Status::ok();
   return unsupported(info_.arch + ": KV cache type k=" + kernels::kv_type_name(t.k) + " v=" +

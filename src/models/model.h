@@ -104,10 +104,20 @@ class Model {
   // What each layer keeps per sequence.
   virtual std::vector<layers::LayerStateSpec> state_specs() const = 0;
   // A fresh state whose full KV caches store `kv` (Context::new_state passes
-  // its own types; callers check them with accepts_kv_types first).
-  std::unique_ptr<layers::SequenceState> new_state(int64_t n_ctx, layers::KvCacheTypes kv = {}) const {
+  // its own types; callers check them with accepts_kv_types first), or
+  // default_kv_types().
+  std::unique_ptr<layers::SequenceState> new_state(int64_t n_ctx, layers::KvCacheTypes kv) const {
     return std::make_unique<layers::SequenceState>(state_specs(), n_ctx, kv);
   }
+  std::unique_ptr<layers::SequenceState> new_state(int64_t n_ctx) const { return new_state(n_ctx, default_kv_types()); }
+  // The KV cache types of this model's contexts unless set otherwise:
+  // layers::kDefaultKvCacheTypes (f16), or f32 where the family's attention
+  // reads f32 caches only (reads_typed_kv false: phi4flash, bitnet from
+  // llama2.c files), so the default never becomes an error.
+  layers::KvCacheTypes default_kv_types() const;
+  // True when default_kv_types() is f32 because the family reads f32 caches
+  // only (the commands print a note).
+  bool kv_default_falls_back() const { return default_kv_types() != layers::kDefaultKvCacheTypes; }
   // Whether states may store their full KV caches as t: a non-f32 type is
   // refused by families whose attention reads only f32 caches
   // (reads_typed_kv); families without KV caches accept any (nothing
@@ -115,7 +125,7 @@ class Model {
   bool accepts_kv_types(layers::KvCacheTypes t) const;
   Status check_kv_types(layers::KvCacheTypes t) const;
 
-  // A new per-caller context (models/context.h): own scratch, f32 KV types.
+  // A new per-caller context (models/context.h): own scratch, default_kv_types().
   Context new_context() const;
   // The family's scratch for one context, sized for the largest call it runs
   // (Context's constructor calls it).

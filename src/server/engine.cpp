@@ -84,7 +84,7 @@ Status Engine::start() {
   if (opts_.max_running < 1) return invalid_argument("--parallel must be at least 1");
   if (opts_.prefill_chunk < 1) opts_.prefill_chunk = 1;
   if (opts_.checkpoint_interval < 1) opts_.checkpoint_interval = 256;
-  CHIMERA_RETURN_IF_ERROR(ctx_.set_kv_types(opts_.kv_types));
+  if (opts_.kv_types) CHIMERA_RETURN_IF_ERROR(ctx_.set_kv_types(*opts_.kv_types));
   auto probe = ctx_.new_state(opts_.n_ctx);
   state_bytes_ = probe->bytes(true);  // a full context; KV blocks are allocated as tokens arrive
   recurrent_ = probe->has_recurrent();

@@ -144,7 +144,9 @@ struct EngineOptions {
   bool prefix_cache = true;
   int64_t checkpoint_interval = 256;  // recurrent states: checkpoint every N prompt tokens
   size_t max_queue = 1024;            // waiting requests beyond this are refused
-  layers::KvCacheTypes kv_types;      // KV cache storage of the engine's states (start() checks them)
+  // KV cache storage of the engine's states (start() checks them); unset: the
+  // model's default (Model::default_kv_types).
+  std::optional<layers::KvCacheTypes> kv_types;
 };
 
 struct EngineCounters {

@@ -3,7 +3,8 @@
 // `--isa` at every level the CPU runs selects it (the load line names it) and
 // greedy output is the same at each; `bench -o csv` with `--threads 1,2` gives
 // one well-formed row per thread count; --cache-type-k/-v reach the model
-// (f16 changes the logits, f32 does not) and are refused where unsupported.
+// (f16 is the default, f32 changes the logits) and are refused where
+// unsupported; a family that reads f32 caches only keeps f32 by default, with a note.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -163,14 +164,15 @@ TEST(CliCoverage, KvCacheTypeFlags) {
     return read_floats(out);
   };
   const auto base = logits(""), f32 = logits("--cache-type-k f32 --cache-type-v f32");
-  const auto k16 = logits("--cache-type-k f16"), both = logits("--cache-type-k f16 --cache-type-v f16");
+  const auto k16 = logits("--cache-type-v f32"), both = logits("--cache-type-k f16 --cache-type-v f16");
   ASSERT_FALSE(base.empty());
-  EXPECT_EQ(base, f32);   // the default is f32
-  EXPECT_NE(base, k16);   // the flag reaches the cache
-  EXPECT_NE(k16, both);   // and each flag its own half
-  ASSERT_EQ(base.size(), both.size());
+  EXPECT_EQ(base, both);  // the default is f16 (llama.cpp's)
+  EXPECT_NE(base, f32);   // the flag reaches the cache
+  EXPECT_NE(k16, both);   // and each flag its own half (the other one keeps the default)
+  EXPECT_NE(k16, f32);
+  ASSERT_EQ(f32.size(), both.size());
   float worst = 0;
-  for (size_t i = 0; i < base.size(); ++i) worst = std::max(worst, std::fabs(base[i] - both[i]));
+  for (size_t i = 0; i < f32.size(); ++i) worst = std::max(worst, std::fabs(f32[i] - both[i]));
   EXPECT_LT(worst, 0.05f);  // rounding, not garbage (logit scale of stories260K ~ 20)
   std::filesystem::remove(out);
 
@@ -187,7 +189,11 @@ TEST(CliCoverage, KvCacheTypeFlags) {
                 .exit_code,
             0);
   const SplitResult f32_only = run_chimera_split("run -m " + shell_quote(l2c) + " -p hi -n 1 --cache-type-v f16");
+  // Without the flags it keeps f32 (the f16 default is never an error) and says so.
+  const SplitResult dflt = run_chimera_split("run -m " + shell_quote(l2c) + " -p hi -n 1");
   std::filesystem::remove(l2c);
+  EXPECT_EQ(dflt.exit_code, 0) << dflt.err;
+  EXPECT_NE(dflt.err.find("note: KV cache f32 (bitnet attention reads f32 caches only"), std::string::npos) << dflt.err;
   EXPECT_NE(f32_only.exit_code, 0);
   EXPECT_NE(f32_only.err.find("--cache-type-k/--cache-type-v: bitnet"), std::string::npos) << f32_only.err;
 }

@@ -188,20 +188,24 @@ TEST(Context, KvTypesApplyOnlyToTheContextsOwnStates) {
   auto m = load(shared, "tiny-llama");
   ASSERT_TRUE(m);
   using kernels::KvType;
-  const layers::KvCacheTypes f16{KvType::kF16, KvType::kF16};
+  const layers::KvCacheTypes f16{KvType::kF16, KvType::kF16}, f32{KvType::kF32, KvType::kF32};
+  // f16 is the default (llama.cpp's): of a fresh context and of Model::new_state.
+  EXPECT_EQ(layers::kDefaultKvCacheTypes, f16);
+  EXPECT_EQ(m->default_kv_types(), f16);
+  EXPECT_FALSE(m->kv_default_falls_back());
   models::Context typed = m->new_context(), plain = m->new_context();
-  ASSERT_TRUE(typed.set_kv_types(f16).is_ok());
   EXPECT_EQ(typed.kv_types(), f16);
-  EXPECT_EQ(plain.kv_types(), layers::KvCacheTypes{});
+  ASSERT_TRUE(plain.set_kv_types(f32).is_ok());
+  EXPECT_EQ(plain.kv_types(), f32);
   auto ts = typed.new_state(64), ps = plain.new_state(64), ms = m->new_state(64);
   EXPECT_EQ(ts->kv_types(), f16);
   EXPECT_EQ(ts->kv(0)->types(), f16);
-  EXPECT_EQ(ps->kv_types(), layers::KvCacheTypes{});
-  EXPECT_EQ(ps->kv(0)->types(), layers::KvCacheTypes{});
-  EXPECT_EQ(ms->kv_types(), layers::KvCacheTypes{}) << "the model has no KV types of its own";
+  EXPECT_EQ(ps->kv_types(), f32);
+  EXPECT_EQ(ps->kv(0)->types(), f32);
+  EXPECT_EQ(ms->kv_types(), f16) << "Model::new_state takes the model's default";
   // A fresh context takes the types of the one it is made from.
   EXPECT_EQ(typed.fresh().kv_types(), f16);
-  EXPECT_EQ(plain.fresh().kv_types(), layers::KvCacheTypes{});
+  EXPECT_EQ(plain.fresh().kv_types(), f32);
 
   // The plain context computes exactly what a context never touched by the
   // typed one does; the typed one differs (its f16 cache rounds K/V).
@@ -209,14 +213,16 @@ TEST(Context, KvTypesApplyOnlyToTheContextsOwnStates) {
   std::string err;
   ThreadPool pool(1);
   models::Context untouched = m->new_context();
+  ASSERT_TRUE(untouched.set_kv_types(f32).is_ok());
   const std::vector<float> want = run(untouched, s, &pool, &err);
   const std::vector<float> got_typed = run(typed, s, &pool, &err), got_plain = run(plain, s, &pool, &err);
   ASSERT_TRUE(err.empty()) << err;
   EXPECT_EQ(0, std::memcmp(got_plain.data(), want.data(), want.size() * sizeof(float)));
   EXPECT_NE(0, std::memcmp(got_typed.data(), want.data(), want.size() * sizeof(float)));
 
-  // A refused type changes nothing: the llama2.c BitNet's reference-order
-  // attention reads only f32 caches.
+  // The llama2.c BitNet's reference-order attention reads only f32 caches:
+  // its default is f32 (the f16 default never becomes an error), and an
+  // explicit f16 is refused and changes nothing.
   const std::string dir = shared + "/models/bitnet-llama2c";
   const std::string path = temp_path("context-kv-bitnet-1M.gguf");
   format::bitnet_llama2c::ConvertOptions opts;
@@ -227,12 +233,16 @@ TEST(Context, KvTypesApplyOnlyToTheContextsOwnStates) {
   std::filesystem::remove(path);
   ASSERT_TRUE(loaded.is_ok()) << loaded.status().message();
   std::unique_ptr<models::Model> bn = std::move(loaded).value();
+  EXPECT_EQ(bn->default_kv_types(), f32);
+  EXPECT_TRUE(bn->kv_default_falls_back());
+  EXPECT_EQ(bn->new_state(8)->kv_types(), f32);
   models::Context bc = bn->new_context();
+  EXPECT_EQ(bc.kv_types(), f32);
   const Status r = bc.set_kv_types(f16);
   EXPECT_EQ(r.code(), StatusCode::kUnsupported);
   EXPECT_NE(r.message().find("f32 only"), std::string::npos) << r.message();
-  EXPECT_EQ(bc.kv_types(), layers::KvCacheTypes{});
-  EXPECT_EQ(bc.new_state(8)->kv_types(), layers::KvCacheTypes{});
+  EXPECT_EQ(bc.kv_types(), f32);
+  EXPECT_EQ(bc.new_state(8)->kv_types(), f32);
 }
 
 }  // namespace

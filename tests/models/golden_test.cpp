@@ -3,7 +3,9 @@
 // teacher-forced generation rows, |engine - reference| <= tolerance * scale on
 // the stored columns — in batch, step and chunk modes with 1 and 2 threads,
 // and free-running greedy decoding equal to the reference tokens (a flip is
-// accepted only where the reference margin is a numerical tie).
+// accepted only where the reference margin is a numerical tie); with the
+// default (f16) KV cache, except the few cases pinned to f32 (case_context),
+// and each typed cache against the f32 one (TypedKvCacheStaysWithinItsBudget).
 // Every case must load and run: an unregistered architecture or an
 // unsupported tensor type is a failure. Cases run by their own tests (diffusion
 // LLaDA, the Hugging Face phi4flash-a) are not instantiated here; a
@@ -103,15 +105,39 @@ std::vector<float> run_rows(models::Context& ctx, const GoldenCase& gc, int64_t 
   return rows;
 }
 
-std::vector<float> run_rows(const models::Model& m, const GoldenCase& gc, int64_t chunk, ThreadPool* pool) {
+// The context the reference comparisons run on: the default KV cache (f16,
+// layers::kDefaultKvCacheTypes) except for the cases where rounding K / V to
+// f16 moves the logits past the case's tolerance against its reference, which
+// was made with an f32 cache (the llama.cpp cases' "kv_type": "f32"). Those
+// are pinned to f32. Measured max |engine - reference| / scale, f32 cache vs
+// f16 cache (TypedKvCacheStaysWithinItsBudget prints it for every case):
+//   quant-llama-Q6_K  3.6e-7 vs 3.19e-2 (tolerance 3e-2; large keys)
+//   stories260K-bos   5.6e-7 vs 1.06e-3 (tolerance 1e-3)
+//   tiny-bitnet-long  3.2e-7 vs 2.20e-2 (tolerance 3e-2), but free-running
+//                     greedy decoding meets two near-tie flips (one allowed)
+// Every other case passes every test here with the f16 default.
+bool pinned_to_f32(const GoldenCase& gc) {
+  return gc.name == "quant-llama-Q6_K" || gc.name == "stories260K-bos" || gc.name == "tiny-bitnet-long";
+}
+
+models::Context case_context(const models::Model& m, const GoldenCase& gc) {
   models::Context ctx = m.new_context();
+  if (pinned_to_f32(gc)) {
+    const Status s = ctx.set_kv_types({kernels::KvType::kF32, kernels::KvType::kF32});
+    EXPECT_TRUE(s.is_ok()) << s.message();
+  }
+  return ctx;
+}
+
+std::vector<float> run_rows(const models::Model& m, const GoldenCase& gc, int64_t chunk, ThreadPool* pool) {
+  models::Context ctx = case_context(m, gc);
   return run_rows(ctx, gc, chunk, pool);
 }
 
-// Prompt rows and teacher-forced gen rows of `rows` against the reference:
-// |engine - reference| <= tolerance * scale on the stored columns.
-void expect_rows_match_reference(const GoldenCase& gc, const std::vector<float>& rows) {
-  const float bound = gc.tolerance * gc.scale();
+// The largest |engine - reference| of `rows` over the prompt rows and the
+// teacher-forced gen rows (stored columns and every reference top-10 entry);
+// NaN counts as infinite.
+float reference_error(const GoldenCase& gc, const std::vector<float>& rows, int64_t* worst_row_out = nullptr) {
   const int64_t np = (int64_t)gc.prompt.size(), ng = (int64_t)gc.greedy.size(), nc = gc.n_cols(), nv = gc.n_vocab;
   float worst = 0;
   int64_t worst_row = -1;
@@ -129,7 +155,6 @@ void expect_rows_match_reference(const GoldenCase& gc, const std::vector<float>&
   for (int64_t j = 1; j < ng; ++j) cmp(np - 1 + j, gc.gen_logits.data() + j * nc);
   // The reference top-10 of every row, by full-vocabulary id.
   if (!gc.top10.empty()) {
-    EXPECT_EQ((int64_t)gc.top10.size(), np + ng) << gc.name << ": top10 rows";
     for (int64_t r = 0; r < (int64_t)gc.top10.size() && r < np + ng; ++r) {
       if (r == np) continue;  // gen row 0 is the last prompt row
       const int64_t row = r < np ? r : r - 1;
@@ -142,6 +167,19 @@ void expect_rows_match_reference(const GoldenCase& gc, const std::vector<float>&
       }
     }
   }
+  if (worst_row_out) *worst_row_out = worst_row;
+  return worst;
+}
+
+// Prompt rows and teacher-forced gen rows of `rows` against the reference:
+// |engine - reference| <= tolerance * scale on the stored columns.
+void expect_rows_match_reference(const GoldenCase& gc, const std::vector<float>& rows) {
+  const float bound = gc.tolerance * gc.scale();
+  if (!gc.top10.empty()) {
+    EXPECT_EQ((int64_t)gc.top10.size(), (int64_t)(gc.prompt.size() + gc.greedy.size())) << gc.name << ": top10 rows";
+  }
+  int64_t worst_row = -1;
+  const float worst = reference_error(gc, rows, &worst_row);
   EXPECT_LE(worst, bound) << gc.name << ": max |diff| " << worst << " at row " << worst_row << " (bound " << bound
                           << ")";
 }
@@ -188,8 +226,8 @@ TEST_P(GoldenTest, GreedyDecodingMatches) {
   models::Model& m = *f.model;
   ThreadPool pool(2);
   const int64_t nv = m.info().n_vocab, ng = (int64_t)gc.greedy.size();
-  models::Context ctx = m.new_context();
-  auto st = m.new_state(std::max<int64_t>(512, (int64_t)gc.prompt.size() + ng + 8));
+  models::Context ctx = case_context(m, gc);
+  auto st = ctx.new_state(std::max<int64_t>(512, (int64_t)gc.prompt.size() + ng + 8));
   std::vector<float> logits((size_t)nv);
   ASSERT_TRUE(ctx.forward(*st, gc.prompt.data(), (int64_t)gc.prompt.size(), models::Logits::kLast, logits.data(), &pool).is_ok());
   const float tie = gc.tolerance * gc.scale();
@@ -210,9 +248,12 @@ TEST_P(GoldenTest, GreedyDecodingMatches) {
   EXPECT_LE(flips, 1) << "more than one near-tie flip";
 }
 
-// The typed KV caches (--cache-type-k/v f16, q8_0) on every case whose family
-// reads them. The references use an f32 cache, so the budget is against
-// chimera's f32-cache rows, measured in units of the case's logit scale:
+// The KV cache types on every case whose family reads typed caches. The
+// tests above run the default (layers::kDefaultKvCacheTypes: f16) against the
+// references, which were made with an f32 cache (llama.cpp's cases say
+// "kv_type": "f32"; the PyTorch ones are fp32 throughout). Here the f32
+// cache is pinned explicitly and each typed cache is held to a budget against
+// chimera's own f32-cache rows, in units of the case's logit scale:
 //   f16:  worst 1.06e-3 on f32/f16-weight cases (stories260K-bos), 3.6e-2 on
 //         the quantized quant-llama cases (their keys are large, so rounding
 //         K moves the scores most); bounds 2e-3 and 5e-2;
@@ -220,7 +261,8 @@ TEST_P(GoldenTest, GreedyDecodingMatches) {
 //         multiples of 32; bound 8e-2 (5e-2 for unquantized weights, no
 //         golden case measures it).
 // Batch and step modes store the same rounded rows, so they still agree as
-// closely as with f32. The change is printed ("[ kv TYPE ]").
+// closely as with f32. Printed: the change ("[ kv TYPE ]") and both caches'
+// distance to the reference ("[ kv ref ]", the table in docs/PERFORMANCE.md).
 TEST_P(GoldenTest, TypedKvCacheStaysWithinItsBudget) {
   CHIMERA_REQUIRE_SHARED(shared);
   Fixture& f = fixture(GetParam());
@@ -229,8 +271,14 @@ TEST_P(GoldenTest, TypedKvCacheStaysWithinItsBudget) {
   models::Model& m = *f.model;
   bool has_kv = false;
   for (const auto& sp : m.state_specs()) has_kv |= std::holds_alternative<layers::KvSpec>(sp);
+  // Every family of the generic cases reads typed caches, so the tests above
+  // really run the f16 default wherever there is a KV cache.
+  EXPECT_EQ(m.new_context().kv_types(), layers::kDefaultKvCacheTypes) << gc.name;
   ThreadPool pool(2);
-  const std::vector<float> f32_rows = run_rows(m, gc, 0, &pool);
+  models::Context f32_ctx = m.new_context();
+  ASSERT_TRUE(f32_ctx.set_kv_types({kernels::KvType::kF32, kernels::KvType::kF32}).is_ok());
+  const std::vector<float> f32_rows = run_rows(f32_ctx, gc, 0, &pool);
+  const float f32_ref = reference_error(gc, f32_rows);
   const bool quantized = gc.tolerance >= 0.01f;
   for (kernels::KvType type : {kernels::KvType::kF16, kernels::KvType::kQ8_0}) {
     const char* tn = kernels::kv_type_name(type);
@@ -256,6 +304,9 @@ TEST_P(GoldenTest, TypedKvCacheStaysWithinItsBudget) {
     EXPECT_LE(modes, (ssd ? 1.5e-3f : 1e-4f) * gc.scale()) << gc.name << ": batch and step disagree with " << tn;
     std::printf("[ kv %s ] %s: max |%s - f32 cache| = %.3g (%.2e of scale; budget %.0e)\n", tn, gc.name.c_str(), tn,
                 worst, worst / gc.scale(), budget / gc.scale());
+    if (type == kernels::KvType::kF16)
+      std::printf("[ kv ref ] %s: max |engine - reference| / scale: f32 cache %.3e, f16 cache %.3e (tolerance %g)\n",
+                  gc.name.c_str(), f32_ref / gc.scale(), reference_error(gc, batch) / gc.scale(), gc.tolerance);
   }
 }
 

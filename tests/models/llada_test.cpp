@@ -87,7 +87,16 @@ TEST_P(LladaGolden, PromptLogitsMatch) {
     const float d = max_diff(a.data(), gc.prompt_logits.data(), np * nv);
     EXPECT_LE(d, bound) << gc.name << " threads=" << threads;
     EXPECT_EQ(max_diff(a.data(), b.data(), np * nv), 0.f) << "forward and diffusion_forward differ";
-    std::printf("[ %s ] prompt logits max|diff| %.3g (bound %.3g), threads %d\n", gc.name.c_str(), d, bound, threads);
+    // The same with an f32 KV cache (the default above is f16): the reference's own.
+    models::Context fctx = c.model->new_context();
+    ASSERT_TRUE(fctx.set_kv_types({kernels::KvType::kF32, kernels::KvType::kF32}).is_ok());
+    auto st3 = fctx.new_state(np);
+    ASSERT_TRUE(fctx.forward(*st3, gc.prompt.data(), np, models::Logits::kAll, b.data(), &pool).is_ok());
+    const float d32 = max_diff(b.data(), gc.prompt_logits.data(), np * nv);
+    EXPECT_LE(d32, bound) << gc.name << " f32 cache, threads=" << threads;
+    EXPECT_NE(max_diff(a.data(), b.data(), np * nv), 0.f) << "the default (f16) cache changed nothing: is it used?";
+    std::printf("[ %s ] prompt logits max|diff| %.3g (%.2e of scale; f32 cache %.3g, %.2e) (bound %.3g), threads %d\n",
+                gc.name.c_str(), d, d / gc.scale(), d32, d32 / gc.scale(), bound, threads);
   }
 }
 
