@@ -216,7 +216,7 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--isa", o->isa, "Restrict kernels to an instruction set");
   sub->add_flag("--no-probe", o->no_probe, "Skip the memory-bandwidth probe");
   sub->add_flag("--no-repack-cache", o->no_repack_cache,
-                "Do not read or write MODEL.gguf.chimera-cache (the repacked weight layouts kept next to the model)");
+                "Do not read or write MODEL.gguf.ISA.chimera-cache (the repacked weight layouts kept next to the model)");
   sub->add_option("--cache-type-k", o->cache_type_k, "KV cache storage type of the keys: f32, f16 or q8_0 (default: f32)")
       ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
   sub->add_option("--cache-type-v", o->cache_type_v, "KV cache storage type of the values: f32, f16 or q8_0 (default: f32)")

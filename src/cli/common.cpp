@@ -59,7 +59,7 @@ void ComputeOptions::add_to(CLI::App* app) {
   app->add_option("--threads", threads, "Worker threads (default: all cores)")->check(CLI::Range(1, 1024));
   app->add_option("--isa", isa, "Restrict kernels to an instruction set: scalar, avx2, avx512, avx512vnni, neon");
   app->add_flag("--no-repack-cache", no_repack_cache,
-                "Do not read or write MODEL.gguf.chimera-cache (the repacked weight layouts kept next to the model)");
+                "Do not read or write MODEL.gguf.ISA.chimera-cache (the repacked weight layouts kept next to the model)");
   for (auto [flag, dst, what] : {std::tuple{"--cache-type-k", &cache_type_k, "keys"},
                                  std::tuple{"--cache-type-v", &cache_type_v, "values"}}) {
     app->add_option(flag, *dst,
