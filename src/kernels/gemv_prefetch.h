@@ -43,8 +43,8 @@
 //   Q2_K / Q3_K AVX2      kX16StreamsQ23Avx2 = 2, by lane, both 8-row halves
 //                         per super-block (each group block read once, was
 //                         twice): a lane's 2 qs lines (Q2_K) / 3 level lines
-//                         (Q3_K) of each group in turn. 4 groups were slower
-//                         than 2 (16 ymm registers: ~2x the stack traffic).
+//                         (Q3_K) of each group in turn. 4 groups measured
+//                         slower than 2 (on a loaded machine; PERFORMANCE.md).
 //
 // The packed TQ2_0 / TQ1_0 GEMVs read kTqStreams = 4 groups at once, block by
 // block (4 lines of each group in turn), with the L2 prefetch of the next 4
