@@ -216,7 +216,7 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--isa", o->isa, "Restrict kernels to an instruction set");
   sub->add_flag("--no-probe", o->no_probe, "Skip the memory-bandwidth probe");
   sub->add_flag("--no-repack-cache", o->no_repack_cache,
-                "Do not read or write MODEL.gguf.chimera-cache (the repacked weight layouts kept next to the model)");
+                "Do not read or write MODEL.gguf.ISA.chimera-cache (the repacked weight layouts kept next to the model)");
   add_kv_type_options(sub, &o->cache_type_k, &o->cache_type_v);
   o->diffusion.add_to(sub);
   sub->add_option("--diffusion-modes", o->diffusion_modes,

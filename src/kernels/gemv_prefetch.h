@@ -42,7 +42,16 @@
 //   IQ4_XS AVX2           kX16Streams = 4, by lane: a lane's 8 chunk halves
 //   IQ4_XS AVX-512        kX16Streams = 4, by lane: a lane's 8 chunks per
 //                         group (was the storage kernel's 4 rows at once)
-// Q2_K and Q3_K still read one group at a time.
+//   Q2_K / Q3_K AVX-512   kX16StreamsQ23 = 4, per lane half (lanes 4 lh ..
+//                         + 3): Q2_K its 8 qs lines, Q3_K its 12 level lines
+//                         of each group in turn. Interleaving per lane
+//                         instead cost ~20% in compute (cache-warm GEMV):
+//                         the scale word pairs of 4 groups went to the stack.
+//   Q2_K / Q3_K AVX2      kX16StreamsQ23Avx2 = 2, by lane, both 8-row halves
+//                         per super-block (each group block read once, was
+//                         twice): a lane's 2 qs lines (Q2_K) / 3 level lines
+//                         (Q3_K) of each group in turn. 4 groups measured
+//                         slower than 2 (on a loaded machine; PERFORMANCE.md).
 //
 // The packed TQ2_0 / TQ1_0 GEMVs read kTqStreams = 4 groups at once, block by
 // block (4 lines of each group in turn), with the L2 prefetch of the next 4
@@ -70,6 +79,9 @@ namespace chimera::kernels {
 constexpr int kX16Streams = 4;
 // ... by the AVX2 Q4_K / Q5_K / Q6_K GEMVs (kq_x16_run<kX16StreamsAvx2>; above).
 constexpr int kX16StreamsAvx2 = 2;
+// ... by the Q2_K / Q3_K GEMVs (AVX-512, AVX2; above).
+constexpr int kX16StreamsQ23 = 4;
+constexpr int kX16StreamsQ23Avx2 = 2;
 
 // The multi-stream GEMV's walk over rows [r0, r1) in groups of kGroupRows
 // rows (group_bytes each), shared by the x16 K-quant (kq_x16_run) and packed

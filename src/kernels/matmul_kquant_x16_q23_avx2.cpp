@@ -14,6 +14,10 @@
 // S_l += vpmaddwd(p, (sc_g, sc_g)) with the row's scale of group
 // g = 8h + 2j + l / 4 (one vpshufb of its scale plane). No decoded panel,
 // no per-element shuffles.
+// The decode GEMV reads kX16StreamsQ23Avx2 groups at once, lane-interleaved,
+// with an L2 prefetch of the next ones (kq_x16_run, gemv_prefetch.h): one
+// body q23_block8<S tiles, M rows> for the GEMM tiles (S = 1), the one-group
+// GEMV (S = 2, the groups left over) and the step (S = 2 * kX16StreamsQ23Avx2).
 #include "kernels/matmul_kquant_x16.h"
 
 #if defined(__x86_64__)
@@ -93,25 +97,35 @@ CHIMERA_T_Q23A2_INLINE __m256i top2(__m256i u2, int s) {
   return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(u2, s), _mm256_set1_epi8(0x03)), 4);
 }
 
-// Rows 8 * rh .. + 7 of the group at G x M activation rows -> y[m * ldy + 0..7].
-template <bool kQ3, int M>
-CHIMERA_T_Q23A2 void q23_tile8(const uint8_t* G, int rh, const uint8_t* a, size_t a_stride, int64_t nsb, float* y,
-                               int64_t ldy) {
+// One super-block of S 8-row tiles x M activation rows (Am[m]: row m's Q8_K
+// block, scale dy[m]; Om[m]: Q3_K's vpmaddubsw(4, activations) words) into
+// acc[s][m][0..7]; tile s is rows 8 * hs[s] .. + 7 (byte offset 32 * hs[s] in
+// every chunk / plane) of group block Bs[s]. Per tile: the 16 (sc, sc) word
+// pairs of its rows from the scale planes (on the stack: vpmaddwd memory
+// operands) and Q2_K's mins; then lane by lane, S_l of the M activation rows
+// over both halves h, so that only the M sums, a lane's levels and
+// temporaries are live (the f32 lane accumulators wait on the stack).
+// The GEMM tiles are S = 1 (one half of a group, M <= 3). The decode GEMV
+// (M = 1) runs both halves of each group (S = 2: the group's bytes are read
+// once per super-block) and its multi-stream step kX16StreamsQ23Avx2 groups
+// (S = 2 * kX16StreamsQ23Avx2): lane by lane, the lane's chunk halves of
+// every tile in turn (Q2_K: its 2 qs lines, Q3_K: its 3 level lines), so the
+// groups are interleaved by lane; pf != 0 fetches the same lines of the
+// groups pf bytes further into L2 (gemv_prefetch.h). Each tile's arithmetic
+// is the same for every S.
+template <bool kQ3, int S, int M>
+CHIMERA_T_Q23A2_INLINE void q23_block8(const uint8_t* const (&Bs)[S], const int (&hs)[S],
+                                       const uint8_t* const (&Am)[M], const uint8_t* const (&Om)[M],
+                                       const float (&dy)[M], __m256 (&acc)[S][M][8], size_t pf) {
   using GB = Geo<kQ3>;
   const __m256i m3 = _mm256_set1_epi8(0x03);
-  const size_t ho = 32 * (size_t)rh;  // byte offset of this half in a 64-byte chunk
-  [[maybe_unused]] alignas(32) int16_t off[kQ3 ? M : 1][128];
-  __m256 acc[M][8];
-  CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-    CHIMERA_UNROLL for (int l = 0; l < 8; ++l) acc[m][l] = _mm256_setzero_ps();
-  }
-  for (int64_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* B = G + (size_t)sb * GB::kBlock;
-    if constexpr (M == 1) gemv_prefetch_ahead<GB::kBlock, kPfX16>(B, G + (size_t)nsb * GB::kBlock);  // gemv_prefetch.h
-    const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(B + 16 * rh)));
-    __m256 dv[M];
-    const uint8_t* Ab[M];
-    const uint8_t* Ob[M];
+  alignas(32) __m256i V[S][16];  // (sc, sc) of group g of the tile's 8 rows
+  __m256 dv[S][M];
+  CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+    const uint8_t* B = Bs[s];
+    const size_t ho = 32 * (size_t)hs[s];  // byte offset of this half in a 64-byte chunk
+    if (pf && hs[s] == 0) gemv_prefetch_l2(B + pf, kQ3 ? GB::kLevels : GB::kQs);  // d (dmin) and the scales
+    const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(B + 16 * hs[s])));
     // Scale planes: byte 4r + u of plane t = the value of group 4t + u of row r.
     __m256i P[4];
     if constexpr (kQ3) {
@@ -127,56 +141,54 @@ CHIMERA_T_Q23A2 void q23_tile8(const uint8_t* G, int rh, const uint8_t* a, size_
       CHIMERA_UNROLL for (int t = 0; t < 4; ++t) P[t] = loadu(B + GB::kScales + 64 * (size_t)t + ho);
     }
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-      const uint8_t* A = a + (size_t)m * a_stride + (size_t)sb * kAb;
-      float dy;
-      std::memcpy(&dy, A, 4);
-      dv[m] = _mm256_mul_ps(_mm256_set1_ps(dy), d8);
-      if constexpr (kQ3) {
-        const __m256i c4 = _mm256_set1_epi8(4);
-        CHIMERA_UNROLL for (int j = 0; j < 8; ++j) {
-          _mm256_store_si256((__m256i*)(off[m] + 16 * j), _mm256_maddubs_epi16(c4, loadu(A + 4 + 32 * j)));
-        }
-        Ob[m] = (const uint8_t*)off[m];
-      } else {
+      dv[s][m] = _mm256_mul_ps(_mm256_set1_ps(dy[m]), d8);
+      if constexpr (!kQ3) {
         // mins first (llama.cpp's order): acc_l = fma(-dy * dmin, B_l, acc_l),
         // B_l = m_2l * bsum_2l + m_2l+1 * bsum_2l+1
-        const __m256 dmv =
-            _mm256_mul_ps(_mm256_set1_ps(-dy),
-                          _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(B + GB::kDmin + 16 * rh))));
+        const __m256 dmv = _mm256_mul_ps(
+            _mm256_set1_ps(-dy[m]), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(B + GB::kDmin + 16 * hs[s]))));
         CHIMERA_UNROLL for (int l = 0; l < 8; ++l) {
           const __m256i mins =
               _mm256_srli_epi16(_mm256_shuffle_epi8(P[l / 2], pick_words(2 * (l % 2), 2 * (l % 2) + 1)), 4);
-          const __m256i Bl = _mm256_madd_epi16(mins, bcast32(A + kBsums + 4 * l));
-          acc[m][l] = _mm256_fmadd_ps(dmv, _mm256_cvtepi32_ps(Bl), acc[m][l]);
+          const __m256i Bl = _mm256_madd_epi16(mins, bcast32(Am[m] + kBsums + 4 * l));
+          acc[s][m][l] = _mm256_fmadd_ps(dmv, _mm256_cvtepi32_ps(Bl), acc[s][m][l]);
         }
-        Ob[m] = nullptr;
       }
-      // Broadcast dwords straight from memory (a load-port vpbroadcastd), not
-      // extracted from the registers that computed them.
-      Ab[m] = A + 4;
-      __asm__("" : "+r"(Ab[m]), "+r"(Ob[m]));
     }
-    CHIMERA_UNROLL for (int lh = 0; lh < 2; ++lh) {
-      __m256i S[M][4];
-      CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-        CHIMERA_UNROLL for (int i = 0; i < 4; ++i) S[m][i] = _mm256_setzero_si256();
-      }
-      CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
-        __m256i V[4];  // (sc, sc) of quarter j: group 8h + 2j + lh
-        CHIMERA_UNROLL for (int j = 0; j < 4; ++j) {
-          const int gi = 8 * h + 2 * j + lh;
-          const __m256i w = _mm256_shuffle_epi8(P[gi / 4], pick_words(gi % 4, gi % 4));
-          V[j] = kQ3 ? _mm256_sub_epi16(w, _mm256_set1_epi16(32)) : _mm256_and_si256(w, _mm256_set1_epi16(0x0F));
-        }
-        CHIMERA_UNROLL for (int i = 0; i < 4; ++i) {
-          const int l = 4 * lh + i;
+    CHIMERA_UNROLL for (int gi = 0; gi < 16; ++gi) {
+      const __m256i w = _mm256_shuffle_epi8(P[gi / 4], pick_words(gi % 4, gi % 4));
+      V[s][gi] = kQ3 ? _mm256_sub_epi16(w, _mm256_set1_epi16(32)) : _mm256_and_si256(w, _mm256_set1_epi16(0x0F));
+    }
+  }
+  // Broadcast dwords straight from memory (a load-port vpbroadcastd), not
+  // extracted from the registers that computed them.
+  const uint8_t* Ab[M];
+  const uint8_t* Ob[M];
+  CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+    Ab[m] = Am[m] + 4;
+    Ob[m] = Om[m];
+    __asm__("" : "+r"(Ab[m]), "+r"(Ob[m]));
+  }
+  CHIMERA_UNROLL for (int lh = 0; lh < 2; ++lh) {
+    CHIMERA_UNROLL for (int i = 0; i < 4; ++i) {
+      const int l = 4 * lh + i;
+      CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+        const uint8_t* B = Bs[s];
+        const size_t ho = 32 * (size_t)hs[s];
+        __m256i Sm[M];
+        CHIMERA_UNROLL for (int m = 0; m < M; ++m) Sm[m] = _mm256_setzero_si256();
+        CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
           __m256i lv[4];
           if constexpr (kQ3) {
-            q3_quarters(B + GB::kLevels + 64 * 3 * (size_t)l + ho, h, lv);
+            const uint8_t* X = B + GB::kLevels + 64 * 3 * (size_t)l;
+            if (pf && hs[s] == 0 && h == 0) gemv_prefetch_l2(X + pf, 3 * 64);
+            q3_quarters(X + ho, h, lv);
           } else {
-            const __m256i Q = loadu(B + GB::kQs + 64 * (size_t)(8 * h + l) + ho);
+            const uint8_t* Q = B + GB::kQs + 64 * (size_t)(8 * h + l);
+            if (pf && hs[s] == 0) gemv_prefetch_l2(Q + pf, 64);
+            const __m256i W = loadu(Q + ho);
             CHIMERA_UNROLL for (int j = 0; j < 4; ++j) {
-              lv[j] = _mm256_and_si256(j == 0 ? Q : _mm256_srli_epi16(Q, 2 * j), m3);
+              lv[j] = _mm256_and_si256(j == 0 ? W : _mm256_srli_epi16(W, 2 * j), m3);
             }
           }
           CHIMERA_UNROLL for (int j = 0; j < 4; ++j) {
@@ -184,39 +196,93 @@ CHIMERA_T_Q23A2 void q23_tile8(const uint8_t* G, int rh, const uint8_t* a, size_
             CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
               __m256i p = _mm256_maddubs_epi16(lv[j], bcast32(Ab[m] + e));
               if constexpr (kQ3) p = _mm256_sub_epi16(p, bcast32(Ob[m] + e));
-              S[m][i] = _mm256_add_epi32(S[m][i], _mm256_madd_epi16(p, V[j]));
+              Sm[m] = _mm256_add_epi32(Sm[m], _mm256_madd_epi16(p, V[s][8 * h + 2 * j + lh]));
               // GEMM tiles: keeps the sums chains (GCC otherwise builds spilled trees).
-              if constexpr (M > 1) __asm__("" : "+x"(S[m][i]));
+              if constexpr (M > 1) __asm__("" : "+x"(Sm[m]));
             }
           }
         }
-      }
-      CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-        CHIMERA_UNROLL for (int i = 0; i < 4; ++i) {
-          acc[m][4 * lh + i] = _mm256_fmadd_ps(dv[m], _mm256_cvtepi32_ps(S[m][i]), acc[m][4 * lh + i]);
+        CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+          acc[s][m][l] = _mm256_fmadd_ps(dv[s][m], _mm256_cvtepi32_ps(Sm[m]), acc[s][m][l]);
         }
       }
     }
   }
+}
+
+// S 8-row tiles x M activation rows -> y[m * ldy + 8 s + 0..7]. S = 1: rows
+// 8 * rh .. + 7 of the group at G; S > 1: both halves of S / 2 groups,
+// gbytes apart (tile s = half s % 2 of group s / 2).
+template <bool kQ3, int S, int M>
+CHIMERA_T_Q23A2 void q23_run8(const uint8_t* G, size_t gbytes, int rh, const uint8_t* a, size_t a_stride,
+                              int64_t nsb, float* y, int64_t ldy, size_t pf) {
+  static_assert(S == 1 || S % 2 == 0, "S > 1 runs whole groups");
+  using GB = Geo<kQ3>;
+  [[maybe_unused]] alignas(32) int16_t off[kQ3 ? M : 1][128];
+  __m256 acc[S][M][8];
+  int hs[S];
+  CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+    hs[s] = S == 1 ? rh : s % 2;
+    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+      CHIMERA_UNROLL for (int l = 0; l < 8; ++l) acc[s][m][l] = _mm256_setzero_ps();
+    }
+  }
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* Bs[S];
+    CHIMERA_UNROLL for (int s = 0; s < S; ++s) Bs[s] = G + (size_t)(s / 2) * gbytes + (size_t)sb * GB::kBlock;
+    // the one-group GEMV: the near prefetch of its one stream (gemv_prefetch.h)
+    if constexpr (S == 2 && M == 1) gemv_prefetch_ahead<GB::kBlock, kPfX16>(Bs[0], G + (size_t)nsb * GB::kBlock);
+    const uint8_t* Am[M];
+    const uint8_t* Om[M];
+    float dy[M];
+    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+      Am[m] = a + (size_t)m * a_stride + (size_t)sb * kAb;
+      std::memcpy(&dy[m], Am[m], 4);
+      Om[m] = nullptr;
+      if constexpr (kQ3) {  // the level offset 4 * a_e, shared by all tiles
+        const __m256i c4 = _mm256_set1_epi8(4);
+        CHIMERA_UNROLL for (int j = 0; j < 8; ++j) {
+          _mm256_store_si256((__m256i*)(off[m] + 16 * j), _mm256_maddubs_epi16(c4, loadu(Am[m] + 4 + 32 * j)));
+        }
+        Om[m] = (const uint8_t*)off[m];
+      }
+    }
+    q23_block8<kQ3, S, M>(Bs, hs, Am, Om, dy, acc, pf);
+  }
   // matmul_kquant.h's reduction (Q2_K's mins are in the lanes), lane (= row) for lane
-  CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-    const __m256* c = acc[m];
-    const __m256 y8 = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(c[0], c[4]), _mm256_add_ps(c[2], c[6])),
-                                    _mm256_add_ps(_mm256_add_ps(c[1], c[5]), _mm256_add_ps(c[3], c[7])));
-    _mm256_storeu_ps(y + m * ldy, y8);
+  CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+      const __m256* c = acc[s][m];
+      const __m256 y8 = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(c[0], c[4]), _mm256_add_ps(c[2], c[6])),
+                                      _mm256_add_ps(_mm256_add_ps(c[1], c[5]), _mm256_add_ps(c[3], c[7])));
+      _mm256_storeu_ps(y + m * ldy + kHalfRows * s, y8);
+    }
   }
 }
 
+// The 16 rows of a group: M = 1 both halves per super-block (the group is
+// read once), M > 1 one half after the other (the second reads the group
+// blocks again from L1 / L2).
 template <bool kQ3, int M>
 void q23_tile16(const uint8_t* G, const uint8_t* A, size_t a_stride, int64_t nsb, float* y, int64_t ldy) {
-  q23_tile8<kQ3, M>(G, 0, A, a_stride, nsb, y, ldy);
-  q23_tile8<kQ3, M>(G, 1, A, a_stride, nsb, y + kHalfRows, ldy);
+  if constexpr (M == 1) {
+    q23_run8<kQ3, 2, 1>(G, 0, 0, A, a_stride, nsb, y, ldy, 0);
+  } else {
+    q23_run8<kQ3, 1, M>(G, 0, 0, A, a_stride, nsb, y, ldy, 0);
+    q23_run8<kQ3, 1, M>(G, 0, 1, A, a_stride, nsb, y + kHalfRows, ldy, 0);
+  }
+}
+
+// The decode GEMV's multi-stream step (kq_x16_run).
+template <bool kQ3>
+void q23_gemv(const uint8_t* G, size_t gbytes, const uint8_t* a, int64_t nsb, float* y, size_t pf) {
+  q23_run8<kQ3, 2 * kX16StreamsQ23Avx2, 1>(G, gbytes, 0, a, 0, nsb, y, 0, pf);
 }
 
 template <bool kQ3>
 void q23_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
   static constexpr KqX16TileFn kTiles[kMaxActs] = {q23_tile16<kQ3, 1>, q23_tile16<kQ3, 2>, q23_tile16<kQ3, 3>};
-  kq_x16_run(kTiles, g, r0, r1, i0, i1);
+  kq_x16_run<kX16StreamsQ23Avx2>(kTiles, g, r0, r1, i0, i1, q23_gemv<kQ3>);
 }
 
 }  // namespace

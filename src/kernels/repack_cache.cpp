@@ -1,4 +1,5 @@
-// The repack cache file (layout below) and its validity checks.
+// The repack cache file (layout below) and its validity checks. One file per
+// model and ISA (repack_cache_path); the header still records the ISA.
 //
 // File: a 128-byte header, n_entries 96-byte entries, then each entry's data
 // at a 4096-aligned offset. All integers little-endian.
@@ -82,6 +83,12 @@ std::string mib(uint64_t bytes) {
 }
 
 }  // namespace
+
+std::string repack_cache_path(const std::string& path, const std::string& isa_name) {
+  return path + "." + isa_name + ".chimera-cache";
+}
+
+std::string RepackCache::cache_path() const { return repack_cache_path(path_, isa_); }
 
 void set_repack_cache_enabled(bool on) { enabled_flag().store(on); }
 bool repack_cache_enabled() { return enabled_flag().load(); }
@@ -245,6 +252,10 @@ void RepackCache::finish() {
   char t[32];
   std::snprintf(t, sizeof t, "%.2f s", sw.elapsed());
   status_ = "written, " + mib(pos) + " to " + cache_path() + " in " + t + " (the next load maps it)";
+  // The untagged cache of an earlier chimera (all ISAs in one file): never
+  // read by this binary, so it would only take disk space.
+  const std::string legacy = path_ + ".chimera-cache";
+  if (unlink(legacy.c_str()) == 0) status_ += "; removed the stale " + legacy;
 }
 
 ScopedRepackCache::ScopedRepackCache(std::shared_ptr<RepackCache> cache) : prev_(std::move(t_current)) {

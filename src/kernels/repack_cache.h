@@ -1,6 +1,8 @@
 // The repack cache: the load-time repacked weight layouts (kernels/repack.h)
-// of a model kept next to it in MODEL.gguf.chimera-cache, so a second load
-// maps them instead of repacking (load at mmap speed; the packed pages are
+// of a model kept next to it in MODEL.gguf.ISA.chimera-cache (one file per
+// ISA, e.g. m.gguf.avx2.chimera-cache: the layouts are the ISA's, so loads
+// that alternate --isa each map their own), so a second load maps them
+// instead of repacking (load at mmap speed; the packed pages are
 // file-backed, so they are never resident twice).
 //
 // A cache is valid only for the exact model bytes, the ISA and the binary that
@@ -11,7 +13,9 @@
 // entry also names the kernel whose layout it holds and the source tensor's
 // offset and packed size; any mismatch is a miss. A cache that is stale,
 // truncated or unreadable is replaced; a folder that cannot be written leaves
-// the load as it was (repacking each time).
+// the load as it was (repacking each time). Writing a cache removes the
+// model's untagged MODEL.gguf.chimera-cache of an earlier chimera (one file
+// for every ISA, which this binary never reads).
 //
 // Off by default for library users (tests, embedding); the CLI turns it on
 // (set_repack_cache_enabled) unless --no-repack-cache or CHIMERA_REPACK_CACHE=0.
@@ -34,7 +38,8 @@ bool repack_cache_enabled();
 class RepackCache {
  public:
   // For the model file `path` mapped at [base, base + size): reads and
-  // validates PATH.chimera-cache (a hit) or prepares a new one (a miss).
+  // validates repack_cache_path(path, isa_name) (a hit) or prepares a new one
+  // (a miss).
   static std::shared_ptr<RepackCache> open(const std::string& path, const uint8_t* base, size_t size,
                                            const char* isa_name);
 
@@ -50,7 +55,7 @@ class RepackCache {
   bool hit() const { return hit_; }
   // "hit: ... MiB mapped", "written: ...", "not written: <reason>", ...
   const std::string& status() const { return status_; }
-  std::string cache_path() const { return path_ + ".chimera-cache"; }
+  std::string cache_path() const;
 
  private:
   struct Entry {
@@ -80,6 +85,10 @@ class ScopedRepackCache {
  private:
   std::shared_ptr<RepackCache> prev_;
 };
+
+// The cache file of model `path` for the ISA named isa_name:
+// PATH.ISA.chimera-cache.
+std::string repack_cache_path(const std::string& path, const std::string& isa_name);
 
 // 64-bit content hash used for the validity check (exposed for tests).
 uint64_t repack_cache_hash(const uint8_t* p, size_t n);

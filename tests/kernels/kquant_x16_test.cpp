@@ -43,6 +43,9 @@ namespace {
 using format::GgmlType;
 namespace q = chimera::quant;
 
+// The most groups a multi-stream decode GEMV step reads (gemv_prefetch.h).
+constexpr int kMaxStreams = std::max({kX16Streams, kX16StreamsAvx2, kX16StreamsQ23, kX16StreamsQ23Avx2});
+
 // Random bytes with a finite, moderate f16 d (and dmin) in every block.
 std::vector<uint8_t> random_blocks(GgmlType t, int64_t rows, int64_t k, uint32_t seed) {
   const size_t bb = weight_type_traits(t)->type_size;
@@ -249,13 +252,15 @@ std::vector<float> x16_reference(GgmlType t, const std::vector<uint8_t>& w, int6
 // of 16 the last rows stay in storage layout and give the scalar storage
 // kernel's bits.
 void check_packed_bit_identical(GgmlType t) {
+  static_assert(144 / kX16Rows >= 2 * kMaxStreams + 1,
+                "144 rows no longer give two steps and a leftover group");
   ThreadPool pool(2);
   int x16_isas = 0;
   const int64_t m = 70;
   for (int64_t k : {256, 1280}) {
     // 144 rows: with 1 thread, two multi-stream GEMV steps (the first with
     // the L2 prefetch of the second) and a leftover group; with 2 threads,
-    // one step and leftovers per thread
+    // one step and leftovers per thread (steps of up to 4 groups)
     for (int64_t rows : {16, 40, 64, 144}) {
       const size_t row_bytes = (size_t)(k / 256) * weight_type_traits(t)->type_size;
       const std::vector<uint8_t> w = random_blocks(t, rows, k, (uint32_t)(3 * k + rows + (int)t));
@@ -334,9 +339,12 @@ TEST(KQuantX16, Iq4xsPackedIsBitIdenticalOnRandomBlocks) { check_packed_bit_iden
 // CPU has (AVX2, AVX-512, AVX-512 VNNI): every activation-row range (so every
 // tile height), several super-blocks, row ranges that give the decode GEMV
 // multi-stream steps with and without the next steps' prefetch and leftover
-// groups (13 groups; kX16Streams = 4), bit-identical to kq_x16_dot_ref (for
-// Q2_K, Q3_K, IQ4_XS the scalar storage kernel); rows outside the range are
-// not written.
+// groups (13 groups: at least two steps with the prefetch, one without and a
+// leftover group for every step size, kMaxStreams; AVX2 Q2_K / Q3_K read 2
+// groups at once, AVX-512 Q2_K / Q3_K 4 — gemv_prefetch.h), bit-identical to
+// kq_x16_dot_ref (for Q2_K, Q3_K, IQ4_XS the scalar storage kernel); rows
+// outside the range are not written.
+static_assert(13 >= 3 * kMaxStreams + 1, "13 groups no longer cover every multi-stream case");
 void check_gemm_bit_identical(GgmlType t) {
   const auto isas = available_isas();
   const auto has = [&](Isa i) { return std::find(isas.begin(), isas.end(), i) != isas.end(); };
