@@ -22,16 +22,16 @@
 #include <cstring>
 
 #include "kernels/gemv_prefetch.h"
+#include "kernels/matmul_kquant_x16_simd_avx2.h"
 #include "kernels/matmul_tile.h"
 #include "quant/iq4xs_blocks.h"
 #include "quant/kquant_blocks.h"
 #include "quant/legacy_blocks.h"
 
-#define CHIMERA_T_IQX16 __attribute__((target("avx2,fma,f16c")))
-#define CHIMERA_T_IQX16_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
-
 namespace chimera::kernels {
 namespace {
+
+using x16a2::bcast32;
 
 namespace q = chimera::quant;
 
@@ -41,12 +41,6 @@ constexpr size_t kBlock = kX16Rows * sizeof(q::block_iq4_xs);  // 2176
 constexpr size_t kD = 0, kSh = 32, kSl = 64, kQs = 128;
 constexpr int kHalfRows = 8;
 constexpr int kMaxActs = 3;
-
-CHIMERA_T_IQX16_INLINE __m256i bcast32(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
 
 // One super-block of S groups (group block Bs[s]) x M activation rows (Am[m]:
 // row m's Q8_K block, scale dy[m]) into acc[s][m][half][0..7]. Per group both
@@ -61,7 +55,7 @@ CHIMERA_T_IQX16_INLINE __m256i bcast32(const uint8_t* p) {
 // in compute, the cache-warm GEMV). Each group's arithmetic is the same for
 // every S.
 template <int S, int M>
-CHIMERA_T_IQX16_INLINE void iq4_block(const uint8_t* const (&Bs)[S], const uint8_t* const (&Am)[M],
+CHIMERA_T_X16A2_INLINE void iq4_block(const uint8_t* const (&Bs)[S], const uint8_t* const (&Am)[M],
                                       const float (&dy)[M], __m256 (&acc)[S][M][2][8], size_t pf) {
   const __m256i values = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)q::kIq4nlValues));
   const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -118,7 +112,7 @@ CHIMERA_T_IQX16_INLINE void iq4_block(const uint8_t* const (&Bs)[S], const uint8
 // the GEMM tiles and the one-group GEMV (S = 1), the decode GEMV's
 // multi-stream step (S = kX16Streams, M = 1).
 template <int S, int M>
-CHIMERA_T_IQX16 void iq4_run(const uint8_t* G, size_t gbytes, const uint8_t* A, size_t a_stride, int64_t nsb,
+CHIMERA_T_X16A2 void iq4_run(const uint8_t* G, size_t gbytes, const uint8_t* A, size_t a_stride, int64_t nsb,
                              float* y, int64_t ldy, size_t pf) {
   __m256 acc[S][M][2][8];
   CHIMERA_UNROLL for (int s = 0; s < S; ++s) {

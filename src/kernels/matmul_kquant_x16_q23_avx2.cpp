@@ -27,14 +27,16 @@
 #include <cstring>
 
 #include "kernels/gemv_prefetch.h"
+#include "kernels/matmul_kquant_x16_simd_avx2.h"
 #include "kernels/matmul_tile.h"
 #include "quant/kquant_blocks.h"
 
-#define CHIMERA_T_Q23A2 __attribute__((target("avx2,fma,f16c")))
-#define CHIMERA_T_Q23A2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
-
 namespace chimera::kernels {
 namespace {
+
+using x16a2::pick_words;
+using x16a2::bcast32;
+using x16a2::loadu;
 
 using format::GgmlType;
 namespace q = chimera::quant;
@@ -54,26 +56,10 @@ struct Geo {
   static constexpr size_t kQs = 320;     // Q2_K: 16 qs chunks
 };
 
-// vpshufb control (per 128-bit lane): dword i = words (plane byte 4i + u0,
-// plane byte 4i + u1), zero-extended.
-CHIMERA_T_Q23A2_INLINE __m256i pick_words(int u0, int u1) {
-  const int ctl = u0 | (0x80 << 8) | (u1 << 16) | (0x80 << 24);
-  const __m128i v = _mm_add_epi32(_mm_set1_epi32(ctl), _mm_setr_epi32(0, 4 | 4 << 16, 8 | 8 << 16, 12 | 12 << 16));
-  return _mm256_broadcastsi128_si256(v);
-}
-
-CHIMERA_T_Q23A2_INLINE __m256i bcast32(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-
-CHIMERA_T_Q23A2_INLINE __m256i loadu(const uint8_t* p) { return _mm256_loadu_si256((const __m256i*)p); }
-
 // Q3_K levels of quarters 4h .. 4h + 3 of one lane from its level chunks at X
 // (matmul_kquant_x16.h: X0 = q0 | q1 << 3 | (q6 & 3) << 6, X1 likewise with
 // q2, q3, q7, X2 = q4 | q5 << 3 | (q6 >> 2) << 6 | (q7 >> 2) << 7).
-CHIMERA_T_Q23A2_INLINE void q3_quarters(const uint8_t* X, int h, __m256i lv[4]) {
+CHIMERA_T_X16A2_INLINE void q3_quarters(const uint8_t* X, int h, __m256i lv[4]) {
   const __m256i m7 = _mm256_set1_epi8(7), m3 = _mm256_set1_epi8(3), b2 = _mm256_set1_epi8(4);
   const __m256i X0 = loadu(X), X1 = loadu(X + 64);
   if (h == 0) {
@@ -93,7 +79,7 @@ CHIMERA_T_Q23A2_INLINE void q3_quarters(const uint8_t* X, int h, __m256i lv[4]) 
 }
 
 // Per byte: bits s, s + 1 moved to bits 4, 5 (a Q3_K scale's top two bits).
-CHIMERA_T_Q23A2_INLINE __m256i top2(__m256i u2, int s) {
+CHIMERA_T_X16A2_INLINE __m256i top2(__m256i u2, int s) {
   return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(u2, s), _mm256_set1_epi8(0x03)), 4);
 }
 
@@ -114,7 +100,7 @@ CHIMERA_T_Q23A2_INLINE __m256i top2(__m256i u2, int s) {
 // groups pf bytes further into L2 (gemv_prefetch.h). Each tile's arithmetic
 // is the same for every S.
 template <bool kQ3, int S, int M>
-CHIMERA_T_Q23A2_INLINE void q23_block8(const uint8_t* const (&Bs)[S], const int (&hs)[S],
+CHIMERA_T_X16A2_INLINE void q23_block8(const uint8_t* const (&Bs)[S], const int (&hs)[S],
                                        const uint8_t* const (&Am)[M], const uint8_t* const (&Om)[M],
                                        const float (&dy)[M], __m256 (&acc)[S][M][8], size_t pf) {
   using GB = Geo<kQ3>;
@@ -214,7 +200,7 @@ CHIMERA_T_Q23A2_INLINE void q23_block8(const uint8_t* const (&Bs)[S], const int 
 // 8 * rh .. + 7 of the group at G; S > 1: both halves of S / 2 groups,
 // gbytes apart (tile s = half s % 2 of group s / 2).
 template <bool kQ3, int S, int M>
-CHIMERA_T_Q23A2 void q23_run8(const uint8_t* G, size_t gbytes, int rh, const uint8_t* a, size_t a_stride,
+CHIMERA_T_X16A2 void q23_run8(const uint8_t* G, size_t gbytes, int rh, const uint8_t* a, size_t a_stride,
                               int64_t nsb, float* y, int64_t ldy, size_t pf) {
   static_assert(S == 1 || S % 2 == 0, "S > 1 runs whole groups");
   using GB = Geo<kQ3>;
@@ -253,8 +239,7 @@ CHIMERA_T_Q23A2 void q23_run8(const uint8_t* G, size_t gbytes, int rh, const uin
   CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
       const __m256* c = acc[s][m];
-      const __m256 y8 = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(c[0], c[4]), _mm256_add_ps(c[2], c[6])),
-                                      _mm256_add_ps(_mm256_add_ps(c[1], c[5]), _mm256_add_ps(c[3], c[7])));
+      const __m256 y8 = x16a2::lane_sum8(c);
       _mm256_storeu_ps(y + m * ldy + kHalfRows * s, y8);
     }
   }

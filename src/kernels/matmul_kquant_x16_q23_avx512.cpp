@@ -229,8 +229,7 @@ CHIMERA_T_X16 void q23_run(const uint8_t* G, size_t gbytes, const uint8_t* a, si
   CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
       const __m512* c = acc[s][m];
-      const __m512 y16 = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c[0], c[4]), _mm512_add_ps(c[2], c[6])),
-                                       _mm512_add_ps(_mm512_add_ps(c[1], c[5]), _mm512_add_ps(c[3], c[7])));
+      const __m512 y16 = x16::lane_sum8(c);
       _mm512_storeu_ps(y + m * ldy + kX16Rows * s, y16);
     }
   }

@@ -35,14 +35,15 @@
 #include <utility>
 
 #include "kernels/gemv_prefetch.h"
+#include "kernels/matmul_kquant_x16_simd_avx2.h"
 #include "kernels/matmul_tile.h"
 #include "quant/kquant_blocks.h"
 
-#define CHIMERA_T_X16A2 __attribute__((target("avx2,fma,f16c")))
-#define CHIMERA_T_X16A2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
-
 namespace chimera::kernels {
 namespace {
+
+using x16a2::pick_words;
+using x16a2::bcast32;
 
 using format::GgmlType;
 namespace q = chimera::quant;
@@ -57,14 +58,6 @@ struct Geo {
   static constexpr size_t kQs = kQ5 ? 768 : 256;
 };
 constexpr int kHalfRows = 8;
-
-// vpshufb control (per 128-bit lane): dword i = words (plane byte 4i + u0,
-// plane byte 4i + u1), zero-extended.
-CHIMERA_T_X16A2_INLINE __m256i pick_words(int u0, int u1) {
-  const int ctl = u0 | (0x80 << 8) | (u1 << 16) | (0x80 << 24);
-  const __m128i v = _mm_add_epi32(_mm_set1_epi32(ctl), _mm_setr_epi32(0, 4 | 4 << 16, 8 | 8 << 16, 12 | 12 << 16));
-  return _mm256_broadcastsi128_si256(v);
-}
 
 // vpshufb control: dword i = words (plane byte 4i + u, 0): the (sc, 0) pair
 // that vpmaddwd / vpdpwssd multiply an int32 lane holding |P| < 2^15 by.
@@ -113,12 +106,6 @@ CHIMERA_T_X16A2_INLINE __m256i scale_pairs(__m256i O, int u) {
 //   GEMM: AVX2 Q4_K 8, Q5_K 4; VNNI Q4_K 4, Q5_K 2.
 template <bool kVnni, bool kQ5, bool kGemm>
 constexpr int kChain = kVnni ? (kQ5 ? 2 : 4) : (kGemm && !kQ5 ? 8 : 4);
-
-CHIMERA_T_X16A2_INLINE __m256i bcast32(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
 
 CHIMERA_T_X16A2_INLINE __m256i load(const uint8_t* p) { return _mm256_load_si256((const __m256i*)p); }
 

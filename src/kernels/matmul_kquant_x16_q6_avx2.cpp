@@ -28,14 +28,15 @@
 #include <cstring>
 
 #include "kernels/gemv_prefetch.h"
+#include "kernels/matmul_kquant_x16_simd_avx2.h"
 #include "kernels/matmul_tile.h"
 #include "quant/kquant_blocks.h"
 
-#define CHIMERA_T_Q6A2 __attribute__((target("avx2,fma,f16c")))
-#define CHIMERA_T_Q6A2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
-
 namespace chimera::kernels {
 namespace {
+
+using x16a2::bcast32;
+using x16a2::loadu;
 
 namespace q = chimera::quant;
 
@@ -48,23 +49,15 @@ constexpr int kMaxActs = 6;
 
 // vpshufb control (per 128-bit lane): dword i = bytes [zero, 4i + u, zero,
 // 4i + u] -> two words (plane value u) << 8; vpsraw 8 sign-extends them.
-CHIMERA_T_Q6A2_INLINE __m256i pick_hi_bytes(int u) {
+CHIMERA_T_X16A2_INLINE __m256i pick_hi_bytes(int u) {
   const int ctl = 0x80 | (u << 8) | (0x80 << 16) | (u << 24);
   const __m128i v =
       _mm_add_epi32(_mm_set1_epi32(ctl), _mm_setr_epi32(0, 4 << 8 | 4 << 24, 8 << 8 | 8 << 24, 12 << 8 | 12 << 24));
   return _mm256_broadcastsi128_si256(v);
 }
 
-CHIMERA_T_Q6A2_INLINE __m256i bcast32(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-
-CHIMERA_T_Q6A2_INLINE __m256i loadu(const uint8_t* p) { return _mm256_loadu_si256((const __m256i*)p); }
-
 // The four levels (quarters t = 0..3) of lane l's three chunks X0..X2.
-CHIMERA_T_Q6A2_INLINE void levels4(const uint8_t* X, __m256i lv[4]) {
+CHIMERA_T_X16A2_INLINE void levels4(const uint8_t* X, __m256i lv[4]) {
   const __m256i m6 = _mm256_set1_epi8(0x3F);
   const __m256i X0 = loadu(X), X1 = loadu(X + 64), X2 = loadu(X + 128);
   lv[0] = _mm256_and_si256(X0, m6);
@@ -94,8 +87,8 @@ CHIMERA_T_Q6A2_INLINE void levels4(const uint8_t* X, __m256i lv[4]) {
 // one lane; pf != 0 fetches the same lines of the groups pf bytes further into
 // L2 (gemv_prefetch.h). Each tile's arithmetic is the same for every S.
 template <int S, int M>
-CHIMERA_T_Q6A2_INLINE void q6_block(const uint8_t* const (&Bs)[S], const int (&hs)[S], const uint8_t* const (&Am)[M],
-                                    __m256 (&acc)[S][M][8], size_t pf) {
+CHIMERA_T_X16A2_INLINE void q6_block(const uint8_t* const (&Bs)[S], const int (&hs)[S], const uint8_t* const (&Am)[M],
+                                     __m256 (&acc)[S][M][8], size_t pf) {
   alignas(32) __m256i V[S][16];
   __m256 dv[S][M];
   CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
@@ -154,8 +147,8 @@ CHIMERA_T_Q6A2_INLINE void q6_block(const uint8_t* const (&Bs)[S], const int (&h
 // 8 * rh .. + 7 of the group at G; S > 1: both halves of S / 2 groups,
 // gbytes apart (tile s = half s % 2 of group s / 2).
 template <int S, int M>
-CHIMERA_T_Q6A2 void q6_run(const uint8_t* G, size_t gbytes, int rh, const uint8_t* a, size_t a_stride, int64_t nsb,
-                           float* y, int64_t ldy, size_t pf) {
+CHIMERA_T_X16A2 void q6_run(const uint8_t* G, size_t gbytes, int rh, const uint8_t* a, size_t a_stride, int64_t nsb,
+                            float* y, int64_t ldy, size_t pf) {
   static_assert(S == 1 || S % 2 == 0, "S > 1 runs whole groups");
   __m256 acc[S][M][8];
   int hs[S];
@@ -178,8 +171,7 @@ CHIMERA_T_Q6A2 void q6_run(const uint8_t* G, size_t gbytes, int rh, const uint8_
   CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
       const __m256* c = acc[s][m];
-      const __m256 y8 = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(c[0], c[4]), _mm256_add_ps(c[2], c[6])),
-                                      _mm256_add_ps(_mm256_add_ps(c[1], c[5]), _mm256_add_ps(c[3], c[7])));
+      const __m256 y8 = x16a2::lane_sum8(c);
       _mm256_storeu_ps(y + m * ldy + kHalfRows * s, y8);
     }
   }

@@ -34,6 +34,13 @@ CHIMERA_T_X16_INLINE __m512i dpwssd(__m512i s, __m512i a, __m512i b) {
   }
 }
 
+// matmul_kquant.h's reduction of a tile's 8 f32 lane accumulators c[0..7]
+// (one output row per 32-bit lane), in its fixed order.
+CHIMERA_T_X16_INLINE __m512 lane_sum8(const __m512* c) {
+  return _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c[0], c[4]), _mm512_add_ps(c[2], c[6])),
+                       _mm512_add_ps(_mm512_add_ps(c[1], c[5]), _mm512_add_ps(c[3], c[7])));
+}
+
 // s += u8 . s8 (4 byte products per int32 lane), VNNI only.
 CHIMERA_T_X16_INLINE __m512i dpbusd(__m512i s, __m512i u8, __m512i s8) {
   __asm__("vpdpbusd %2, %1, %0" : "+v"(s) : "v"(u8), "v"(s8));

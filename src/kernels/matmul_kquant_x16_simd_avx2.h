@@ -1,0 +1,44 @@
+// Internal to the AVX2 x16 kernels (matmul_kquant_x16_*_avx2.cpp,
+// matmul_iq4xs_x16_avx2.cpp): target attributes and the small vector helpers
+// they share (the AVX-512 ones are matmul_kquant_x16_simd.h). x86-64 only.
+#pragma once
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#define CHIMERA_T_X16A2 __attribute__((target("avx2,fma,f16c")))
+#define CHIMERA_T_X16A2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
+
+namespace chimera::kernels::x16a2 {
+
+// vpshufb control (per 128-bit lane): dword i = words (plane byte 4i + u0,
+// plane byte 4i + u1), zero-extended.
+CHIMERA_T_X16A2_INLINE __m256i pick_words(int u0, int u1) {
+  const int ctl = u0 | (0x80 << 8) | (u1 << 16) | (0x80 << 24);
+  const __m128i v = _mm_add_epi32(_mm_set1_epi32(ctl), _mm_setr_epi32(0, 4 | 4 << 16, 8 | 8 << 16, 12 | 12 << 16));
+  return _mm256_broadcastsi128_si256(v);
+}
+
+// The 4 bytes at p in every 32-bit lane.
+CHIMERA_T_X16A2_INLINE __m256i bcast32(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+CHIMERA_T_X16A2_INLINE __m256i loadu(const uint8_t* p) { return _mm256_loadu_si256((const __m256i*)p); }
+
+// matmul_kquant.h's reduction of a tile's 8 f32 lane accumulators c[0..7]
+// (one output row per 32-bit lane), in its fixed order.
+CHIMERA_T_X16A2_INLINE __m256 lane_sum8(const __m256* c) {
+  return _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(c[0], c[4]), _mm256_add_ps(c[2], c[6])),
+                       _mm256_add_ps(_mm256_add_ps(c[1], c[5]), _mm256_add_ps(c[3], c[7])));
+}
+
+}  // namespace chimera::kernels::x16a2
+
+#endif  // __x86_64__
