@@ -99,13 +99,15 @@ template <bool kVnni>
 CHIMERA_T_X16A2_INLINE __m256i scale_pairs(__m256i O, int u) {
   return _mm256_shuffle_epi8(O, kVnni ? pick_word_lo(u) : pick_words(u, u));
 }
-// Elements each P may sum before scale_add (|P| < 2^15): plain AVX2 int16
+// Dwords each P may sum before scale_add (|P| < 2^15): plain AVX2 int16
 // pair lanes hold 2 products per 4-element dword, VNNI int32 lanes 4.
 //   GEMV (chunks of 4 dwords): AVX2 4 (Q4_K: 4 * 2 * 15 * 128, Q5_K:
-//   4 * 2 * 31 * 128); VNNI Q4_K 4 (16 * 15 * 128), Q5_K 2 (8 * 31 * 128).
-//   GEMM: AVX2 Q4_K 8, Q5_K 4; VNNI Q4_K 4, Q5_K 2.
+//   4 * 2 * 31 * 128); VNNI (Q4_K only) 4 (16 * 15 * 128).
+//   GEMM: AVX2 Q4_K 8, Q5_K 4; VNNI 4.
+// The VNNI level has no Q5_K kernel (kq_x16_gemm_avx2vnni): its 8-element
+// chains measured no faster than the AVX2 order.
 template <bool kVnni, bool kQ5, bool kGemm>
-constexpr int kChain = kVnni ? (kQ5 ? 2 : 4) : (kGemm && !kQ5 ? 8 : 4);
+constexpr int kChain = kVnni ? 4 : (kGemm && !kQ5 ? 8 : 4);
 
 CHIMERA_T_X16A2_INLINE __m256i load(const uint8_t* p) { return _mm256_load_si256((const __m256i*)p); }
 
@@ -348,6 +350,7 @@ struct Q4Tiles<kVnni, kQ5, std::integer_sequence<int, I...>> {
 
 template <bool kVnni, bool kQ5>
 void q4_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+  static_assert(!(kVnni && kQ5), "no VNNI Q5_K kernel (kChain)");
   kq_x16_run<kX16StreamsAvx2>(Q4Tiles<kVnni, kQ5, std::make_integer_sequence<int, kGemmActs - 1>>::kTiles, g, r0, r1,
                               i0, i1, q4_gemv<kVnni, kQ5, kX16StreamsAvx2>);
 }
@@ -368,9 +371,9 @@ GemmFn kq_x16_gemm_avx2(GgmlType type) {
 
 GemmFn kq_x16_gemm_avx2vnni(GgmlType type) {
   switch (type) {
-    // Q5_K's VNNI chains hold 8 elements (2 vpdpbusd per vpdpwssd): measured no
-    // faster than its AVX2 order (2048 x 2048, m = 512, 1 thread: 66 vs 69 ms),
-    // so that level runs the AVX2 kernel for it.
+    // Q5_K (levels <= 31: 8-element VNNI chains) measured no faster than its
+    // AVX2 order (2048 x 2048, m = 512, 1 thread: 66 vs 69 ms): that level runs
+    // the AVX2 kernel for it.
     case GgmlType::Q4_K: return q4_gemm<true, false>;
     default: return nullptr;
   }
