@@ -5,15 +5,12 @@
 // head)); element-wise ops report the bytes they read and write.
 #include <benchmark/benchmark.h>
 
-#include <cstring>
 #include <random>
 #include <vector>
 
-#include "core/fp16.h"
 #include "core/thread_pool.h"
 #include "kernels/attention.h"
 #include "kernels/ops.h"
-#include "quant/legacy_blocks.h"
 
 namespace chimera::kernels {
 namespace {
@@ -82,21 +79,8 @@ void BM_AttentionDecodeTypedKv(benchmark::State& st) {
   std::vector<float> k = random_vec(n_kv * w, 2), v = random_vec(n_kv * w, 3);
   const size_t rb = kv_row_bytes(type, w);
   std::vector<uint8_t> kb(rb * n_kv), vb(rb * n_kv);
-  auto encode = [&](const std::vector<float>& x, std::vector<uint8_t>& out) {
-    for (int64_t r = 0; r < n_kv; ++r) {
-      const float* s = x.data() + r * w;
-      uint8_t* d = out.data() + r * rb;
-      if (type == KvType::kF32) {
-        std::memcpy(d, s, rb);
-      } else if (type == KvType::kF16) {
-        for (int64_t i = 0; i < w; ++i) reinterpret_cast<uint16_t*>(d)[i] = f32_to_f16(s[i]);
-      } else {
-        quant::quantize_row_q8_0(s, reinterpret_cast<quant::block_q8_0*>(d), w);
-      }
-    }
-  };
-  encode(k, kb);
-  encode(v, vb);
+  kv_store_rows(type, w, k.data(), w, n_kv, kb.data());
+  kv_store_rows(type, w, v.data(), w, n_kv, vb.data());
   std::vector<float> out(n_head * hd);
   ThreadPool& pool = pool_for(threads);
   for (auto _ : st) {

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "quant/legacy_blocks.h"
 #include "kernels/ops.h"
 
 #ifndef CHIMERA_KERNELS_ATTENTION_ONCE_
@@ -430,6 +431,22 @@ const char* kv_type_name(KvType t) {
     case KvType::kF16: return "f16";
     case KvType::kQ8_0: return "q8_0";
     default: return "f32";
+  }
+}
+
+void kv_store_rows(KvType type, int64_t width, const float* src, int64_t ld, int64_t n, uint8_t* dst) {
+  const size_t rb = kv_row_bytes(type, width);
+  for (int64_t t = 0; t < n; ++t) {
+    const float* s = src + t * ld;
+    uint8_t* row = dst + (size_t)t * rb;
+    if (type == KvType::kF32) {
+      std::memcpy(row, s, rb);
+    } else if (type == KvType::kF16) {
+      auto* d = reinterpret_cast<uint16_t*>(row);
+      for (int64_t i = 0; i < width; ++i) d[i] = f32_to_f16(s[i]);
+    } else {
+      quant::quantize_row_q8_0(s, reinterpret_cast<quant::block_q8_0*>(row), width);
+    }
   }
 }
 

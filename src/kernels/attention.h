@@ -40,6 +40,10 @@ inline size_t kv_row_bytes(KvType t, int64_t n) {
   return t == KvType::kQ8_0 ? (size_t)(n / 32) * 34 : (size_t)n * (t == KvType::kF16 ? 2 : 4);
 }
 const char* kv_type_name(KvType t);  // "f32", "f16", "q8_0"
+// Stores n rows of `width` floats (source stride ld) as rows of `type`, one
+// after the other from dst (kv_row_bytes(type, width) each): f32 copied, f16
+// rounded to nearest even, Q8_0 as quant::quantize_row_q8_0.
+void kv_store_rows(KvType type, int64_t width, const float* src, int64_t ld, int64_t n, uint8_t* dst);
 
 // Rows of a KV store, ld elements apart (Q8_0: ld % 32 == 0, row r of a run
 // at kv_row_bytes(type, r * ld) bytes). Contiguous (blocks == nullptr): row j

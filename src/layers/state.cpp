@@ -18,23 +18,6 @@ namespace {
 
 using kernels::KvType;
 
-// n rows of `width` floats (source stride ld) into storage rows of `type`.
-void store_rows(uint8_t* dst, KvType type, int64_t width, const float* src, int64_t ld, int64_t n) {
-  const size_t rb = kernels::kv_row_bytes(type, width);
-  for (int64_t t = 0; t < n; ++t) {
-    const float* s = src + t * ld;
-    uint8_t* row = dst + (size_t)t * rb;
-    if (type == KvType::kF32) {
-      std::memcpy(row, s, rb);
-    } else if (type == KvType::kF16) {
-      auto* d = reinterpret_cast<uint16_t*>(row);
-      for (int64_t i = 0; i < width; ++i) d[i] = f32_to_f16(s[i]);
-    } else {
-      quant::quantize_row_q8_0(s, reinterpret_cast<quant::block_q8_0*>(row), width);
-    }
-  }
-}
-
 void load_rows(const uint8_t* src, KvType type, int64_t width, int64_t n, float* out) {
   if (type == KvType::kF32) {
     std::memcpy(out, src, (size_t)(n * width) * 4);
@@ -159,8 +142,8 @@ void KvCache::store(int64_t pos, int64_t n, const float* k, int64_t ldk, const f
     const int64_t cnt = std::min(n - t, kBlockRows - r);
     writable(b, r + cnt);
     Block& blk = *blocks_[(size_t)b];
-    store_rows(blk.k() + rk * (size_t)r, types_.k, spec_.n_embd_k, k + t * ldk, ldk, cnt);
-    store_rows(blk.v() + rv * (size_t)r, types_.v, spec_.n_embd_v, v + t * ldv, ldv, cnt);
+    kernels::kv_store_rows(types_.k, spec_.n_embd_k, k + t * ldk, ldk, cnt, blk.k() + rk * (size_t)r);
+    kernels::kv_store_rows(types_.v, spec_.n_embd_v, v + t * ldv, ldv, cnt, blk.v() + rv * (size_t)r);
     t += cnt;
   }
 }
