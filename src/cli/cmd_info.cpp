@@ -2,8 +2,9 @@
 // header (version, alignment, data offset), architecture and name, every
 // metadata key (long arrays summarised by element type, count and first items;
 // long strings such as chat templates truncated), the tensor table, totals by
-// type, and a memory estimate (weights + f32 KV cache for a context length,
-// plus recurrent state for SSM layers). `--json` prints the same as JSON.
+// type, and a memory estimate (weights + KV cache for a context length in the
+// cache types a run would use — the model's default, f16 for most families,
+// or --cache-type-k/-v — plus recurrent state for SSM layers). `--json` prints the same as JSON.
 // Invariants: the file is untrusted, so every metadata number used in the
 // estimate is range-checked and the arithmetic saturates instead of
 // overflowing; a value that makes no sense disables the estimate with a note
@@ -23,6 +24,9 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "format/gguf/gguf.h"
+#include "kernels/attention.h"
+#include "layers/state.h"
+#include "models/model.h"
 
 namespace chimera::cli {
 namespace {
@@ -44,6 +48,7 @@ struct Options {
   int64_t ctx = 0;  // 0: default
   bool no_tensors = false;
   bool json = false;
+  std::string cache_type_k, cache_type_v;  // empty: the model's default
 };
 
 uint64_t sat_mul(uint64_t a, uint64_t b) {
@@ -96,7 +101,8 @@ struct Estimate {
   std::string note;                 // why the estimate is missing or partial
   int64_t n_layer = 0;
   int64_t ctx_train = 0;            // <arch>.context_length (0 if absent)
-  uint64_t kv_bytes_per_token = 0;  // f32 K + V, all layers
+  layers::KvCacheTypes kv_types;    // the cache types of the estimate
+  uint64_t kv_bytes_per_token = 0;  // K + V rows in kv_types, all layers
   uint64_t recurrent_bytes = 0;     // conv + SSM state per sequence (f32)
   int64_t n_attn_layers = 0;
   int64_t n_recurrent_layers = 0;
@@ -119,8 +125,14 @@ Result<std::vector<int64_t>> per_layer(const GgufFile& f, const std::string& key
   return r;
 }
 
-Estimate estimate_memory(const GgufFile& f) {
+kernels::KvType parse_kv_type(const std::string& s, kernels::KvType dflt) {
+  return s.empty() ? dflt : s == "f16" ? kernels::KvType::kF16 : s == "q8_0" ? kernels::KvType::kQ8_0 : kernels::KvType::kF32;
+}
+
+Estimate estimate_memory(const GgufFile& f, const Options& o) {
   Estimate e;
+  const layers::KvCacheTypes dflt = models::default_kv_types_for(f);
+  e.kv_types = {parse_kv_type(o.cache_type_k, dflt.k), parse_kv_type(o.cache_type_v, dflt.v)};
   const std::string arch = f.architecture();
   if (arch.empty()) {
     e.note = "no general.architecture";
@@ -178,9 +190,17 @@ Estimate estimate_memory(const GgufFile& f) {
     }
     if (!key_len) dk = *n_embd / h;
     if (!val_len) dv = *n_embd / h;
+    if ((e.kv_types.k == kernels::KvType::kQ8_0 && dk % 32) || (e.kv_types.v == kernels::KvType::kQ8_0 && dv % 32)) {
+      e.note = "a q8_0 cache needs head sizes that are multiples of 32 (layer " + std::to_string(l) + ": " +
+               std::to_string(dk) + ", " + std::to_string(dv) + ")";
+      return e;
+    }
     ++e.n_attn_layers;
-    e.kv_bytes_per_token =
-        sat_add(e.kv_bytes_per_token, sat_mul(sat_mul((uint64_t)hkv, sat_add((uint64_t)dk, (uint64_t)dv)), 4));
+    // Per head, so that kv_row_bytes's Q8_0 blocks never cross heads;
+    // dk, dv < 2^31 and hkv < 2^31 keep the products far from saturation.
+    const uint64_t row = sat_add(sat_mul((uint64_t)hkv, kernels::kv_row_bytes(e.kv_types.k, dk)),
+                                 sat_mul((uint64_t)hkv, kernels::kv_row_bytes(e.kv_types.v, dv)));
+    e.kv_bytes_per_token = sat_add(e.kv_bytes_per_token, row);
   }
   if (e.n_attn_layers == 0 && e.n_recurrent_layers == 0) {
     e.note = "no attention head counts or SSM sizes in the metadata";
@@ -278,9 +298,10 @@ void print_text(const GgufFile& f, const Options& o) {
     std::printf("  %-8s x%-5llu %14llu bytes (%s)\n", type.c_str(), (unsigned long long)t.count,
                 (unsigned long long)t.bytes, human_bytes(t.bytes).c_str());
 
-  std::printf("\nmemory estimate (one sequence, f32 K/V):\n");
+  const Estimate e = estimate_memory(f, o);
+  std::printf("\nmemory estimate (one sequence, KV cache k=%s v=%s):\n", kernels::kv_type_name(e.kv_types.k),
+              kernels::kv_type_name(e.kv_types.v));
   std::printf("  weights:         %s\n", human_bytes(weights).c_str());
-  const Estimate e = estimate_memory(f);
   if (!e.ok) {
     std::printf("  KV cache:        unknown (%s)\n", e.note.c_str());
     return;
@@ -333,8 +354,10 @@ void print_json(const GgufFile& f, const Options& o) {
   for (const auto& [type, t] : totals_by_type(f)) by_type[type] = {{"count", t.count}, {"bytes", t.bytes}};
   const uint64_t weights = f.tensor_bytes();
   j["totals"] = {{"tensors", f.tensors().size()}, {"bytes", weights}, {"by_type", std::move(by_type)}};
-  const Estimate e = estimate_memory(f);
-  Json mem{{"weights_bytes", weights}};
+  const Estimate e = estimate_memory(f, o);
+  Json mem{{"weights_bytes", weights},
+           {"kv_cache_type_k", kernels::kv_type_name(e.kv_types.k)},
+           {"kv_cache_type_v", kernels::kv_type_name(e.kv_types.v)}};
   if (!e.ok) {
     mem["note"] = e.note;
   } else {
@@ -380,6 +403,7 @@ void add_info_command(CLI::App& app) {
   add_ctx_option(cmd, &opts->ctx,
                  "context length for the KV-cache estimate (default: min(4096, training context))");
   cmd->add_flag("--no-tensors", opts->no_tensors, "omit the tensor table");
+  add_kv_type_options(cmd, &opts->cache_type_k, &opts->cache_type_v);
   cmd->add_flag("--json", opts->json, "print JSON");
   cmd->callback([opts] { run_info(*opts); });
 }

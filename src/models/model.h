@@ -251,7 +251,17 @@ struct RegistryEntry {
   const char* arch;
   ModelLoader load;
   const TensorTable* tensors = nullptr;
+  // False for a family whose attention reads only f32 KV caches
+  // (Model::reads_typed_kv): its contexts default to f32 (default_kv_types).
+  bool typed_kv = true;
 };
 const std::vector<RegistryEntry>& model_registry();
+
+// The KV cache types a context of this file's model gets by default
+// (Model::default_kv_types), read from the metadata alone: `chimera info`
+// estimates memory without loading the model. f32 for an unknown
+// architecture. tests/models/registry_test.cpp checks it against the loaded
+// model of every family.
+layers::KvCacheTypes default_kv_types_for(const format::GgufFile& gguf);
 
 }  // namespace chimera::models

@@ -40,9 +40,22 @@ const std::vector<RegistryEntry>& model_registry() {
       {"bitnet", load_bitnet, &bitnet_tensors()},
       {"bitnet-b1.58", load_bitnet_b158, &bitnet_tensors()},  // Microsoft's BitNet b1.58 2B-4T GGUFs (bitnet.cpp)
       {"bitnet-25", load_bitnet_25, &bitnet_tensors()},       // their first (April 2025) arch name, same graph
-      {"phi4flash", load_phi4flash, &phi4flash_tensors()},
+      {"phi4flash", load_phi4flash, &phi4flash_tensors(), /*typed_kv=*/false},
   };
   return kRegistry;
+}
+
+layers::KvCacheTypes default_kv_types_for(const format::GgufFile& gguf) {
+  const std::string arch = gguf.architecture();
+  for (const auto& e : model_registry()) {
+    if (arch != e.arch) continue;
+    if (!e.typed_kv) return {};
+    // load_bitnet hands llama2.c BitNet conversions (bitnet.bitlinear =
+    // absmax-int8) to models/bitnet_llama2c.cpp, whose attention reads f32.
+    if (auto v = gguf.get_string("bitnet.bitlinear"); arch == "bitnet" && v && *v == "absmax-int8") return {};
+    return layers::kDefaultKvCacheTypes;
+  }
+  return {};
 }
 
 }  // namespace chimera::models

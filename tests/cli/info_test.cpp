@@ -50,7 +50,8 @@ TEST_F(InfoTest, ValidFile) {
   EXPECT_EQ(r.err, "");
   for (const char* s : {"GGUF version:    3", "alignment:       32", "architecture:    llama",
                         "name:            \"tiny test model\"", "t.arr_of_arr", "[arr x 3]", "token_embd.weight",
-                        "[8, 3, 1, 2]", "Q4_K", "5 tensors, 468 bytes", "memory estimate", "KV per token:    384 B",
+                        "[8, 3, 1, 2]", "Q4_K", "5 tensors, 468 bytes", "memory estimate (one sequence, KV cache k=f16 v=f16)",
+                        "KV per token:    192 B",
                         "n_ctx 256", "(training context)"})
     EXPECT_NE(r.out.find(s), std::string::npos) << "missing '" << s << "' in:\n" << r.out;
 }
@@ -60,7 +61,7 @@ TEST_F(InfoTest, OptionsNoTensorsAndContext) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.find("blk.0.ffn_up.weight"), std::string::npos);
   EXPECT_NE(r.out.find("n_ctx 1000"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("KV cache 375.00 KiB"), std::string::npos) << r.out;  // 384 B x 1000
+  EXPECT_NE(r.out.find("KV cache 187.50 KiB"), std::string::npos) << r.out;  // 192 B (f16) x 1000
   auto bad = run_chimera("info -c -5 -m " + quote(path_));
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_EQ(bad.err.rfind("error:", 0), 0u) << bad.err;
@@ -76,9 +77,11 @@ TEST_F(InfoTest, Json) {
   EXPECT_EQ(j["tensors"].size(), 5u);
   EXPECT_EQ(j["tensors"][2]["shape"], nlohmann::json({8, 3, 1, 2}));
   EXPECT_EQ(j["totals"]["by_type"]["F32"]["count"], 2);
-  EXPECT_EQ(j["memory"]["kv_bytes_per_token"], 384);
+  EXPECT_EQ(j["memory"]["kv_cache_type_k"], "f16");
+  EXPECT_EQ(j["memory"]["kv_cache_type_v"], "f16");
+  EXPECT_EQ(j["memory"]["kv_bytes_per_token"], 192);
   EXPECT_EQ(j["memory"]["contexts"][0]["n_ctx"], 512);
-  EXPECT_EQ(j["memory"]["contexts"][0]["kv_cache_bytes"], 384 * 512);
+  EXPECT_EQ(j["memory"]["contexts"][0]["kv_cache_bytes"], 192 * 512);
   bool found = false;
   for (const auto& m : j["metadata"])
     if (m["key"] == "t.u64") {
@@ -86,6 +89,28 @@ TEST_F(InfoTest, Json) {
       EXPECT_EQ(m["value"].get<uint64_t>(), 18000000000000000000ull);
     }
   EXPECT_TRUE(found);
+}
+
+// The estimate follows the cache types a run would use: the model's default
+// (f16 here), or --cache-type-k / --cache-type-v as run / serve take them.
+TEST_F(InfoTest, CacheTypeFlagsChangeTheEstimate) {
+  auto f32 = run_chimera("info --json --no-tensors --cache-type-k f32 --cache-type-v f32 -m " + quote(path_));
+  ASSERT_EQ(f32.exit_code, 0) << f32.err;
+  auto j = nlohmann::json::parse(f32.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << f32.out;
+  EXPECT_EQ(j["memory"]["kv_bytes_per_token"], 384);
+  auto mixed = run_chimera("info --json --no-tensors --cache-type-v f32 -m " + quote(path_));
+  ASSERT_EQ(mixed.exit_code, 0) << mixed.err;
+  j = nlohmann::json::parse(mixed.out, nullptr, false);
+  EXPECT_EQ(j["memory"]["kv_cache_type_k"], "f16");
+  EXPECT_EQ(j["memory"]["kv_bytes_per_token"], 96 + 192);
+  // The tiny model's heads are narrower than a Q8_0 block: no estimate, a note.
+  auto q8 = run_chimera("info --no-tensors --cache-type-k q8_0 -m " + quote(path_));
+  ASSERT_EQ(q8.exit_code, 0) << q8.err;
+  EXPECT_NE(q8.out.find("multiples of 32"), std::string::npos) << q8.out;
+  auto bad = run_chimera("info --cache-type-k f8 -m " + quote(path_));
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("cache-type-k"), std::string::npos) << bad.err;
 }
 
 TEST_F(InfoTest, TruncatedFileIsAnError) {
@@ -148,7 +173,7 @@ TEST(InfoSharedTest, RealModels) {
   auto r = run_chimera("info -m " + quote(shared + "/models/stories260K.gguf"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("48 tensors, 1171200 bytes"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("KV per token:    1.25 KiB"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("KV per token:    640 B"), std::string::npos) << r.out;  // f16: half of f32's 1.25 KiB
   auto g = run_chimera("info --no-tensors -m " + quote(shared + "/golden/models/tiny-granitehybrid.gguf"));
   ASSERT_EQ(g.exit_code, 0) << g.err;
   EXPECT_NE(g.out.find("layers:          4 (2 attention, 2 recurrent)"), std::string::npos) << g.out;

@@ -230,8 +230,11 @@ TEST(Context, KvTypesApplyOnlyToTheContextsOwnStates) {
   opts.name = "bitnet-1M";
   ASSERT_TRUE(format::bitnet_llama2c::convert(dir + "/bitnet-1M.bin", dir + "/tok512.bin", path, opts).is_ok());
   auto loaded = models::load_model(path);
+  auto header = format::GgufFile::open(path);
   std::filesystem::remove(path);
   ASSERT_TRUE(loaded.is_ok()) << loaded.status().message();
+  ASSERT_TRUE(header.is_ok());
+  EXPECT_EQ(models::default_kv_types_for(*header.value()), f32);  // what `chimera info` estimates with
   std::unique_ptr<models::Model> bn = std::move(loaded).value();
   EXPECT_EQ(bn->default_kv_types(), f32);
   EXPECT_TRUE(bn->kv_default_falls_back());

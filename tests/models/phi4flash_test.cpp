@@ -57,12 +57,18 @@ P4Fixture& fixture() {
       return f;
     }
     auto m = models::load_model(out);
+    auto header = format::GgufFile::open(out);
     std::filesystem::remove(out);
     if (!m) {
       f.error = "load: " + m.status().message();
       return f;
     }
     f.model = std::move(m).value();
+    // `chimera info` estimates memory with the default it reads from the metadata.
+    if (!header || models::default_kv_types_for(*header.value()) != f.model->default_kv_types()) {
+      f.error = "default_kv_types_for disagrees with the loaded model's default";
+      return f;
+    }
     return f;
   }();
   return f;

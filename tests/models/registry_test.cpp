@@ -50,6 +50,10 @@ TEST(Registry, EveryFamilyHasALoadableGoldenFixture) {
       // Every type and family of the golden set is listed in the README: kUnsupported is a failure too.
       ASSERT_TRUE(m.is_ok()) << name << ": " << m.status().message();
       EXPECT_EQ((*m)->info().arch, e.arch);
+      // What `chimera info` reads from the metadata alone is what loading gives.
+      auto f = format::GgufFile::open(gc.model_path);
+      ASSERT_TRUE(f.is_ok());
+      EXPECT_EQ(models::default_kv_types_for(*f.value()), (*m)->default_kv_types()) << name;
       found = true;
     }
     EXPECT_TRUE(found) << "no loadable golden fixture for arch " << e.arch;
