@@ -7,36 +7,44 @@
 // exact int32 S = sum_j sc_j * sum_{e in sub-block j} q_e a_e and
 // Bm = sum_j m_j * (sum_{e in j} a_e); any exact way of forming them gives the
 // same f32 updates acc = fma(dy * d, (float)S, acc),
-// accm = fma(-dy * dmin, (float)Bm, accm) (in this order of operations, as the
-// VNNI kernel), y = acc + accm. With the 6-bit scale split as
-// sc = 16 sh + sl (sl <= 15, sh <= 3), q * sl <= 225 and q * sh <= 45 fit the
-// unsigned bytes of an AMX B operand, so with the scale folded into the
-// weights a whole super-block (K = 256, four tdpbsud of K = 64) accumulates
-// in one int32 tile: S = C_lo + 16 C_hi with C_lo = A . (q sl), C_hi = A .
-// (q sh), and Bm = C_min = A . (m_j per element): three C tiles, exact
-// integers (|C_lo| <= 256 * 225 * 128 < 2^23).
+// accm = fma(-dy * dmin, (float)Bm, accm) (the VNNI kernel's operations),
+// y = acc + accm. With the 6-bit scale split as sc = 16 sh + sl (sl <= 15,
+// sh <= 3), q * sl <= 225 and q * sh <= 45 fit the unsigned bytes of an AMX B
+// operand, so with the scale folded into the weights a whole super-block
+// (K = 256, four tdpbsud of K = 64) accumulates in one int32 tile:
+// S = C_lo + 16 C_hi with C_lo = A . (q sl), C_hi = A . (q sh), exact
+// integers (|C_lo| <= 256 * 225 * 128 < 2^23). Bm is the VNNI kernel's
+// vector code on the activations' bsums (a third tile, A . m_j, measured
+// slower: 4 more products and 64 more stores per super-block).
 //
 // Layout. In a group block, qs chunk 8c + j holds bytes qs[32c + 4j .. + 3] of
 // rows 0..15: its low nibbles are elements 64c + 4j .. + 3 of each row, its
 // high nibbles elements 64c + 32 + 4j .. + 3 — one 64-byte row of an AMX B tile
 // in the VNNI layout (16 columns = 16 weight rows x 4 consecutive k). So the
-// B tile of K step c (elements 64c .. 64c + 63, one A tile = the Q8_K qs at
-// that offset, activation rows a_stride apart) is rows 0..7 = the low nibbles
+// B tile of K step c (elements 64c .. 64c + 63) is rows 0..7 = the low nibbles
 // of chunks 8c .. 8c + 7 (sub-block 2c) and rows 8..15 = their high nibbles
 // (sub-block 2c + 1); a vpmullw of the nibble words by the row's scale part
 // (both bytes of a word belong to the same weight row) forms q * sl and
-// q * sh without carries between bytes.
+// q * sh without carries between bytes. The A tiles are the Q8_K codes,
+// copied per call into [super-block][row][256] (aligned rows 256 bytes apart).
 //
-// Blocking. Per call: activation rows in blocks (<= kBlockActs, L2-resident),
-// per 16-row group and super-block the B tiles are formed once into a stack
-// buffer (12 KiB, L1) and used by every 16-row activation tile of the block;
-// the per-row f32 accumulators live in a stack buffer across the super-blocks.
-// A block whose row count is not a multiple of 16 ends with a tile that
-// overlaps the previous one (only its new rows are accumulated), so every
-// tile loads 16 rows that exist; a call with fewer than 16 rows configures
-// its tiles with that many rows. The tile configuration is loaded once per
-// call on the calling thread (each pool thread configures its own) and
-// released at the end.
+// Blocking. Per call: activation rows in blocks (<= kBlockActs + 15 rows,
+// L2-resident); per 16-row group and super-block the B tiles are formed once
+// into a stack buffer (8 KiB, L1) and used by every 16-row activation tile of
+// the block; the per-row f32 accumulators live in a stack buffer across the
+// super-blocks. A block whose row count is not a multiple of 16 ends with a
+// tile that overlaps the previous one (only its new rows are accumulated), so
+// every tile loads 16 rows that exist; a call with fewer than 16 rows
+// configures its tiles with that many rows. Two tiles are in flight: a tile's
+// f32 updates run after the next tile's products are issued, and the next
+// super-block's B tiles are formed meanwhile. The tile configuration is loaded
+// once per call on the calling thread (each pool thread configures its own)
+// and released at the end.
+//
+// Measured (docs/PERFORMANCE.md, session 14): the tile work has a fixed cost
+// per group and super-block (forming the B tiles: 128 stores, 128 vpmullw)
+// that the VNNI kernel does not pay, so AMX is slower below 8 activation rows,
+// even at 8 and ahead from 12 (1.2x at 16, 1.5x at 256 on 2048 x 2048).
 #include "kernels/matmul_kquant_x16.h"
 
 #if defined(__x86_64__)
@@ -69,7 +77,7 @@ constexpr int kTileRows = 16;                                 // activation rows
 constexpr int64_t kBlockActs = 128;                           // activation rows per block (max)
 // Below this many activation rows the AVX-512 VNNI kernel runs (measured:
 // docs/PERFORMANCE.md, session 14).
-constexpr int64_t kAmxMinActs = 4;
+constexpr int64_t kAmxMinActs = 8;
 
 // B tiles of one super-block: per K step c, B_lo and B_hi (1 KiB each), then
 // the 4 mins word vectors Mk (as the VNNI kernel forms them).
