@@ -43,8 +43,8 @@
 //
 // Measured (docs/PERFORMANCE.md, session 14): the tile work has a fixed cost
 // per group and super-block (forming the B tiles: 128 stores, 128 vpmullw)
-// that the VNNI kernel does not pay, so AMX is slower below 8 activation rows,
-// even at 8 and ahead from 12 (1.2x at 16, 1.5x at 256 on 2048 x 2048).
+// that the VNNI kernel does not pay: through matmul AMX is slower at 8
+// activation rows, even at 16, ahead from 32 (1.2x at 64, 1.3x at 256).
 #include "kernels/matmul_kquant_x16.h"
 
 #if defined(__x86_64__)
@@ -77,7 +77,7 @@ constexpr int kTileRows = 16;                                 // activation rows
 constexpr int64_t kBlockActs = 128;                           // activation rows per block (max)
 // Below this many activation rows the AVX-512 VNNI kernel runs (measured:
 // docs/PERFORMANCE.md, session 14).
-constexpr int64_t kAmxMinActs = 8;
+constexpr int64_t kAmxMinActs = 32;
 
 // B tiles of one super-block: per K step c, B_lo and B_hi (1 KiB each), then
 // the 4 mins word vectors Mk (as the VNNI kernel forms them).
@@ -323,6 +323,7 @@ void q4_gemm_amx(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t 
 }  // namespace
 
 GemmFn kq_x16_gemm_amx(GgmlType type) { return type == GgmlType::Q4_K ? q4_gemm_amx : nullptr; }
+GemmFn kq_x16_gemm_amx_tiles() { return q4_gemm_amx_tiles; }
 
 }  // namespace chimera::kernels
 
@@ -330,6 +331,7 @@ GemmFn kq_x16_gemm_amx(GgmlType type) { return type == GgmlType::Q4_K ? q4_gemm_
 
 namespace chimera::kernels {
 GemmFn kq_x16_gemm_amx(format::GgmlType) { return nullptr; }
+GemmFn kq_x16_gemm_amx_tiles() { return nullptr; }
 }  // namespace chimera::kernels
 
 #endif
