@@ -59,8 +59,6 @@
 #include "quant/kquant_blocks.h"
 
 #define CHIMERA_T_AMX __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,amx-tile,amx-int8")))
-#define CHIMERA_T_AMX_LAMBDA \
-  __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,amx-tile,amx-int8")))
 #define CHIMERA_T_AMX_INLINE \
   __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,amx-tile,amx-int8"), always_inline)) inline
 
@@ -166,6 +164,40 @@ CHIMERA_T_AMX_INLINE void tile_products(const uint8_t* A, const uint8_t* Bt, int
 }
 #undef CHIMERA_AMX_STEP
 
+// The f32 updates of one tile's rows, run one tile late (below).
+struct Pending {
+  const int32_t* c = nullptr;   // C row of the first row
+  const float* dy = nullptr;    // the rows' Q8_K d
+  const int16_t* bp = nullptr;  // the rows' sub-block sums (8 words each)
+  const uint8_t* mk = nullptr;  // the super-block's mins words
+  float *acc = nullptr, *accm = nullptr;
+  int64_t n = 0;
+  __m512 d16, dmin16;
+};
+
+// The VNNI kernel's per-row f32 updates, with S = C_lo + 16 C_hi and its
+// mins sum Bm (same exact integers, same operations).
+CHIMERA_T_AMX_INLINE void update(const Pending& u) {
+  const __m512i Mk0 = _mm512_load_si512(u.mk), Mk1 = _mm512_load_si512(u.mk + 64);
+  const __m512i Mk2 = _mm512_load_si512(u.mk + 128), Mk3 = _mm512_load_si512(u.mk + 192);
+  for (int64_t i = 0; i < u.n; ++i) {
+    const int32_t* c = u.c + 16 * i;
+    const float dy = u.dy[i];
+    const __m512i bp = _mm512_broadcast_i32x4(_mm_load_si128((const __m128i*)(u.bp + 8 * i)));
+    __m512i Bm = _mm512_madd_epi16(Mk0, _mm512_shuffle_epi32(bp, (_MM_PERM_ENUM)0x00));
+    Bm = x16::dpwssd<true>(Bm, Mk1, _mm512_shuffle_epi32(bp, (_MM_PERM_ENUM)0x55));
+    Bm = x16::dpwssd<true>(Bm, Mk2, _mm512_shuffle_epi32(bp, (_MM_PERM_ENUM)0xAA));
+    Bm = x16::dpwssd<true>(Bm, Mk3, _mm512_shuffle_epi32(bp, (_MM_PERM_ENUM)0xFF));
+    const __m512i S = _mm512_add_epi32(_mm512_load_si512(c), _mm512_slli_epi32(_mm512_load_si512(c + 256), 4));
+    float* ac = u.acc + kX16Rows * i;
+    float* am = u.accm + kX16Rows * i;
+    const __m512 dmv = _mm512_mul_ps(_mm512_set1_ps(-dy), u.dmin16);
+    _mm512_store_ps(am, _mm512_fmadd_ps(dmv, _mm512_cvtepi32_ps(Bm), _mm512_load_ps(am)));
+    _mm512_store_ps(ac, _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(dy), u.d16), _mm512_cvtepi32_ps(S),
+                                        _mm512_load_ps(ac)));
+  }
+}
+
 // Per-thread buffer for one block's activation codes in tile order; grows
 // only (steady-state calls do not allocate).
 uint8_t* act_tiles_scratch(size_t bytes) {
@@ -205,37 +237,7 @@ CHIMERA_T_AMX void q4_gemm_amx_tiles(const GemmArgs& g, int64_t r0, int64_t r1, 
   alignas(64) uint8_t bt[2][kBBytes];
   alignas(64) int32_t C[2][2 * 256];
   alignas(64) float acc[kBlockActs + kTileRows][kX16Rows], accm[kBlockActs + kTileRows][kX16Rows];
-  struct Pending {
-    const int32_t* c = nullptr;   // C row of the first row
-    const float* dy = nullptr;    // the rows' Q8_K d
-    const int16_t* bp = nullptr;  // the rows' sub-block sums (8 words each)
-    const uint8_t* mk = nullptr;  // the super-block's mins words
-    float *acc = nullptr, *accm = nullptr;
-    int64_t n = 0;
-    __m512 d16, dmin16;
-  } p;
-  // The VNNI kernel's per-row f32 updates, with S = C_lo + 16 C_hi and its
-  // mins sum Bm (same exact integers, same operations).
-  const auto update = [](const Pending& u) CHIMERA_T_AMX_LAMBDA {
-    const __m512i Mk0 = _mm512_load_si512(u.mk), Mk1 = _mm512_load_si512(u.mk + 64);
-    const __m512i Mk2 = _mm512_load_si512(u.mk + 128), Mk3 = _mm512_load_si512(u.mk + 192);
-    for (int64_t i = 0; i < u.n; ++i) {
-      const int32_t* c = u.c + 16 * i;
-      const float dy = u.dy[i];
-      const __m512i bp = _mm512_broadcast_i32x4(_mm_load_si128((const __m128i*)(u.bp + 8 * i)));
-      __m512i Bm = _mm512_madd_epi16(Mk0, _mm512_shuffle_epi32(bp, (_MM_PERM_ENUM)0x00));
-      Bm = x16::dpwssd<true>(Bm, Mk1, _mm512_shuffle_epi32(bp, (_MM_PERM_ENUM)0x55));
-      Bm = x16::dpwssd<true>(Bm, Mk2, _mm512_shuffle_epi32(bp, (_MM_PERM_ENUM)0xAA));
-      Bm = x16::dpwssd<true>(Bm, Mk3, _mm512_shuffle_epi32(bp, (_MM_PERM_ENUM)0xFF));
-      const __m512i S = _mm512_add_epi32(_mm512_load_si512(c), _mm512_slli_epi32(_mm512_load_si512(c + 256), 4));
-      float* ac = u.acc + kX16Rows * i;
-      float* am = u.accm + kX16Rows * i;
-      const __m512 dmv = _mm512_mul_ps(_mm512_set1_ps(-dy), u.dmin16);
-      _mm512_store_ps(am, _mm512_fmadd_ps(dmv, _mm512_cvtepi32_ps(Bm), _mm512_load_ps(am)));
-      _mm512_store_ps(ac, _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(dy), u.d16), _mm512_cvtepi32_ps(S),
-                                          _mm512_load_ps(ac)));
-    }
-  };
+  Pending p;
   // Blocks of at least 16 rows (or all of a call with fewer), L2-resident.
   int64_t blk = (int64_t)((1u << 20) / (g.a_stride ? g.a_stride : 1));
   blk = std::clamp<int64_t>(blk / kTileRows * kTileRows, kTileRows, kBlockActs);
