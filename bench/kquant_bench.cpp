@@ -7,6 +7,8 @@
 // Names look like
 //   kq_gemv/Q4_K/4096/threads:1/isa:avx512vnni
 //   kq_gemm/Q4_K/4096/m:64/threads:2/isa:avx2
+//   kq_gemm_packed/Q4_K/8192x2048/m:8/threads:1/isa:amx  (rows x cols; Q4_K
+//   model shapes at small m, for the AMX threshold: avx512vnni and amx only)
 // Registered by a static initializer; main() lives in matmul_bench.cpp.
 #include <benchmark/benchmark.h>
 
@@ -32,10 +34,10 @@ using format::GgmlType;
 // packed: every copy repacked at "load" (kernels/repack.h) for `isa`, as a
 // model's weights are; the storage copies are then released.
 void run_kq(benchmark::State& state, GgmlType type, int64_t n, int64_t m, int threads, Isa isa, bool cold,
-            bool packed = false) {
+            bool packed = false, int64_t cols = 0) {
   ScopedIsa scoped(isa);
   ThreadPool pool(threads);
-  bench::WeightSet w = bench::make_quantized_weights(type, n, n, cold);
+  bench::WeightSet w = bench::make_quantized_weights(type, n, cols ? cols : n, cold);
   PackedWeights packs;  // load-time repacked copies (kernels/repack.h)
   if (packed && !bench::pack_all(w, packs, state)) return;
   bench::time_matmul(state, w, m, pool);
@@ -43,6 +45,25 @@ void run_kq(benchmark::State& state, GgmlType type, int64_t n, int64_t m, int th
 
 struct Registrar {
   Registrar() {
+    // Q4_K GEMMs of model shapes (attention 2048 x 2048, FFN 8192 x 2048) at
+    // the m of batched decode steps and prefill: the AVX-512 VNNI and AMX levels.
+    for (Isa isa : available_isas()) {
+      if (isa != Isa::kAvx512Vnni && isa != Isa::kAmx) continue;
+      for (int threads : {1, 2}) {
+        for (int64_t rows : {2048, 8192}) {
+          for (int64_t m : {2, 4, 8, 16, 64, 256}) {
+            const std::string name = "kq_gemm_packed/Q4_K/" + std::to_string(rows) + "x2048/m:" + std::to_string(m) +
+                                     "/threads:" + std::to_string(threads) + "/isa:" + isa_name(isa);
+            benchmark::RegisterBenchmark(name.c_str(),
+                                         [=](benchmark::State& s) {
+                                           run_kq(s, GgmlType::Q4_K, rows, m, threads, isa, false, true, 2048);
+                                         })
+                ->UseRealTime()
+                ->Unit(benchmark::kMicrosecond);
+          }
+        }
+      }
+    }
     const GgmlType types[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_K, GgmlType::Q2_K, GgmlType::Q3_K,
                               GgmlType::IQ4_XS};
     for (Isa isa : available_isas()) {

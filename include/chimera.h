@@ -93,7 +93,7 @@ typedef struct chimera_sampler chimera_sampler;
 typedef struct chimera_model_params {
   size_t struct_size;
   int32_t n_threads;   /* worker threads for this model; 0 = one per core */
-  const char* isa;     /* "scalar", "avx2", "avx512", "avx512vnni", "neon"; NULL = keep the process's
+  const char* isa;     /* "scalar", "avx2", "avx2vnni", "avx512", "avx512vnni", "amx", "neon"; NULL = keep the process's
                           setting (the best the CPU runs unless a model was loaded with another) */
   int64_t n_ctx;       /* default context size of its contexts (tokens); 0 = 4096, as the CLI */
 } chimera_model_params;

@@ -19,7 +19,7 @@ chimera_status apply_isa(const char* isa) {
   kernels::Isa want;
   if (!kernels::parse_isa(isa, &want))
     return fail(nullptr, CHIMERA_ERR_INVALID_ARGUMENT,
-                std::string("unknown instruction set '") + isa + "' (scalar, avx2, avx2vnni, avx512, avx512vnni, neon)");
+                std::string("unknown instruction set '") + isa + "' (scalar, avx2, avx2vnni, avx512, avx512vnni, amx, neon)");
   bool ok = false;
   for (auto a : kernels::available_isas()) ok |= a == want;
   if (!ok)

@@ -57,7 +57,7 @@ CLI::Option* add_ctx_option(CLI::App* app, int64_t* n_ctx, const std::string& he
 
 void ComputeOptions::add_to(CLI::App* app) {
   app->add_option("--threads", threads, "Worker threads (default: all cores)")->check(CLI::Range(1, 1024));
-  app->add_option("--isa", isa, "Restrict kernels to an instruction set: scalar, avx2, avx2vnni, avx512, avx512vnni, neon");
+  app->add_option("--isa", isa, "Restrict kernels to an instruction set: scalar, avx2, avx2vnni, avx512, avx512vnni, amx, neon");
   app->add_flag("--no-repack-cache", no_repack_cache,
                 "Do not read or write MODEL.gguf.ISA.chimera-cache (the repacked weight layouts kept next to the model)");
   add_kv_type_options(app, &cache_type_k, &cache_type_v);

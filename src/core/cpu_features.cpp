@@ -2,6 +2,7 @@
 // state (XCR0) for AVX / AVX-512 / AMX; CPUID alone is not enough.
 #include "core/cpu_features.h"
 
+#include <cstdlib>
 #include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -79,6 +80,7 @@ std::string CpuFeatures::summary() const {
 }
 
 bool request_amx_permission() {
+  if (const char* e = std::getenv("CHIMERA_NO_AMX"); e && std::string(e) == "1") return false;
 #if defined(__x86_64__) && defined(__linux__)
   static const bool granted = [] {
     if (!cpu_features().amx_tile) return false;

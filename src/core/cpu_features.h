@@ -19,7 +19,9 @@ struct CpuFeatures {
 const CpuFeatures& cpu_features();
 
 // Asks the kernel for permission to use AMX tile data (arch_prctl
-// ARCH_REQ_XCOMP_PERM). Returns true when AMX can be used. Asked once.
+// ARCH_REQ_XCOMP_PERM). Returns true when AMX can be used. Asked once; with
+// CHIMERA_NO_AMX=1 in the environment (read at each call) it returns false
+// without asking, as if refused (tests; a workaround for a faulty AMX path).
 bool request_amx_permission();
 
 // Number of physical cores to use by default (>= 1).

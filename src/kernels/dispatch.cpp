@@ -23,7 +23,8 @@ int64_t hwy_mask_for(Isa isa) {
     case Isa::kAvx2:
     case Isa::kAvx2Vnni: return fallback | HWY_SSSE3 | HWY_SSE4 | HWY_AVX2;  // Highway has no AVX-VNNI target
     case Isa::kAvx512: return fallback | HWY_SSSE3 | HWY_SSE4 | HWY_AVX2 | HWY_AVX3;
-    case Isa::kAvx512Vnni: return fallback | HWY_SSSE3 | HWY_SSE4 | HWY_AVX2 | HWY_AVX3 | HWY_AVX3_DL;
+    case Isa::kAvx512Vnni:
+    case Isa::kAmx: return fallback | HWY_SSSE3 | HWY_SSE4 | HWY_AVX2 | HWY_AVX3 | HWY_AVX3_DL;
     case Isa::kNeon: return fallback | HWY_NEON;
   }
   return fallback;
@@ -48,6 +49,7 @@ const char* isa_name(Isa isa) {
     case Isa::kAvx2Vnni: return "avx2vnni";
     case Isa::kAvx512: return "avx512";
     case Isa::kAvx512Vnni: return "avx512vnni";
+    case Isa::kAmx: return "amx";
     case Isa::kNeon: return "neon";
   }
   return "?";
@@ -61,6 +63,9 @@ std::vector<Isa> available_isas() {
   if (f.avx2 && f.fma && f.f16c && f.avxvnni) v.push_back(Isa::kAvx2Vnni);
   if (f.avx2 && f.fma && f.f16c && f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl) v.push_back(Isa::kAvx512);
   if (v.back() == Isa::kAvx512 && f.avx512vnni && f.avx512bf16) v.push_back(Isa::kAvx512Vnni);
+  // AMX tiles fault until the kernel grants the tile state: asked once, and
+  // the level is left out when refused (or CHIMERA_NO_AMX=1 skips the request).
+  if (v.back() == Isa::kAvx512Vnni && f.amx_tile && f.amx_int8 && request_amx_permission()) v.push_back(Isa::kAmx);
 #elif defined(__aarch64__)
   if (f.neon) v.push_back(Isa::kNeon);
 #endif
@@ -85,7 +90,7 @@ void set_active_isa(Isa isa) {
 }
 
 bool parse_isa(const std::string& name, Isa* out) {
-  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx2Vnni, Isa::kAvx512, Isa::kAvx512Vnni, Isa::kNeon}) {
+  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx2Vnni, Isa::kAvx512, Isa::kAvx512Vnni, Isa::kAmx, Isa::kNeon}) {
     if (name == isa_name(i)) {
       *out = i;
       return true;
@@ -93,5 +98,7 @@ bool parse_isa(const std::string& name, Isa* out) {
   }
   return false;
 }
+
+Isa layout_isa(Isa isa) { return isa == Isa::kAmx ? Isa::kAvx512Vnni : isa; }
 
 }  // namespace chimera::kernels

@@ -219,6 +219,8 @@ MatmulKernel matmul_kernel_avx512vnni(format::GgmlType type) {
   }
 }
 
+MatmulKernel matmul_kernel_amx(format::GgmlType type) { return kquant_kernel_amx(type); }  // Q4_K
+
 }  // namespace chimera::kernels
 
 #else  // !__x86_64__
@@ -226,6 +228,7 @@ MatmulKernel matmul_kernel_avx512vnni(format::GgmlType type) {
 namespace chimera::kernels {
 MatmulKernel matmul_kernel_avx512(format::GgmlType) { return {}; }
 MatmulKernel matmul_kernel_avx512vnni(format::GgmlType) { return {}; }
+MatmulKernel matmul_kernel_amx(format::GgmlType) { return {}; }
 }  // namespace chimera::kernels
 
 #endif

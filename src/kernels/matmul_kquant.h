@@ -72,6 +72,9 @@ MatmulKernel kquant_kernel_avx2(format::GgmlType type);
 MatmulKernel kquant_kernel_avx2vnni(format::GgmlType type);
 MatmulKernel kquant_kernel_avx512(format::GgmlType type);
 MatmulKernel kquant_kernel_avx512vnni(format::GgmlType type);
+// AMX: the types with an AMX x16 GEMM (Q4_K), else empty; the AVX-512 VNNI
+// kernel with that GEMM as gemm_packed (the same x16 layout, layout_name).
+MatmulKernel kquant_kernel_amx(format::GgmlType type);
 // The fastest decoder the AVX2 unit has for `type` (SIMD for Q4_K/Q5_K/Q6_K,
 // else the scalar one); bit-identical output to the scalar decoder. Also used
 // by the AVX-512 kernels. Null for non-K-quant types / other architectures.

@@ -619,6 +619,15 @@ MatmulKernel make_kernel(format::GgmlType type) {
 
 MatmulKernel kquant_kernel_avx512(format::GgmlType type) { return make_kernel<false>(type); }
 MatmulKernel kquant_kernel_avx512vnni(format::GgmlType type) { return make_kernel<true>(type); }
+MatmulKernel kquant_kernel_amx(format::GgmlType type) {
+  const GemmFn amx = kq_x16_gemm_amx(type);
+  if (!amx) return {};
+  MatmulKernel k = make_kernel<true>(type);
+  k.layout_name = k.name;  // the VNNI kernel's x16 layout and repack cache entries
+  k.gemm_packed = amx;
+  k.name = "gemm_q4_K_q8_K_amx";
+  return k;
+}
 
 }  // namespace chimera::kernels
 
@@ -627,6 +636,7 @@ MatmulKernel kquant_kernel_avx512vnni(format::GgmlType type) { return make_kerne
 namespace chimera::kernels {
 MatmulKernel kquant_kernel_avx512(format::GgmlType) { return {}; }
 MatmulKernel kquant_kernel_avx512vnni(format::GgmlType) { return {}; }
+MatmulKernel kquant_kernel_amx(format::GgmlType) { return {}; }
 }  // namespace chimera::kernels
 
 #endif

@@ -168,6 +168,12 @@ GemmFn kq_x16_gemm_avx512(format::GgmlType type, bool vnni);
 GemmFn kq_x16_q6_gemm_avx512(bool vnni);
 GemmFn kq_x16_q23_gemm_avx512(format::GgmlType type, bool vnni);
 GemmFn kq_x16_iq4xs_gemm_avx512(bool vnni);
+//   AMX (Isa::kAmx): Q4_K (_q4_amx.cpp: AMX tiles from kAmxMinActs activation
+//   rows, below that kq_x16_gemm_avx512(Q4_K, true); the same bits); null for
+//   the other types (their AVX-512 VNNI kernels run)
+GemmFn kq_x16_gemm_amx(format::GgmlType type);
+//   its tile path for every m (tests: the rows below the threshold too)
+GemmFn kq_x16_gemm_amx_tiles();
 //   AVX2: Q4_K, Q5_K (_q4_avx2.cpp), Q6_K (_q6_avx2.cpp), Q2_K, Q3_K (_q23_avx2.cpp),
 //   in tiles of 8 rows: each 64-byte chunk as two 256-bit halves
 GemmFn kq_x16_gemm_avx2(format::GgmlType type);

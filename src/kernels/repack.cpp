@@ -80,7 +80,7 @@ bool PackedWeights::pack(WeightView& w) {
   // g * repack_rows * row_bytes); the tail padding of the allocation is never read.
   const size_t row_bytes = k->repack_row_bytes(w.cols), total = (size_t)rows * row_bytes;
   const std::shared_ptr<RepackCache>& cache = ScopedRepackCache::current();
-  const char* kname = k->name ? k->name : "?";
+  const char* kname = k->layout_name ? k->layout_name : k->name ? k->name : "?";
   if (const uint8_t* hit = cache ? cache->find(w.data, kname, total) : nullptr) {
     w.packed = hit;
     keep_.push_back(cache);

@@ -1,7 +1,9 @@
 // The repack cache: the load-time repacked weight layouts (kernels/repack.h)
 // of a model kept next to it in MODEL.gguf.ISA.chimera-cache (one file per
 // ISA, e.g. m.gguf.avx2.chimera-cache: the layouts are the ISA's, so loads
-// that alternate --isa each map their own), so a second load maps them
+// that alternate --isa each map their own; a level that reads another's
+// layouts uses that one's file — amx the avx512vnni one, dispatch.h
+// layout_isa), so a second load maps them
 // instead of repacking (load at mmap speed; the packed pages are
 // file-backed, so they are never resident twice).
 //

@@ -51,6 +51,7 @@ WeightTypeTraits make_entry(GgmlType type, GgmlType vec_dot, int64_t block, size
   t.kernels[(int)Isa::kAvx2Vnni] = matmul_kernel_avx2vnni(type);
   t.kernels[(int)Isa::kAvx512] = matmul_kernel_avx512(type);
   t.kernels[(int)Isa::kAvx512Vnni] = matmul_kernel_avx512vnni(type);
+  t.kernels[(int)Isa::kAmx] = matmul_kernel_amx(type);
   return t;
 }
 
@@ -142,6 +143,7 @@ const Table& table() {
 // Fallback order when an ISA level has no kernel of its own.
 Isa lower_isa(Isa isa) {
   switch (isa) {
+    case Isa::kAmx: return Isa::kAvx512Vnni;
     case Isa::kAvx512Vnni: return Isa::kAvx512;
     case Isa::kAvx512: return Isa::kAvx2;
     case Isa::kAvx2Vnni: return Isa::kAvx2;

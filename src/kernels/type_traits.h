@@ -38,7 +38,7 @@
 
 namespace chimera::kernels {
 
-constexpr int kIsaCount = 6;  // Isa enum values 0..5
+constexpr int kIsaCount = 7;  // Isa enum values 0..6
 
 // One call's operands. Byte strides let the same signature serve block formats.
 struct GemmArgs {
@@ -75,6 +75,10 @@ struct MatmulKernel {
   // Element layout pack_act writes: F32 (values already rounded to
   // vec_dot_type, widened back; exact) or vec_dot_type itself.
   format::GgmlType act_layout = format::GgmlType::F32;
+  // The kernel whose packed weight layout this one reads, when it is another
+  // one's (the AMX Q4_K kernel reads the AVX-512 VNNI x16 layout): repack
+  // cache entries are named after it, so both levels share them. Null: `name`.
+  const char* layout_name = nullptr;
 
   // Optional load-time weight repacking (kernels/repack.h). When `repack` is
   // set, a tensor whose row count is a multiple of repack_rows (a power of two
@@ -151,5 +155,8 @@ MatmulKernel matmul_kernel_avx2(format::GgmlType type);
 MatmulKernel matmul_kernel_avx2vnni(format::GgmlType type);
 MatmulKernel matmul_kernel_avx512(format::GgmlType type);
 MatmulKernel matmul_kernel_avx512vnni(format::GgmlType type);
+// AMX (tile int8): only the types with kernels of their own; the others fall
+// back to the AVX-512 VNNI ones.
+MatmulKernel matmul_kernel_amx(format::GgmlType type);
 
 }  // namespace chimera::kernels

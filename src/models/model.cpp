@@ -129,7 +129,9 @@ Result<std::unique_ptr<Model>> load_model(const std::string& path) {
   if (kernels::repack_cache_enabled() && kernels::repack_enabled()) {
     const format::GgufTensorInfo& t0 = gguf->tensors()[0];
     const uint8_t* base = t0.data - gguf->data_offset() - t0.offset;
-    cache = kernels::RepackCache::open(path, base, gguf->file_size(), kernels::isa_name(kernels::active_isa()));
+    // Levels that share packed layouts share the file (amx: the avx512vnni one).
+    cache = kernels::RepackCache::open(path, base, gguf->file_size(),
+                                       kernels::isa_name(kernels::layout_isa(kernels::active_isa())));
   }
   Result<std::unique_ptr<Model>> r = unsupported("not loaded");
   {

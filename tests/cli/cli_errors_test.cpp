@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -74,6 +75,23 @@ void expect_error_naming(const std::string& args, const std::string& needle) {
   EXPECT_EQ(o.exit_code, 1) << args << "\n" << o.err;
   EXPECT_NE(o.err.find("error:"), std::string::npos) << args << "\n" << o.err;
   EXPECT_NE(o.err.find(needle), std::string::npos) << args << "\n" << o.err;
+}
+
+// With the AMX tile permission refused (simulated by CHIMERA_NO_AMX=1, which
+// the child inherits) the amx level is not offered: --isa amx is refused with
+// an error naming it, not run at another level (on a CPU without AMX too).
+TEST(CliErrors, IsaAmxIsRefusedWithoutTheTilePermission) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  const std::string m = shared + "/models/stories260K.gguf";
+  const char* prev = std::getenv("CHIMERA_NO_AMX");
+  const std::string saved = prev ? prev : "";
+  setenv("CHIMERA_NO_AMX", "1", 1);
+  expect_error_naming("run -m " + m + " -p hi -n 1 --isa amx", "cannot run amx");
+  if (prev) {
+    setenv("CHIMERA_NO_AMX", saved.c_str(), 1);
+  } else {
+    unsetenv("CHIMERA_NO_AMX");
+  }
 }
 
 TEST(CliErrors, AbsurdNumbersAndDirectoriesAreRefused) {

@@ -18,7 +18,7 @@ namespace {
 
 std::vector<Isa> compiled_isas() {
 #if defined(__x86_64__) || defined(_M_X64)
-  return {Isa::kScalar, Isa::kAvx2, Isa::kAvx2Vnni, Isa::kAvx512, Isa::kAvx512Vnni};
+  return {Isa::kScalar, Isa::kAvx2, Isa::kAvx2Vnni, Isa::kAvx512, Isa::kAvx512Vnni, Isa::kAmx};
 #elif defined(__aarch64__)
   return {Isa::kScalar, Isa::kNeon};
 #else

@@ -14,7 +14,10 @@
 //    through matmul (m = 1..7, 9, 17, 64, 70; 1 and 2 threads; of a row
 //    count that is not a multiple of 16 the last rows stay in storage layout
 //    and give the storage kernel's bits) and called directly (AVX2, AVX-512,
-//    AVX-512 VNNI) for every activation-row range.
+//    AVX-512 VNNI, AMX) for every activation-row range;
+//  - the AMX Q4_K GEMM (tiles of 16 activation rows, overlapping tails,
+//    blocks of 128 rows) against the AVX-512 VNNI one and kq_x16_dot_ref for
+//    m up to 150, odd group counts, one super-block, 1 and 2 threads.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -225,6 +228,11 @@ TEST(KQuantX16, Q2KQ3KLayoutMatchesHeader) {
   }
 }
 
+bool has_isa(Isa i) {
+  const auto isas = available_isas();
+  return std::find(isas.begin(), isas.end(), i) != isas.end();
+}
+
 // Q4_K's, Q5_K's and Q6_K's x16 kernels have an order of their own
 // (kq_x16_dot_ref); Q2_K, Q3_K and IQ4_XS keep the storage kernels'.
 bool x16_own_order(GgmlType t) { return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K; }
@@ -356,6 +364,8 @@ void check_gemm_bit_identical(GgmlType t) {
   if (has(Isa::kAvx2Vnni) && kq_x16_gemm_avx2vnni(t)) fns.emplace_back(Isa::kAvx2Vnni, kq_x16_gemm_avx2vnni(t));
   if (has(Isa::kAvx512)) fns.emplace_back(Isa::kAvx512, kq_x16_gemm_avx512(t, false));
   if (has(Isa::kAvx512Vnni)) fns.emplace_back(Isa::kAvx512Vnni, kq_x16_gemm_avx512(t, true));
+  // AMX: Q4_K only (the others run their AVX-512 VNNI kernels at that level)
+  if (has(Isa::kAmx) && kq_x16_gemm_amx(t)) fns.emplace_back(Isa::kAmx, kq_x16_gemm_amx(t));
   if (fns.empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
   for (int64_t k : {256, 1280}) {
     const int64_t rows = 13 * kX16Rows, m = 11;
@@ -421,6 +431,84 @@ void check_gemm_bit_identical(GgmlType t) {
 }
 
 TEST(KQuantX16, Q4KGemmIsBitIdenticalOnRandomBlocks) { check_gemm_bit_identical(GgmlType::Q4_K); }
+
+// The AMX Q4_K GEMM (Isa::kAmx; matmul_kquant_x16_q4_amx.cpp) and its tile
+// path alone (which it runs from 32 activation rows) called directly, and
+// the level through matmul (1 and 2 threads), for m around the tile height
+// (16; tiles of fewer rows below it), its tails (tiles overlapping the one
+// before), the threshold and the activation block (128 rows: 129 and 150 take
+// a short remainder into the last block), k of one super-block and of
+// several, odd group counts: the bits of the AVX-512 VNNI x16 kernel and of
+// kq_x16_dot_ref.
+TEST(KQuantX16, Q4KAmxGemmIsBitIdenticalToVnni) {
+  if (!has_isa(Isa::kAmx)) GTEST_SKIP() << "no AMX level on this CPU (or the tile permission was refused)";
+  const GemmFn vnni = kq_x16_gemm_avx512(GgmlType::Q4_K, true);
+  ASSERT_NE(kq_x16_gemm_amx(GgmlType::Q4_K), nullptr);
+  ASSERT_NE(kq_x16_gemm_amx_tiles(), nullptr);
+  ThreadPool pool(2);
+  const int64_t mmax = 150;
+  for (int64_t k : {256, 768}) {
+    for (int64_t groups : {1, 3}) {
+      const int64_t rows = groups * kX16Rows;
+      const size_t row_bytes = (size_t)(k / 256) * sizeof(q::block_q4_K);
+      const std::vector<uint8_t> w = random_blocks(GgmlType::Q4_K, rows, k, (uint32_t)(7 * k + rows));
+      std::mt19937 rng((uint32_t)(k + rows));
+      std::normal_distribution<float> nd(0.f, 1.f);
+      std::vector<float> x((size_t)(mmax * k));
+      for (size_t e = 0; e < x.size(); ++e) {
+        const int64_t i = (int64_t)e / k;
+        x[e] = i % 5 == 3 ? (rng() % 2 ? 1.f : -1.f) : nd(rng) * (rng() % 16 == 0 ? 8.f : 1.f);
+      }
+      const std::vector<float> y0 = x16_reference(GgmlType::Q4_K, w, rows, x, mmax, k);
+      const size_t ab = kq_act_bytes(k);
+      std::vector<uint8_t> act((size_t)mmax * ab);
+      for (int64_t i = 0; i < mmax; ++i) kq_pack_act(x.data() + i * k, k, act.data() + (size_t)i * ab);
+      AlignedBuffer<uint8_t> packed(w.size());
+      x16_kernel(GgmlType::Q4_K).repack(w.data(), row_bytes, rows, k, packed.data());
+      GemmArgs g;
+      g.w = packed.data();
+      g.w_stride = row_bytes;
+      g.a_stride = ab;
+      g.k = k;
+      g.ldy = rows;
+      for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 64, 127, 128, 129, 150}) {
+        for (int64_t i0 : {0, 1}) {
+          if (i0 + m > mmax) continue;
+          g.a = act.data();
+          std::vector<float> yv((size_t)(mmax * rows), -7.f);
+          g.y = yv.data();
+          vnni(g, 0, rows, i0, i0 + m);
+          for (const GemmFn amx : {kq_x16_gemm_amx(GgmlType::Q4_K), kq_x16_gemm_amx_tiles()}) {
+            const char* which = amx == kq_x16_gemm_amx_tiles() ? "tiles" : "level";
+            std::vector<float> ya((size_t)(mmax * rows), -7.f);
+            g.y = ya.data();
+            amx(g, 0, rows, i0, i0 + m);
+            ASSERT_EQ(std::memcmp(ya.data(), yv.data(), ya.size() * 4), 0)
+                << which << " k=" << k << " rows=" << rows << " m=" << m << " i0=" << i0;
+            for (int64_t i = i0; i < i0 + m; ++i)
+              ASSERT_EQ(std::memcmp(ya.data() + i * rows, y0.data() + i * rows, (size_t)rows * 4), 0)
+                  << which << " k=" << k << " rows=" << rows << " m=" << m << " act " << i;
+          }
+        }
+      }
+      // through matmul at the amx level, packed, 1 and 2 threads
+      ScopedIsa scoped(Isa::kAmx);
+      std::vector<uint8_t> copy = w;
+      WeightView wp{GgmlType::Q4_K, copy.data(), rows, k, row_bytes};
+      PackedWeights packs;
+      ASSERT_TRUE(packs.pack(wp));
+      ASSERT_STREQ(wp.packed_kernel->name, "gemm_q4_K_q8_K_amx");
+      for (int64_t m : {8, 33, 40, 150}) {
+        for (ThreadPool* p : {(ThreadPool*)nullptr, &pool}) {
+          std::vector<float> y((size_t)(m * rows), -1.f);
+          matmul(wp, x.data(), m, k, y.data(), rows, p);
+          ASSERT_EQ(std::memcmp(y.data(), y0.data(), y.size() * 4), 0)
+              << "matmul k=" << k << " rows=" << rows << " m=" << m << (p ? " 2 threads" : " 1 thread");
+        }
+      }
+    }
+  }
+}
 TEST(KQuantX16, Q5KGemmIsBitIdenticalOnRandomBlocks) { check_gemm_bit_identical(GgmlType::Q5_K); }
 TEST(KQuantX16, Q6KGemmIsBitIdenticalOnRandomBlocks) { check_gemm_bit_identical(GgmlType::Q6_K); }
 TEST(KQuantX16, Q2KGemmIsBitIdenticalOnRandomBlocks) { check_gemm_bit_identical(GgmlType::Q2_K); }

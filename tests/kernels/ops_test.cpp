@@ -75,7 +75,8 @@ TEST(Ops, DispatchFollowsActiveIsa) {
       case Isa::kAvx2:
       case Isa::kAvx2Vnni: EXPECT_EQ(t, "AVX2"); break;
       case Isa::kAvx512: EXPECT_EQ(t, "AVX3"); break;
-      case Isa::kAvx512Vnni: EXPECT_EQ(t, "AVX3_DL"); break;
+      case Isa::kAvx512Vnni:
+      case Isa::kAmx: EXPECT_EQ(t, "AVX3_DL"); break;
       case Isa::kNeon: EXPECT_EQ(t, "NEON"); break;
     }
   }

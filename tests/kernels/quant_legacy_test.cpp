@@ -464,12 +464,13 @@ TEST(QuantLegacyMatmul, Avx2AndVnniAgree) {
 
 // Every ISA's entry is named after its type, activation type and ISA (the
 // benchmarks label results with it), e.g. gemm_q4_1_q8_1_avx2; Isa::kAvx512
-// and Isa::kAvx2Vnni have no legacy kernels of their own and fall back to AVX2.
+// and Isa::kAvx2Vnni have no legacy kernels of their own and fall back to AVX2,
+// Isa::kAmx to AVX-512 VNNI.
 TEST(QuantLegacyMatmul, KernelNames) {
 #if defined(__x86_64__)
   const std::pair<Isa, const char*> isas[] = {
       {Isa::kScalar, "scalar"},       {Isa::kAvx2, "avx2"}, {Isa::kAvx2Vnni, "avx2"}, {Isa::kAvx512, "avx2"},
-      {Isa::kAvx512Vnni, "avx512vnni"}};
+      {Isa::kAvx512Vnni, "avx512vnni"}, {Isa::kAmx, "avx512vnni"}};
 #else
   const std::pair<Isa, const char*> isas[] = {{Isa::kScalar, "scalar"}};
 #endif
