@@ -64,11 +64,12 @@ class DiffusionModel {
  public:
   virtual ~DiffusionModel() = default;
   virtual const DiffusionSpec& spec() const = 0;
-  // Arguments already checked (diffusion_forward / diffusion_forward_rows).
+  // Arguments already checked (diffusion_forward; also Context::forward's exact pass).
   virtual void run_slice(ModelScratch& scratch, layers::SequenceState& st, const int32_t* tokens, int64_t pos0,
                          int64_t T, int64_t n_kv, int64_t out_row0, int64_t n_out, float* logits,
                          ThreadPool* pool) const = 0;
-  // Every slice in one forward (diffusion_forward_batch); slices on distinct states.
+  // Every slice in one forward (diffusion_forward_batch, diffusion_forward_rows
+  // as one slice); arguments already checked, slices on distinct states.
   virtual void run_slices(ModelScratch& scratch, std::span<const DiffusionSlice> slices, ThreadPool* pool) const = 0;
 };
 

@@ -647,7 +647,7 @@ bool Engine::start_diffusion(Sequence& s) {
   go.stop_at_eog = !s.p.ignore_eos;
   go.sampling = s.p.sampling;
   go.diffusion = s.p.diffusion;
-  go.diffusion.visual = false;  // no terminal to draw on
+  go.diffusion.visual = false;  // `serve --visual` is refused (cmd_serve.cpp)
   auto state_for = [this, &s](int branch, int64_t positions) {
     if (branch == 0) return s.state.get();  // n_ctx positions, reserved at admission
     s.uncond = ctx_.new_state(positions);
