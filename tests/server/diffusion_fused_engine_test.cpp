@@ -129,7 +129,9 @@ std::vector<Outcome> lone_outcomes(const Fixture& f, ThreadPool& pool, double* s
 TEST(DiffusionFusedEngine, ConcurrentRequestsEqualLoneRequestsInFusedSteps) {
   CHIMERA_REQUIRE_SHARED(shared);
   Fixture f;
-  ASSERT_TRUE(make_fixture(shared, &f));
+  // Request 1 takes 512 steps, so the requests submitted after it run beside
+  // it (the forwards < steps check needs two of them to overlap).
+  ASSERT_TRUE(make_fixture(shared, &f, 512));
   ThreadPool pool(2);
   double lone_steps = 0;
   const std::vector<Outcome> want = lone_outcomes(f, pool, &lone_steps);
