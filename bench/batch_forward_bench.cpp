@@ -14,6 +14,7 @@
 #include "core/thread_pool.h"
 #include "models/context.h"
 #include "models/model.h"
+#include "runtime/diffusion_model.h"
 
 namespace {
 
@@ -75,6 +76,55 @@ BENCHMARK(BM_DecodeStep)
     ->Args({4, 0, 2})
     ->Args({4, 1, 2})
     ->Iterations(50)
+    ->Unit(benchmark::kMillisecond);
+
+// Diffusion (a llada / dream $CHIMERA_BENCH_MODEL): one denoising step of
+// range(0) canvases of 16 prompt + 32 generated positions (the serving
+// benchmark's shape), as one models::diffusion_forward_batch (arg 1 = 1, what
+// the server runs) or one call per canvas (0); arg 2 threads; arg 3 the step:
+// 0 = exact (full pass, 16 masked rows' logits), 1 = dual cache (the 8-row
+// block against cached K/V, 8 rows' logits). tok/s counts canvases (one
+// request-step each).
+void BM_DiffusionStep(benchmark::State& state) {
+  models::Model* m = bench_model();
+  if (!m || !m->info().is_diffusion) {
+    state.SkipWithError("set CHIMERA_BENCH_MODEL to a diffusion GGUF");
+    return;
+  }
+  const int64_t n_seq = state.range(0), L = 48, P = 16;
+  const bool fused = state.range(1) != 0;
+  std::unique_ptr<ThreadPool> tp = state.range(2) > 1 ? std::make_unique<ThreadPool>((int)state.range(2)) : nullptr;
+  ThreadPool* pool = tp.get();
+  const bool dual = state.range(3) != 0;
+  const int64_t nv = m->info().n_vocab;
+  models::Context ctx = m->new_context();
+  std::vector<std::unique_ptr<layers::SequenceState>> st;
+  std::vector<int32_t> canvas((size_t)L, 1);
+  for (int64_t i = 0; i < P; ++i) canvas[(size_t)i] = (int32_t)((i * 7919) % nv);
+  for (int64_t i = 0; i < n_seq; ++i) {
+    st.push_back(ctx.new_state(L));
+    (void)models::diffusion_forward(ctx, *st.back(), canvas.data(), 0, L, L, 0, 0, nullptr, pool);
+  }
+  const int64_t pos0 = dual ? P + 8 : 0, T = dual ? 8 : L;
+  std::vector<int64_t> rows;
+  for (int64_t r = 0; r < (dual ? 8 : 16); ++r) rows.push_back(dual ? r : P + 2 * r);
+  std::vector<float> logits((size_t)(n_seq * (int64_t)rows.size() * nv));
+  for (auto _ : state) {
+    std::vector<models::DiffusionSlice> slices;
+    for (int64_t i = 0; i < n_seq; ++i)
+      slices.push_back({st[(size_t)i].get(), canvas.data() + pos0, pos0, T, L, rows,
+                        logits.data() + i * (int64_t)rows.size() * nv});
+    if (fused) {
+      (void)models::diffusion_forward_batch(ctx, slices, pool);
+    } else {
+      for (const auto& sl : slices) (void)models::diffusion_forward_batch(ctx, {&sl, 1}, pool);
+    }
+  }
+  state.counters["tok/s"] = benchmark::Counter((double)(state.iterations() * n_seq), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_DiffusionStep)
+    ->ArgsProduct({{1, 4, 8}, {0, 1}, {1, 2}, {0, 1}})
+    ->Iterations(4)
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -93,6 +93,8 @@ int run(const ServeOptions& o) {
     return report_error("--max-buffered-mb must be at least --max-body-mb");
   auto diffusion = o.diffusion.resolve();
   if (!diffusion) return report_error(diffusion.status());
+  if (diffusion->visual)
+    return report_error("--visual redraws one canvas on a terminal; serve runs many requests at once (use chimera run)");
   auto mr = load_model_verbose(o.model, false);
   if (!mr) return report_error(mr.status());
   models::Model& model = **mr;

@@ -13,7 +13,7 @@
 // the Fast-dLLM prefix / dual caches need. A context's scratch grows to the
 // largest slice it runs.
 #include <cmath>
-#include <cstring>
+#include <vector>
 #include <span>
 
 #include "layers/attention_block.h"
@@ -51,6 +51,7 @@ struct DlmScratch final : ModelScratch {
   Workspace ws;
   layers::AttentionScratch attn;
   layers::MlpScratch mlp;
+  AlignedBuffer<float> logits;  // run_slices: the lm-head rows before they are scattered
 };
 
 class DiffusionLm final : public Model, public DiffusionModel {
@@ -128,24 +129,37 @@ class DiffusionLm final : public Model, public DiffusionModel {
   void run_slice(ModelScratch& scratch, layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T,
                  int64_t n_kv, int64_t out_row0, int64_t n_out, float* logits, ThreadPool* pool) const override {
     DlmScratch& s = static_cast<DlmScratch&>(scratch);
-    float* x = run_layers(s, st, tokens, pos0, T, n_kv, pool);
+    reserve(s, T);
+    embed_tokens(embd_.tok, tokens, T, s.ws.x.data());
+    const layers::AttentionSpan span{&st, 0, T, pos0, n_kv};  // the one sequence, keys [0, n_kv)
+    float* x = run_layers(s, T, {&span, 1}, pool);
     if (n_out > 0 && logits)
       write_logits(embd_, x + out_row0 * n_embd_, n_out, n_embd_, eps_, logits, s.ws, pool);
   }
 
-  // Logits for the listed rows only (strictly increasing), packed.
-  void run_slice_rows(ModelScratch& scratch, layers::SequenceState& st, const int32_t* tokens, int64_t pos0,
-                      int64_t T, int64_t n_kv, std::span<const int64_t> rows, float* logits,
-                      ThreadPool* pool) const override {
+  // Every slice in one forward: the rows of all slices through each weight
+  // together, attention per slice on its own state; each wanted row's logits
+  // through one lm-head GEMM, scattered to its slice's buffer.
+  void run_slices(ModelScratch& scratch, std::span<const DiffusionSlice> slices, ThreadPool* pool) const override {
     DlmScratch& s = static_cast<DlmScratch&>(scratch);
-    float* x = run_layers(s, st, tokens, pos0, T, n_kv, pool);
-    if (rows.empty() || !logits) return;
-    // Move the wanted rows to the front: rows[i] >= i, so row i's destination
-    // never overlaps a source still to be read.
-    for (size_t i = 0; i < rows.size(); ++i)
-      if (rows[i] != (int64_t)i)
-        std::memcpy(x + (int64_t)i * n_embd_, x + rows[i] * n_embd_, sizeof(float) * (size_t)n_embd_);
-    write_logits(embd_, x, (int64_t)rows.size(), n_embd_, eps_, logits, s.ws, pool);
+    std::vector<layers::AttentionSpan> spans;
+    spans.reserve(slices.size());
+    int64_t rows = 0;
+    for (const DiffusionSlice& sl : slices) {
+      spans.push_back({sl.state, rows, sl.T, sl.pos0, sl.n_kv});
+      rows += sl.T;
+    }
+    if (rows == 0) return;
+    reserve(s, rows);
+    for (size_t i = 0; i < slices.size(); ++i)
+      embed_tokens(embd_.tok, slices[i].tokens, slices[i].T, s.ws.x.data() + spans[i].row * n_embd_);
+    float* x = run_layers(s, rows, spans, pool);
+    std::vector<OutputRow> picks;
+    for (size_t i = 0; i < slices.size(); ++i)
+      if (slices[i].logits)
+        for (size_t r = 0; r < slices[i].out_rows.size(); ++r)
+          picks.push_back({spans[i].row + slices[i].out_rows[r], slices[i].logits + (int64_t)r * info_.n_vocab});
+    write_logits_rows(embd_, x, picks, n_embd_, eps_, s.ws, s.logits, pool);
   }
 
  protected:
@@ -159,25 +173,23 @@ class DiffusionLm final : public Model, public DiffusionModel {
   }
 
  private:
-  // Embeds the slice and runs every layer over its T rows (K/V written in
-  // place, keys [0, n_kv) attended); returns the final hidden rows.
-  float* run_layers(DlmScratch& s, layers::SequenceState& st, const int32_t* tokens, int64_t pos0, int64_t T,
-                    int64_t n_kv, ThreadPool* pool) const {
-    reserve(s, T);
+  // Runs every layer over the `rows` embedded rows in s.ws.x (K/V of each
+  // span written to its state, its keys [0, n_kv) attended); returns the
+  // final hidden rows.
+  float* run_layers(DlmScratch& s, int64_t rows, std::span<const layers::AttentionSpan> spans,
+                    ThreadPool* pool) const {
     float* x = s.ws.x.data();
     float* h = s.ws.h.data();
-    embed_tokens(embd_.tok, tokens, T, x);
-    const layers::AttentionSpan span{&st, 0, T, pos0, n_kv};  // the one sequence, keys [0, n_kv)
     for (size_t l = 0; l < layers_.size(); ++l) {
       const DlmLayer& L = layers_[l];
-      for (int64_t t = 0; t < T; ++t)
+      for (int64_t t = 0; t < rows; ++t)
         kernels::rms_norm(x + t * n_embd_, L.attn_norm.ptr(), h + t * n_embd_, n_embd_, eps_);
-      layers::attention_forward(attn_cfg_, L.attn, h, T, {&span, 1}, l, s.attn, h, pool);
-      kernels::add(x, h, T * n_embd_);
-      for (int64_t t = 0; t < T; ++t)
+      layers::attention_forward(attn_cfg_, L.attn, h, rows, spans, l, s.attn, h, pool);
+      kernels::add(x, h, rows * n_embd_);
+      for (int64_t t = 0; t < rows; ++t)
         kernels::rms_norm(x + t * n_embd_, L.ffn_norm.ptr(), h + t * n_embd_, n_embd_, eps_);
-      layers::gated_mlp_forward(L.mlp, h, T, n_embd_, s.mlp, h, pool);
-      kernels::add(x, h, T * n_embd_);
+      layers::gated_mlp_forward(L.mlp, h, rows, n_embd_, s.mlp, h, pool);
+      kernels::add(x, h, rows * n_embd_);
     }
     return x;
   }
@@ -244,11 +256,26 @@ Status diffusion_forward(Context& ctx, layers::SequenceState& st, const int32_t*
 Status diffusion_forward_rows(Context& ctx, layers::SequenceState& st, const int32_t* tokens, int64_t pos0,
                               int64_t T, int64_t n_kv, std::span<const int64_t> out_rows, float* logits,
                               ThreadPool* pool) {
-  CHIMERA_ASSIGN_OR_RETURN(const DiffusionModel* d, check_slice(ctx.model(), st, tokens, pos0, T, n_kv));
-  for (size_t i = 0; i < out_rows.size(); ++i)
-    if (out_rows[i] < 0 || out_rows[i] >= T || (i > 0 && out_rows[i] <= out_rows[i - 1]))
-      return invalid_argument("diffusion_forward_rows: logits rows must be increasing and inside the slice");
-  d->run_slice_rows(ctx.scratch(), st, tokens, pos0, T, n_kv, out_rows, logits, pool);
+  const DiffusionSlice slice{&st, tokens, pos0, T, n_kv, out_rows, logits};
+  return diffusion_forward_batch(ctx, {&slice, 1}, pool);
+}
+
+Status diffusion_forward_batch(Context& ctx, std::span<const DiffusionSlice> slices, ThreadPool* pool) {
+  const DiffusionModel* d = nullptr;
+  for (size_t i = 0; i < slices.size(); ++i) {
+    const DiffusionSlice& sl = slices[i];
+    if (!sl.state || !sl.tokens) return invalid_argument("diffusion_forward: a slice without a state or tokens");
+    CHIMERA_ASSIGN_OR_RETURN(d, check_slice(ctx.model(), *sl.state, sl.tokens, sl.pos0, sl.T, sl.n_kv));
+    const std::span<const int64_t> rows = sl.out_rows;
+    for (size_t r = 0; r < rows.size(); ++r)
+      if (rows[r] < 0 || rows[r] >= sl.T || (r > 0 && rows[r] <= rows[r - 1]))
+        return invalid_argument("diffusion_forward_rows: logits rows must be increasing and inside the slice");
+    if (!rows.empty() && !sl.logits) return invalid_argument("diffusion_forward: logits rows without a buffer");
+    for (size_t j = 0; j < i; ++j)
+      if (slices[j].state == sl.state) return invalid_argument("diffusion_forward_batch: two slices share a state");
+  }
+  if (!d) return Status::ok();
+  d->run_slices(ctx.scratch(), slices, pool);
   return Status::ok();
 }
 

@@ -22,6 +22,8 @@
 // K/V written back in place between the frozen prefix and suffix K/V. With
 // shift_logits (Dream) the prediction for position p is row p − 1, so the
 // recomputed slice starts one position earlier (at the last prefix position).
+// The generation itself is a DiffusionJob (diffusion_job.h) driven here one
+// step at a time; the server drives many jobs with fused forwards instead.
 // Invariants: the same options and seed give the same tokens; history (prompt
 // + emitted tokens) persists across calls until reset(); the state never holds
 // more than n_ctx positions (a canvas that does not fit is an error).
@@ -29,30 +31,13 @@
 
 #include <cstdint>
 #include <memory>
-#include <random>
 #include <vector>
 
+#include "runtime/diffusion_job.h"
 #include "runtime/diffusion_model.h"
 #include "runtime/generator.h"
 
 namespace chimera::runtime {
-
-// What the last generate() call did (for benchmarks and docs/DIFFUSION.md).
-struct DiffusionRunStats {
-  int64_t steps = 0;          // denoising steps taken
-  int64_t full_passes = 0;    // forward passes over the whole canvas (per guidance branch)
-  int64_t partial_passes = 0; // cached passes over a slice
-  int64_t rows = 0;           // canvas positions run through the model in total
-  int64_t canvas = 0;         // canvas length
-};
-
-// One step's decision, reported to an observer (tests, tracing).
-struct DiffusionCommit {
-  int64_t step = 0;  // global step index in this call
-  int64_t pos = 0;   // absolute canvas position
-  int32_t token = 0;
-  double confidence = 0;
-};
 
 class DiffusionGenerator final : public Generator {
  public:
@@ -74,16 +59,7 @@ class DiffusionGenerator final : public Generator {
   const std::vector<int32_t>& last_canvas() const { return canvas_; }
 
  private:
-  struct Branch {  // one guidance branch: its canvas and K/V state
-    std::vector<int32_t> tokens;
-    std::unique_ptr<layers::SequenceState> state;
-  };
-  // Logits (prediction rows) of the masked positions of block [bs, be) into
-  // out, packed in `masked` order; the mode decides between a full pass and a
-  // cached slice.
-  Status evaluate(Branch& br, int64_t bs, int64_t be, bool full, const DiffusionOptions& o,
-                  const std::vector<int64_t>& masked, float* out);
-  void draw(int64_t gen0, int64_t step, int64_t n_steps) const;
+  void draw(const DiffusionJob& job) const;
 
   models::Context ctx_;
   ThreadPool* pool_;
@@ -92,9 +68,7 @@ class DiffusionGenerator final : public Generator {
   Status spec_status_;
   std::vector<int32_t> history_;
   std::vector<int32_t> canvas_;
-  Branch cond_, uncond_;
-  std::vector<float> logits_, logits_u_;
-  std::vector<int64_t> rows_;  // evaluate(): logits rows of the masked positions
+  std::unique_ptr<layers::SequenceState> states_[2];  // per guidance branch, reused across calls
   DiffusionRunStats run_;
   std::vector<DiffusionCommit> commits_;
 };

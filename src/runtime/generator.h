@@ -29,8 +29,8 @@ struct GenerateOptions {
   SamplingParams sampling;
   DiffusionOptions diffusion;  // masked diffusion LMs only (runtime/diffusion.h)
   // Called before each bounded unit of model work (diffusion: every denoising
-  // step); false stops the call without emitting the unfinished block. Lets a
-  // scheduler (the server engine) interleave long generations.
+  // step); false stops the call without emitting the unfinished block. (The
+  // server steps runtime::DiffusionJobs itself, fused across requests.)
   std::function<bool()> on_step;
   // Grammar-constrained sampling (runtime/grammar/grammar_constraint.h): each
   // step samples only tokens the matcher allows and advances it; generation

@@ -13,11 +13,11 @@
 #include <cmath>
 
 #include "core/timer.h"
+#include "runtime/diffusion_job.h"
 #include "runtime/generator.h"
 #include "runtime/grammar/constrained_sampling.h"
 #include "runtime/text_stream.h"
 #include "server/prefix_cache.h"
-#include "server/stepped_generation.h"
 #include "tokenizer/tokenizer.h"
 
 namespace chimera::server {
@@ -65,7 +65,11 @@ struct Engine::Sequence {
   double t_submit = 0, t_last = 0;
   bool stop_hit = false;
   bool done = false;
-  std::unique_ptr<SteppedGeneration> gen_task;  // diffusion: the request's generation, one step per iteration
+  // Diffusion: the request's generation, advanced one denoising step per
+  // iteration (fused with the other requests'); its conditional canvas uses
+  // `state`, the unconditional one (guidance) `uncond`.
+  std::unique_ptr<runtime::DiffusionJob> djob;
+  std::unique_ptr<layers::SequenceState> uncond;
   std::optional<runtime::grammar::GrammarMatcher> grammar;  // constrained output
   std::vector<uint64_t> allowed;                            // scratch: the grammar's token mask
   int index = 0;                                   // the choice this sequence samples
@@ -207,10 +211,7 @@ void Engine::loop() {
     admit();
     if (!running_.empty()) {
       if (model_.info().is_diffusion) {
-        // One denoising step per running request per iteration: requests
-        // interleave and the loop stays responsive.
-        for (auto& s : running_)
-          if (!s->done) step_generator(*s);
+        step_diffusion();  // one denoising step of every running request, one fused forward
       } else {
         std::vector<WorkItem> plan = plan_step();
         Status st = execute_plan(plan);
@@ -264,7 +265,7 @@ void Engine::publish_gauges() {
   g.waiting = n_waiting_.load();
   g.running = n_running_.load();
   size_t held = pooled_bytes_;  // allocated now: grows with the tokens in use
-  for (const auto& s : running_) held += s->state ? s->state->bytes() : 0;
+  for (const auto& s : running_) held += (s->state ? s->state->bytes() : 0) + (s->uncond ? s->uncond->bytes() : 0);
   g.state_bytes = (int64_t)held;
   g.cache_bytes = (int64_t)cache_->bytes();
   g.cache_entries = (int64_t)cache_->entries();
@@ -294,7 +295,9 @@ size_t Engine::reservation(const Sequence& s) {
     pooled_bytes_ += st->bytes();
     free_states_.push_back(std::move(st));
   }
-  return free_states_.back()->bytes_at(n);
+  const size_t bytes = free_states_.back()->bytes_at(n);
+  // Diffusion with guidance evaluates a second (unconditional) canvas on its own state.
+  return model_.info().is_diffusion && s.p.diffusion.cfg_scale > 0 ? 2 * bytes : bytes;
 }
 
 std::unique_ptr<layers::SequenceState> Engine::acquire_state(size_t reserve) {
@@ -599,7 +602,8 @@ void Engine::emit_token(Sequence& s, int32_t tok) {
 void Engine::finish(Sequence& s, FinishReason r, const std::string& error) {
   if (s.done) return;
   s.done = true;
-  s.gen_task.reset();  // a generation still running stops (aborted at its step boundary) before s is touched
+  s.djob.reset();  // a diffusion generation still running ends here (its states are released below)
+  s.uncond.reset();
   // Choices not yet forked (queued, or cancelled / failed during the prefill) end with it.
   for (auto& f : s.forks) finish(*f, r, error);
   s.forks.clear();
@@ -632,36 +636,72 @@ void Engine::finish(Sequence& s, FinishReason r, const std::string& error) {
   }
 }
 
-void Engine::step_generator(Sequence& s) {
-  // Generators that are not token-step driven (diffusion) run their generate()
-  // on a worker thread that the loop advances one step (GenerateOptions::
-  // on_step) at a time; the loop waits while the worker runs, so the thread
-  // pool is never used concurrently. Each runs on a fresh context like the
-  // engine's (own scratch, the same KV types).
-  if (!s.gen_task) {
-    std::shared_ptr<runtime::Generator> gen = runtime::make_generator(ctx_.fresh(), opts_.n_ctx, pool_);
-    s.gen_task = std::make_unique<SteppedGeneration>([this, &s, gen](const std::function<bool()>& on_step) {
-      runtime::GenerateOptions go;
-      go.n_predict = s.p.max_tokens;
-      go.stop_at_eog = !s.p.ignore_eos;
-      go.sampling = s.p.sampling;
-      go.diffusion = s.p.diffusion;
-      go.on_step = on_step;
-      return gen->generate(s.p.prompt, go, [this, &s](int32_t tok) {
-        publish_token(s, tok);
-        return !s.stop_hit && !s.ch->cancelled();
-      });
-    });
+// Diffusion requests: each is a runtime::DiffusionJob; one iteration runs the
+// next denoising step of every running request as ONE forward over all their
+// canvas slices (models::diffusion_forward_batch: weights streamed once, each
+// slice's logits bit-identical to running it alone), then each job commits
+// its step and emits the blocks it completed.
+bool Engine::start_diffusion(Sequence& s) {
+  runtime::GenerateOptions go;
+  go.n_predict = s.p.max_tokens;
+  go.stop_at_eog = !s.p.ignore_eos;
+  go.sampling = s.p.sampling;
+  go.diffusion = s.p.diffusion;
+  go.diffusion.visual = false;  // `serve --visual` is refused (cmd_serve.cpp)
+  auto state_for = [this, &s](int branch, int64_t positions) {
+    if (branch == 0) return s.state.get();  // n_ctx positions, reserved at admission
+    s.uncond = ctx_.new_state(positions);
+    return s.uncond.get();
+  };
+  auto job = runtime::DiffusionJob::start(model_, {}, s.p.prompt, go, opts_.n_ctx, state_for);
+  if (!job) {
+    finish(s, FinishReason::kError, job.status().message());
+    return false;
   }
-  if (s.gen_task->step()) return;
-  auto r = s.gen_task->result();
-  s.gen_task.reset();
-  if (!r) {
-    finish(s, FinishReason::kError, r.status().message());
-  } else if (s.ch->cancelled()) {
-    finish(s, FinishReason::kCancelled);
+  s.djob = std::move(*job);
+  if (s.djob->finished()) {
+    finish(s, FinishReason::kLength);
+    return false;
+  }
+  return true;
+}
+
+void Engine::step_diffusion() {
+  std::vector<Sequence*> active;
+  std::vector<models::DiffusionSlice> slices;
+  for (auto& sp : running_) {
+    Sequence& s = *sp;
+    if (s.done || (!s.djob && !start_diffusion(s))) continue;
+    const auto sl = s.djob->slices();
+    slices.insert(slices.end(), sl.begin(), sl.end());
+    active.push_back(&s);
+  }
+  if (active.empty()) return;
+  if (Status st = models::diffusion_forward_batch(ctx_, slices, pool_); st) {
+    if (metrics_) metrics_->add_diffusion_forward((int64_t)active.size());
   } else {
-    finish(s, s.stop_hit || r->stopped_at_eog ? FinishReason::kStop : FinishReason::kLength);
+    // A bad slice fails the whole batch before anything runs: run the
+    // requests alone so only the faulty ones end (with their error).
+    for (Sequence* s : active) {
+      Status one = models::diffusion_forward_batch(ctx_, s->djob->slices(), pool_);
+      if (!one) finish(*s, FinishReason::kError, one.message());
+      else if (metrics_) metrics_->add_diffusion_forward(1);
+    }
+  }
+  for (Sequence* sp : active) {
+    Sequence& s = *sp;
+    if (s.done) continue;
+    s.djob->commit();
+    s.djob->seek([this, &s](int32_t tok) {
+      publish_token(s, tok);
+      return !s.stop_hit && !s.ch->cancelled();
+    });
+    if (!s.djob->finished()) continue;
+    if (s.ch->cancelled()) {
+      finish(s, FinishReason::kCancelled);
+    } else {
+      finish(s, s.stop_hit || s.djob->stats().stopped_at_eog ? FinishReason::kStop : FinishReason::kLength);
+    }
   }
 }
 

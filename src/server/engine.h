@@ -16,8 +16,11 @@
 // FIFO, so no queued one does either. execute_plan runs the whole step as one
 // fused multi-sequence forward (Context::forward_batch: every weight streamed
 // once per step for all sequences, results bit-identical to one forward per
-// sequence). Diffusion requests advance one denoising step per iteration each
-// (SteppedGeneration), so several interleave and none holds the loop.
+// sequence). Diffusion requests are runtime::DiffusionJobs: each iteration
+// runs the next denoising step of every running one as a single fused forward
+// over all their canvas slices (models::diffusion_forward_batch, bit-identical
+// to each alone), so several interleave, none holds the loop, and N requests
+// cost one forward per step, not N.
 //
 // Several choices (GenerationParams::n > 1): the request is admitted only
 // when n slots and n states fit (it counts as n running sequences); the
@@ -216,7 +219,8 @@ class Engine {
   void maybe_checkpoint(Sequence& s);
   void snapshot_into_cache(Sequence& s);
   void snapshot_turn(Sequence& s);
-  void step_generator(Sequence& s);  // generator-driven requests (diffusion): one step per call
+  bool start_diffusion(Sequence& s);  // false: s finished (error, or nothing to generate)
+  void step_diffusion();              // one fused denoising step of every running diffusion request
   int64_t next_chunk_end(const Sequence& s, int64_t budget) const;
   void publish_gauges();
 

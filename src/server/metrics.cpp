@@ -76,6 +76,11 @@ void Metrics::add_generated_tokens(int64_t n) {
   std::lock_guard<std::mutex> lk(mu_);
   generated_tokens_ += (uint64_t)n;
 }
+void Metrics::add_diffusion_forward(int64_t requests) {
+  std::lock_guard<std::mutex> lk(mu_);
+  ++diffusion_forwards_;
+  diffusion_request_steps_ += (uint64_t)requests;
+}
 void Metrics::add_prefix_cache(int64_t query_tokens, int64_t hit_tokens) {
   std::lock_guard<std::mutex> lk(mu_);
   cache_query_ += (uint64_t)query_tokens;
@@ -119,6 +124,12 @@ std::string Metrics::render() const {
          "Prompt tokens run through the model (not restored from the prefix cache; a prompt of n choices once).",
          (double)prefill_tokens_);
   scalar(out, "chimera_generation_tokens_total", "counter", "Generated tokens.", (double)generated_tokens_);
+  scalar(out, "chimera_diffusion_forwards_total", "counter",
+         "Forward passes of diffusion denoising steps (one per engine iteration, fused over the running requests).",
+         (double)diffusion_forwards_);
+  scalar(out, "chimera_diffusion_request_steps_total", "counter",
+         "Denoising steps of diffusion requests (summed over requests; / forwards = requests per fused forward).",
+         (double)diffusion_request_steps_);
   scalar(out, "chimera_prefix_cache_query_tokens_total", "counter", "Prompt tokens looked up in the prefix cache.",
          (double)cache_query_);
   scalar(out, "chimera_prefix_cache_hit_tokens_total", "counter",

@@ -52,6 +52,8 @@ class Metrics {
   void add_prefill_tokens(int64_t n);  // prompt tokens actually run through the model
   void add_generated_tokens(int64_t n);
   void add_prefix_cache(int64_t query_tokens, int64_t hit_tokens);
+  // One forward that ran a denoising step of `requests` diffusion requests.
+  void add_diffusion_forward(int64_t requests);
   void observe_ttft(double seconds);
   void observe_itl(double seconds);
   void observe_e2e(double seconds);
@@ -64,6 +66,7 @@ class Metrics {
   std::map<int, uint64_t> http_;
   std::map<std::string, uint64_t> finish_;
   uint64_t prompt_tokens_ = 0, prefill_tokens_ = 0, generated_tokens_ = 0, cache_query_ = 0, cache_hit_ = 0;
+  uint64_t diffusion_forwards_ = 0, diffusion_request_steps_ = 0;
   Histogram ttft_, itl_, e2e_, queue_;
   EngineGauges gauges_;
 };

@@ -82,15 +82,18 @@ TEST(DiffusionServer, DefaultsAndPerRequestOverridesMatchRun) {
 
 TEST(DiffusionServer, BadServerDefaultsAreCliErrors) {
   CHIMERA_REQUIRE_SHARED(shared);
-  const std::string cmd = chimera_binary() + " serve -m " + llada_model(shared) + " --port 0 --threshold 2 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char b[4096];
-  size_t k;
-  while ((k = fread(b, 1, sizeof b, p)) > 0) out.append(b, k);
-  const int status = pclose(p);
-  EXPECT_NE(status, 0);
-  EXPECT_NE(out.find("--threshold must be in [0, 1)"), std::string::npos) << out;
+  for (const auto& [flag, msg] : {std::pair<std::string, std::string>{"--threshold 2", "--threshold must be in [0, 1)"},
+                                  {"--visual", "--visual redraws one canvas"}}) {
+    const std::string cmd = chimera_binary() + " serve -m " + llada_model(shared) + " --port 0 " + flag + " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string out;
+    char b[4096];
+    size_t k;
+    while ((k = fread(b, 1, sizeof b, p)) > 0) out.append(b, k);
+    const int status = pclose(p);
+    EXPECT_NE(status, 0) << flag;
+    EXPECT_NE(out.find(msg), std::string::npos) << out;
+  }
 }
 
 TEST(DiffusionRequestParsing, DefaultsOverridesAndLength) {
