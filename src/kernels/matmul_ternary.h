@@ -86,6 +86,11 @@ static_assert(sizeof(TqAct8) == 320 && sizeof(TqAct16) == 640);
 
 size_t tq_act8_bytes(int64_t k);
 void tq_pack_act8(const float* x, int64_t k, void* out);
+#if defined(__x86_64__)
+// The same bytes from AVX2 code (matmul_ternary_pack_avx2.cpp), for the AVX2
+// and AVX-512 kernel entries.
+void tq_pack_act8_avx2(const float* x, int64_t k, void* out);
+#endif
 size_t tq_act16_bytes(int64_t k);
 void tq_pack_act16(const float* x, int64_t k, void* out);
 

@@ -407,17 +407,17 @@ MatmulKernel ternary_kernel_avx2(format::GgmlType type) {
         return {kq_pack_act, kq_act_bytes, detail::tq_gemm<tq1_0_decode, sizeof(q::block_tq1_0), dot_avx2>,
                 "gemm_tq1_0_q8_K_avx2", GgmlType::Q8_K};
       }
-      MatmulKernel k{tq_pack_act8, tq_act8_bytes, gemm_tq1_act8, "gemm_tq1_0_q8_K_avx2_2bit", GgmlType::Q8_K};
+      MatmulKernel k{tq_pack_act8_avx2, tq_act8_bytes, gemm_tq1_act8, "gemm_tq1_0_q8_K_avx2_2bit", GgmlType::Q8_K};
       tq_add_repacking(k, tq1_0_repack, gemm_packed);
       return k;
     }
     case GgmlType::TQ2_0: {
-      MatmulKernel k{tq_pack_act8, tq_act8_bytes, gemm_planes<false>, "gemm_tq2_0_q8_K_avx2", GgmlType::Q8_K};
+      MatmulKernel k{tq_pack_act8_avx2, tq_act8_bytes, gemm_planes<false>, "gemm_tq2_0_q8_K_avx2", GgmlType::Q8_K};
       tq_add_repacking(k, tq2_0_repack, gemm_packed);
       return k;
     }
     case GgmlType::I2_S:
-      return {tq_pack_act8, tq_act8_bytes, gemm_planes<true>, "gemm_i2_s_q8_K_avx2", GgmlType::Q8_K};
+      return {tq_pack_act8_avx2, tq_act8_bytes, gemm_planes<true>, "gemm_i2_s_q8_K_avx2", GgmlType::Q8_K};
     default: return {};
   }
 }

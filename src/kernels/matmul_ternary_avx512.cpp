@@ -537,19 +537,19 @@ MatmulKernel make_kernel(format::GgmlType type) {
         return {tq_pack_act16, tq_act16_bytes, gemm<Kind::kTq1, kVnni>,
                 kVnni ? "gemm_tq1_0_q8_K_avx512vnni" : "gemm_tq1_0_q8_K_avx512", GgmlType::Q8_K};
       }
-      MatmulKernel k{tq_pack_act8, tq_act8_bytes, gemm_tq1_act8<kVnni>,
+      MatmulKernel k{tq_pack_act8_avx2, tq_act8_bytes, gemm_tq1_act8<kVnni>,
                      kVnni ? "gemm_tq1_0_q8_K_avx512vnni_2bit" : "gemm_tq1_0_q8_K_avx512_2bit", GgmlType::Q8_K};
       tq_add_repacking(k, tq1_0_repack, gemm_packed<kVnni>);
       return k;
     }
     case GgmlType::TQ2_0: {
-      MatmulKernel k{tq_pack_act8, tq_act8_bytes, gemm<Kind::kTq2, kVnni>,
+      MatmulKernel k{tq_pack_act8_avx2, tq_act8_bytes, gemm<Kind::kTq2, kVnni>,
                      kVnni ? "gemm_tq2_0_q8_K_avx512vnni" : "gemm_tq2_0_q8_K_avx512", GgmlType::Q8_K};
       tq_add_repacking(k, tq2_0_repack, gemm_packed<kVnni>);
       return k;
     }
     case GgmlType::I2_S:
-      return {tq_pack_act8, tq_act8_bytes, gemm<Kind::kI2s, kVnni>,
+      return {tq_pack_act8_avx2, tq_act8_bytes, gemm<Kind::kI2s, kVnni>,
               kVnni ? "gemm_i2_s_q8_K_avx512vnni" : "gemm_i2_s_q8_K_avx512", GgmlType::Q8_K};
     default: return {};
   }
