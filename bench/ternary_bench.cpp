@@ -2,7 +2,8 @@
 // activations) at the BitNet b1.58 2B-4T shapes, with F16 / Q4_K GEMVs of the
 // same shape as reference points. GEMV (m = 1, decode) reports weight bytes/s
 // and cycles through >= 128 MiB of weight copies so every call reads DRAM —
-// compare with membw_read (matmul_bench.cpp). GEMM (prefill, m = 64) reports
+// compare with membw_read (matmul_bench.cpp). GEMM (prefill, m = 64; packed
+// also m = 256, a -p 256 prompt) reports
 // GFLOP/s on cache-warm weights. Names look like
 //   tq_gemv/TQ2_0/6912x2560/threads:1/isa:avx512vnni
 //   tq_gemm/TQ2_0/2560x2560/m:64/threads:2/isa:avx2
@@ -85,11 +86,13 @@ struct Registrar {
                     [=](benchmark::State& s) { run(s, type, rows, cols, 1, threads, isa, true, true); })
                     ->UseRealTime()
                     ->Unit(benchmark::kMicrosecond);
-                benchmark::RegisterBenchmark(
-                    ("tq_gemm_packed/" + shape + "/m:64" + suffix).c_str(),
-                    [=](benchmark::State& s) { run(s, type, rows, cols, 64, threads, isa, false, true); })
-                    ->UseRealTime()
-                    ->Unit(benchmark::kMillisecond);
+                for (int64_t m : {64, 256}) {
+                  benchmark::RegisterBenchmark(
+                      ("tq_gemm_packed/" + shape + "/m:" + std::to_string(m) + suffix).c_str(),
+                      [=](benchmark::State& s) { run(s, type, rows, cols, m, threads, isa, false, true); })
+                      ->UseRealTime()
+                      ->Unit(benchmark::kMillisecond);
+                }
               }
               benchmark::RegisterBenchmark(
                   ("tq_gemv_hot/" + shape + suffix).c_str(),

@@ -17,9 +17,12 @@
 //
 // Tile: R groups of 8 rows x M activation rows, R * M int32 block sums and
 // R * M f32 accumulators in the 16 ymm registers: 4 x 1 (GEMV, with the L2
-// prefetch of the next tile's blocks of the VNNI kernel), 2 x 2 and 1 x 3
-// for GEMM (2048x2048, m = 256, 1 thread, loaded machine: 1 x 3 took 0.5x,
-// 2 x 2 0.7x the storage-layout kernel's time; 1 x 4 no better than 1 x 3).
+// prefetch of the next tile's blocks of the VNNI kernel), 2 x 2 and 1 x 4
+// for GEMM, 1 x 3 for a tail of 3 (2048x2048, m = 256, 1 thread, loaded
+// machine: 1 x 3 took 0.5x, 2 x 2 0.7x the storage-layout kernel's time;
+// session 14: 1 x 4 shares each chunk's conversion among 4 activation rows,
+// 4.5 instead of 4.67 vector ops per 32 weights x 1 activation row, no
+// spills; 1 x 5 spills).
 #include "kernels/matmul_q8_0_repack.h"
 
 #if defined(__x86_64__)
@@ -92,8 +95,8 @@ struct Avx2 {
   }
 };
 
-constexpr int kGroups = 4, kActs = 3;
-constexpr std::array<int, kActs + 1> kGroupsFor = {0, 4, 2, 1};
+constexpr int kGroups = 4, kActs = 4;
+constexpr std::array<int, kActs + 1> kGroupsFor = {0, 4, 2, 1, 1};
 constexpr detail::TileSet<kGroups, kActs> kTiles = detail::make_tile_set<Avx2, kGroups, kActs>(kGroupsFor);
 
 }  // namespace

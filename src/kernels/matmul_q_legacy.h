@@ -70,6 +70,11 @@ inline ActView act_view(const uint8_t* a, int64_t k) {
 
 // The packer for weight type t (bias and sexp filled per the type), or null.
 PackActFn legacy_pack_fn(format::GgmlType t);
+#if defined(__x86_64__)
+// The same bytes from AVX2 code (matmul_q_legacy_pack_avx2.cpp), for the
+// AVX2 and AVX-512 VNNI entries.
+PackActFn legacy_pack_fn_avx2(format::GgmlType t);
+#endif
 
 // Kernel-table entries of one SIMD ISA. K provides
 //   static constexpr const char* kIsa;   // name suffix, e.g. "avx2"

@@ -102,6 +102,7 @@ MatmulKernel legacy_quant_kernel_avx2(format::GgmlType t) {
   // (matmul_q4_0_repack.h, matmul_q8_0_repack.h).
   if (t == GgmlType::Q4_0) q4r::add_repacking(k, q4r::gemm_packed_avx2);
   if (t == GgmlType::Q8_0) q8r::add_repacking(k, q8r::gemm_packed_avx2);
+  if (k.pack_act) k.pack_act = legacy_pack_fn_avx2(t);  // same bytes, vectorized
   return k;
 }
 

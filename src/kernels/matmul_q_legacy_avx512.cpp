@@ -99,6 +99,7 @@ MatmulKernel legacy_quant_kernel_avx512vnni(format::GgmlType t) {
   if (t == GgmlType::Q8_0) q8r::add_repacking(k, q8r::gemm_packed_avx512vnni);
   // Q4_0 likewise (matmul_q4_0_repack.h).
   if (t == GgmlType::Q4_0) q4r::add_repacking(k, q4r::gemm_packed_avx512vnni);
+  if (k.pack_act) k.pack_act = legacy_pack_fn_avx2(t);  // same bytes, vectorized
   return k;
 }
 

@@ -37,7 +37,8 @@
 // TqAct*.corr[l] = bsums[2l] + bsums[2l+1] (subtracted from S_l).
 // GEMV (m == 1) decodes in registers with an L2 prefetch of the rows ahead;
 // GEMM decodes each weight row once into a plane-order panel (AVX2: up to
-// kTqGroup rows per panel, register tiles of up to 4 activation rows). Repacked
+// kTqGroup rows per panel, register tiles of up to 4 activation rows; AVX-512
+// packed: row-pair panels, two rows' chunks in one 512-bit vector). Repacked
 // weights (TQ2_0, TQ1_0; AVX2 and AVX-512): kTqGroup rows per pass, the decode
 // GEMV kTqStreams groups at once (tq_packed_gemv), bit-identical to the
 // storage-layout kernels.
@@ -86,6 +87,11 @@ static_assert(sizeof(TqAct8) == 320 && sizeof(TqAct16) == 640);
 
 size_t tq_act8_bytes(int64_t k);
 void tq_pack_act8(const float* x, int64_t k, void* out);
+#if defined(__x86_64__)
+// The same bytes from AVX2 code (matmul_ternary_pack_avx2.cpp), for the AVX2
+// and AVX-512 kernel entries.
+void tq_pack_act8_avx2(const float* x, int64_t k, void* out);
+#endif
 size_t tq_act16_bytes(int64_t k);
 void tq_pack_act16(const float* x, int64_t k, void* out);
 

@@ -33,6 +33,7 @@
 
 #define CHIMERA_T_AVX2 __attribute__((target("avx2,fma,f16c")))
 
+
 namespace chimera::kernels {
 namespace {
 
@@ -132,16 +133,24 @@ CHIMERA_T_AVX2 void gemv_storage(const GemmArgs& g, int64_t r0, int64_t r1, int6
 // load feeds kActs vpmaddubsw whose activation operand comes from memory, the
 // 8 products of a block are summed in int16 (|lane| <= 8*768 = 6144), then
 // one vpmaddwd, the correction, convert and fma per (row, activation row,
-// block): 19 vector ops per 256 weights x 1 activation row instead of 34
-// with the decode repeated per activation row. Blocking: activation rows in
-// L2-sized blocks (detail::act_block_rows), within a tile the blocks in
-// chunks of kKc (activation tile + panel chunk ~ 23 KiB, L1-resident while
-// the panel's rows reuse them); the f32 accumulators of a tile stay in a
-// small buffer between chunks, so each output still sees its blocks in order
-// with the same operations (bit-identical to the GEMV and the scalar kernel).
+// block); the products dy * d of a block come from one 4-wide multiply of the
+// tile's activation scales (kept transposed per activation block, `ad`) by
+// the row's scale: 18.25 vector ops per 256 weights x 1 activation row
+// instead of 34 with the decode repeated per activation row. Blocking:
+// activation rows in L2-sized blocks (detail::act_block_rows), within a tile
+// the blocks in chunks of kKc (activation tile + panel chunk ~ 23 KiB,
+// L1-resident while the panel's rows reuse them); the f32 accumulators of a
+// tile stay in a small buffer between chunks (none when one chunk covers k:
+// the lanes are reduced straight into y), so each output still sees its
+// blocks in order with the same operations (bit-identical to the GEMV and the
+// scalar kernel).
 // Measured (1 thread, m = 64, loaded 2-vCPU SPR, docs/PERFORMANCE.md session
-// 10): 1.34-1.48x faster than the per-activation-row decode.
+// 10): 1.34-1.48x faster than the per-activation-row decode; session 14: the
+// scale products, base + offset addressing and no accumulator buffer for one
+// chunk, see docs/PERFORMANCE.md.
 constexpr int kActs = 4;
+// Rows per panel: 8 measured no better than 4 (m = 256, session 14).
+constexpr int kPanelRows = kTqGroup;
 constexpr int64_t kKc = 10;
 
 struct alignas(32) Chunk32 {
@@ -151,14 +160,17 @@ struct alignas(32) Chunk32 {
 struct Panel {
   std::vector<Chunk32> t;  // [row][block][8]
   std::vector<float> dd;   // [row][block]
+  std::vector<float> ad;   // activation scales [block][row of the activation block], kActs - 1 lanes of slack
 };
 
-inline Panel& panel(int64_t nsb) {
+inline Panel& panel(int64_t nsb, int64_t ib_rows) {
   thread_local Panel p;
-  if (p.dd.size() < (size_t)(kTqGroup * nsb)) {
-    p.t.resize((size_t)(kTqGroup * nsb * 8));
-    p.dd.resize((size_t)(kTqGroup * nsb));
+  if (p.dd.size() < (size_t)(kPanelRows * nsb)) {
+    p.t.resize((size_t)(kPanelRows * nsb * 8));
+    p.dd.resize((size_t)(kPanelRows * nsb));
   }
+  const size_t ad = (size_t)(nsb * (ib_rows + kActs));
+  if (p.ad.size() < ad) p.ad.resize(ad, 0.f);
   return p;
 }
 
@@ -175,64 +187,90 @@ CHIMERA_T_AVX2 inline void decode_block(const uint8_t* blk, Chunk32* out) {
   }
 }
 
-// acc[mm][.] += the blocks [0, nb) of one panel row (t, dd) x act[mm].
-template <int M>
-CHIMERA_T_AVX2 void tile_dot(const Chunk32* t, const float* dd, const TqAct8* const* act, int64_t nb,
-                             float (*acc)[8]) {
+// The blocks [0, nb) of one panel row (t, dd) x M activation rows (the
+// first at a, a_stride apart; their scales ad[sb * ad_stride + mm]). kFirst:
+// the accumulators start at 0, else from acc; kLast: each row's lanes are
+// reduced into y[mm * ldy], else stored to acc.
+template <int M, bool kFirst, bool kLast>
+CHIMERA_T_AVX2 void tile_dot(const Chunk32* t, const float* dd, const uint8_t* a, size_t a_stride, const float* ad,
+                             size_t ad_stride, int64_t nb, float (*acc)[8], float* y, int64_t ldy) {
   const __m256i ones = _mm256_set1_epi16(1);
+  const int8_t* ap[M];
   __m256 f[M];
-  CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) f[mm] = _mm256_load_ps(acc[mm]);
+  CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
+    ap[mm] = reinterpret_cast<const int8_t*>(a + mm * a_stride);
+    f[mm] = kFirst ? _mm256_setzero_ps() : _mm256_load_ps(acc[mm]);
+  }
   for (int64_t sb = 0; sb < nb; ++sb) {
+    alignas(16) float dp[4];  // dy * d of the M rows (lanes >= M unused)
+    _mm_store_ps(dp, _mm_mul_ps(_mm_loadu_ps(ad), _mm_broadcast_ss(dd + sb)));
     __m256i s[M];
     CHIMERA_UNROLL for (int c = 0; c < 8; ++c) {
-      const __m256i w = _mm256_load_si256((const __m256i*)t[sb * 8 + c].b);
+      const __m256i w = _mm256_load_si256((const __m256i*)t[c].b);
       CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
-        const __m256i p = _mm256_maddubs_epi16(w, act_chunk(act[mm][sb], c));
+        const __m256i p = _mm256_maddubs_epi16(w, _mm256_load_si256((const __m256i*)(ap[mm] + 32 * c)));
         s[mm] = c == 0 ? p : _mm256_add_epi16(s[mm], p);
         // Keeps the sums as chains: GCC otherwise reassociates them into
         // trees over all 8 x M products and spills them to the stack.
         __asm__("" : "+x"(s[mm]));
       }
     }
-    const __m256 dw = _mm256_broadcast_ss(dd + sb);
     CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
-      const __m256 d = _mm256_mul_ps(_mm256_broadcast_ss(&act[mm][sb].d), dw);
-      f[mm] = block_update(_mm256_madd_epi16(s[mm], ones), act[mm][sb], d, f[mm]);
+      const TqAct8& am = *reinterpret_cast<const TqAct8*>(ap[mm]);
+      f[mm] = block_update(_mm256_madd_epi16(s[mm], ones), am, _mm256_broadcast_ss(dp + mm), f[mm]);
+      ap[mm] += sizeof(TqAct8);
+    }
+    t += 8;
+    ad += ad_stride;
+  }
+  CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
+    if (kLast) {
+      y[mm * ldy] = lanes_finish(f[mm]);
+    } else {
+      _mm256_store_ps(acc[mm], f[mm]);
     }
   }
-  CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) _mm256_store_ps(acc[mm], f[mm]);
 }
 
-using TileDotFn = void (*)(const Chunk32*, const float*, const TqAct8* const*, int64_t, float (*)[8]);
-constexpr TileDotFn kTileDot[kActs] = {tile_dot<1>, tile_dot<2>, tile_dot<3>, tile_dot<4>};
+using TileDotFn = void (*)(const Chunk32*, const float*, const uint8_t*, size_t, const float*, size_t, int64_t,
+                           float (*)[8], float*, int64_t);
+// [first][last][M - 1]
+template <bool kFirst, bool kLast>
+constexpr TileDotFn kTileDotRow[kActs] = {tile_dot<1, kFirst, kLast>, tile_dot<2, kFirst, kLast>,
+                                          tile_dot<3, kFirst, kLast>, tile_dot<4, kFirst, kLast>};
+constexpr const TileDotFn* kTileDot[2][2] = {{kTileDotRow<false, false>, kTileDotRow<false, true>},
+                                             {kTileDotRow<true, false>, kTileDotRow<true, true>}};
 
-// y[i][r] for rows [r0, r1) x activation rows [i0, i1); fill(r, nr, p)
-// decodes rows r..r+nr-1 (nr <= kTqGroup) into panel rows 0..nr-1.
-template <class Fill>
-CHIMERA_T_AVX2 void gemm_panels(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1, Fill fill) {
+// y[i][r] for rows [r0, r1) x activation rows [i0, i1); fill_row(r, t, dd)
+// decodes row r's nsb blocks into t[8 sb + c] and their scales into dd[sb].
+template <class FillRow>
+CHIMERA_T_AVX2 void gemm_panels(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1, FillRow fill_row) {
   const int64_t nsb = g.k / q::kQK_K;
-  Panel& p = panel(nsb);
   const int64_t ib_rows = detail::act_block_rows(g.a_stride, kActs);
-  alignas(32) float acc[kTqGroup][kActs][8];
+  Panel& p = panel(nsb, ib_rows);
+  const size_t ad_stride = (size_t)(ib_rows + kActs);
+  alignas(32) float acc[kPanelRows][kActs][8];
   for (int64_t ib = i0; ib < i1; ib += ib_rows) {
     const int64_t ie = std::min(i1, ib + ib_rows);
-    for (int64_t r = r0; r < r1; r += kTqGroup) {
-      const int nr = (int)std::min<int64_t>(kTqGroup, r1 - r);
-      fill(r, nr, p);
+    for (int64_t i = ib; i < ie; ++i) {
+      const auto* act = reinterpret_cast<const TqAct8*>(g.a + (size_t)i * g.a_stride);
+      for (int64_t sb = 0; sb < nsb; ++sb) p.ad[(size_t)sb * ad_stride + (size_t)(i - ib)] = act[sb].d;
+    }
+    for (int64_t r = r0; r < r1; r += kPanelRows) {
+      const int nr = (int)std::min<int64_t>(kPanelRows, r1 - r);
+      for (int j = 0; j < nr; ++j) fill_row(r + j, &p.t[(size_t)(j * nsb * 8)], &p.dd[(size_t)(j * nsb)]);
       for (int64_t i = ib; i < ie; i += kActs) {
         const int m = (int)std::min<int64_t>(kActs, ie - i);
-        const TqAct8* act[kActs];
-        for (int mm = 0; mm < m; ++mm) act[mm] = reinterpret_cast<const TqAct8*>(g.a + (size_t)(i + mm) * g.a_stride);
-        std::memset(acc, 0, sizeof(acc));
+        const uint8_t* a = g.a + (size_t)i * g.a_stride;
+        const float* ad = p.ad.data() + (i - ib);
         for (int64_t kc = 0; kc < nsb; kc += kKc) {
           const int64_t nb = std::min(kKc, nsb - kc);
-          const TqAct8* ak[kActs];
-          for (int mm = 0; mm < m; ++mm) ak[mm] = act[mm] + kc;
-          for (int j = 0; j < nr; ++j)
-            kTileDot[m - 1](&p.t[(size_t)((j * nsb + kc) * 8)], &p.dd[(size_t)(j * nsb + kc)], ak, nb, acc[j]);
+          const TileDotFn fn = kTileDot[kc == 0][kc + nb == nsb][m - 1];
+          for (int j = 0; j < nr; ++j) {
+            fn(&p.t[(size_t)((j * nsb + kc) * 8)], &p.dd[(size_t)(j * nsb + kc)], a + (size_t)kc * sizeof(TqAct8),
+               g.a_stride, ad + (size_t)kc * ad_stride, ad_stride, nb, acc[j], g.y + i * g.ldy + r + j, g.ldy);
+          }
         }
-        for (int mm = 0; mm < m; ++mm)
-          for (int j = 0; j < nr; ++j) g.y[(i + mm) * g.ldy + r + j] = lanes_finish(_mm256_load_ps(acc[j][mm]));
       }
     }
   }
@@ -245,20 +283,18 @@ CHIMERA_T_AVX2 void gemm_planes(const GemmArgs& g, int64_t r0, int64_t r1, int64
   const int64_t nsb = g.k / q::kQK_K;
   float ts = 0.f;
   if (kI2s) std::memcpy(&ts, g.w_tail, sizeof(ts));
-  gemm_panels(g, r0, r1, i0, i1, [&g, nsb, ts](int64_t r, int nr, Panel& p) {
-    for (int j = 0; j < nr; ++j) {
-      const uint8_t* w = g.w + (size_t)(r + j) * g.w_stride;
-      for (int64_t sb = 0; sb < nsb; ++sb) {
-        const uint8_t* blk = w + (size_t)sb * kBytes;
-        decode_block<kI2s>(blk, &p.t[(size_t)((j * nsb + sb) * 8)]);
-        float d = ts;
-        if (!kI2s) {
-          uint16_t h;
-          std::memcpy(&h, blk + 64, 2);
-          d = f16_bits(h);
-        }
-        p.dd[(size_t)(j * nsb + sb)] = d;
+  gemm_panels(g, r0, r1, i0, i1, [&g, nsb, ts](int64_t r, Chunk32* t, float* dd) CHIMERA_T_AVX2 {
+    const uint8_t* w = g.w + (size_t)r * g.w_stride;
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      const uint8_t* blk = w + (size_t)sb * kBytes;
+      decode_block<kI2s>(blk, t + 8 * sb);
+      float d = ts;
+      if (!kI2s) {
+        uint16_t h;
+        std::memcpy(&h, blk + 64, 2);
+        d = f16_bits(h);
       }
+      dd[sb] = d;
     }
   });
 }
@@ -334,14 +370,16 @@ CHIMERA_T_AVX2 void gemm_packed(const GemmArgs& g, int64_t r0, int64_t r1, int64
   const int64_t nsb = g.k / q::kQK_K;
   const size_t sc_bytes = tq_packed_scale_bytes(g.k);
   const size_t group_bytes = (size_t)G * g.w_stride;
-  gemm_panels(g, r0, r1, i0, i1, [&g, nsb, sc_bytes, group_bytes](int64_t r, int nr, Panel& p) {
+  // Row r of group r / G; the first row of a group also prefetches the next
+  // group of this range into L2 (read while this panel's tiles run).
+  gemm_panels(g, r0, r1, i0, i1, [&g, r1, nsb, sc_bytes, group_bytes](int64_t r, Chunk32* t, float* dd) CHIMERA_T_AVX2 {
     const uint8_t* grp = g.w + (size_t)(r / G) * group_bytes;
     const auto* sc = reinterpret_cast<const uint16_t*>(grp);
-    for (int j = 0; j < nr; ++j) {
-      for (int64_t sb = 0; sb < nsb; ++sb) {
-        decode_block<false>(grp + sc_bytes + (size_t)(sb * G + j) * 64, &p.t[(size_t)((j * nsb + sb) * 8)]);
-        p.dd[(size_t)(j * nsb + sb)] = f16_bits(sc[sb * G + j]);
-      }
+    const int64_t j = r % G;
+    if (j == 0 && r + G < r1) gemv_prefetch_l2(grp + group_bytes, group_bytes);
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      decode_block<false>(grp + sc_bytes + (size_t)(sb * G + j) * 64, t + 8 * sb);
+      dd[sb] = f16_bits(sc[sb * G + j]);
     }
   });
 }
@@ -350,14 +388,12 @@ CHIMERA_T_AVX2 void gemm_packed(const GemmArgs& g, int64_t r0, int64_t r1, int64
 // multiple of kTqGroup): re-encoded block by block with the scalar decoder.
 CHIMERA_T_AVX2 void gemm_tq1_act8(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
   const int64_t nsb = g.k / q::kQK_K;
-  gemm_panels(g, r0, r1, i0, i1, [&g, nsb](int64_t r, int nr, Panel& p) {
-    for (int j = 0; j < nr; ++j) {
-      const uint8_t* w = g.w + (size_t)(r + j) * g.w_stride;
-      for (int64_t sb = 0; sb < nsb; ++sb) {
-        alignas(32) uint8_t qs[64];
-        p.dd[(size_t)(j * nsb + sb)] = f16_bits(tq1_0_to_tq2_qs(w + (size_t)sb * sizeof(q::block_tq1_0), qs));
-        decode_block<false>(qs, &p.t[(size_t)((j * nsb + sb) * 8)]);
-      }
+  gemm_panels(g, r0, r1, i0, i1, [&g, nsb](int64_t r, Chunk32* t, float* dd) CHIMERA_T_AVX2 {
+    const uint8_t* w = g.w + (size_t)r * g.w_stride;
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      alignas(32) uint8_t qs[64];
+      dd[sb] = f16_bits(tq1_0_to_tq2_qs(w + (size_t)sb * sizeof(q::block_tq1_0), qs));
+      decode_block<false>(qs, t + 8 * sb);
     }
   });
 }
@@ -371,17 +407,17 @@ MatmulKernel ternary_kernel_avx2(format::GgmlType type) {
         return {kq_pack_act, kq_act_bytes, detail::tq_gemm<tq1_0_decode, sizeof(q::block_tq1_0), dot_avx2>,
                 "gemm_tq1_0_q8_K_avx2", GgmlType::Q8_K};
       }
-      MatmulKernel k{tq_pack_act8, tq_act8_bytes, gemm_tq1_act8, "gemm_tq1_0_q8_K_avx2_2bit", GgmlType::Q8_K};
+      MatmulKernel k{tq_pack_act8_avx2, tq_act8_bytes, gemm_tq1_act8, "gemm_tq1_0_q8_K_avx2_2bit", GgmlType::Q8_K};
       tq_add_repacking(k, tq1_0_repack, gemm_packed);
       return k;
     }
     case GgmlType::TQ2_0: {
-      MatmulKernel k{tq_pack_act8, tq_act8_bytes, gemm_planes<false>, "gemm_tq2_0_q8_K_avx2", GgmlType::Q8_K};
+      MatmulKernel k{tq_pack_act8_avx2, tq_act8_bytes, gemm_planes<false>, "gemm_tq2_0_q8_K_avx2", GgmlType::Q8_K};
       tq_add_repacking(k, tq2_0_repack, gemm_packed);
       return k;
     }
     case GgmlType::I2_S:
-      return {tq_pack_act8, tq_act8_bytes, gemm_planes<true>, "gemm_i2_s_q8_K_avx2", GgmlType::Q8_K};
+      return {tq_pack_act8_avx2, tq_act8_bytes, gemm_planes<true>, "gemm_i2_s_q8_K_avx2", GgmlType::Q8_K};
     default: return {};
   }
 }

@@ -40,7 +40,9 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "kernels/gemv_prefetch.h"
 #include "kernels/matmul_tile.h"
@@ -354,84 +356,117 @@ CHIMERA_T_TQ512 void gemv_packed_step(const uint8_t* grp, size_t gbytes, const T
   }
 }
 
-// GEMM on packed weights: gemv_packed_step for M <= 4 activation rows at once.
-// Each 64-byte qs unit is loaded and split into its four planes once and
-// dotted with every activation row of the tile (vpdpbusd with the activation
-// chunk as a memory operand); per activation row, per row pair, the fold,
-// correction, conversion and FMA are exactly gemv_packed_step's, so every output
-// is bit-identical to it (and so to the storage-layout kernel) for any tile
-// split. Registers at M = 4: 8 accumulators, 8 pair sums, 4 planes.
-// (Before: each row decoded into a plane-order panel, re-read per 4
-// activation rows, with the per-block fold and update for every row alone.)
-template <bool kVnni, int M>
-CHIMERA_T_TQ512 void gemm_packed_tile(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i) {
+// GEMM on packed weights: row-pair panels. Each group (kTqGroup rows = P row
+// pairs) is decoded once per activation block (detail::act_block_rows) into
+// a panel: per pair and block 8 vectors, vector c = 2n + h holding plane n of
+// code half h of the pair's first row in its low 256 bits and of its second
+// row in the high 256 bits, then the scale vector [d_first x 8 | d_second x 8].
+// A tile of M <= kActs activation rows runs over the panel: per pair and
+// activation row 8 vpdpbusd (no VNNI: vpmaddubsw, the int16 sum, vpmaddwd)
+// with activation chunk c broadcast to both halves leave the exact S_l of the
+// first row in lanes 0..7 and of the second row in lanes 8..15 (the lane
+// classes of matmul_ternary.h: 32 bytes of a chunk cover the 8 classes once);
+// then the correction, one convert, the scale product dy * d for both rows
+// and one fma per pair: 4 vector ops per 512 weights x 1 activation row after
+// the 8 dot products (the tile before: the per-activation-row decode share,
+// two shuffles, an add and a permute more per pair). Same S_l, same f32
+// operations in the same order: bit-identical to gemv_packed_step and the
+// storage-layout kernel for any tiling.
+constexpr int kActs = 4;
+
+struct PairPanel {
+  std::vector<Vec64> v;  // [pair][block][8]
+  std::vector<Vec64> d;  // [pair][block]: 16 f32 scales
+};
+
+inline PairPanel& pair_panel(int64_t nsb) {
+  constexpr int P = kTqGroup / 2;
+  thread_local PairPanel p;
+  if (p.d.size() < (size_t)(P * nsb)) {
+    p.v.resize((size_t)(P * nsb * 8));
+    p.d.resize((size_t)(P * nsb));
+  }
+  return p;
+}
+
+// Decodes group `grp` (scales, then the blocks' kTqGroup 64-byte units) into pp.
+CHIMERA_T_TQ512 void decode_pair_panel(const uint8_t* grp, size_t sc_bytes, int64_t nsb, PairPanel& pp) {
   constexpr int G = kTqGroup;
   constexpr int P = G / 2;
-  static_assert(G == 4 || G == 8);
-  const int64_t nsb = g.k / q::kQK_K;
-  const TqAct8* act[M];
-  CHIMERA_UNROLL for (int m = 0; m < M; ++m) act[m] = reinterpret_cast<const TqAct8*>(g.a + (size_t)(i + m) * g.a_stride);
-  const size_t sc_bytes = tq_packed_scale_bytes(g.k);
-  const size_t group_bytes = (size_t)G * g.w_stride;
   const __m512i mask = _mm512_set1_epi8(3);
-  const __m512i ones = _mm512_set1_epi16(1);
-  __m512i idx[P];
-  pair_index(idx);
-  for (int64_t r = r0; r < r1; r += G) {
-    const uint8_t* grp = g.w + (size_t)(r / G) * group_bytes;
-    const auto* sc = reinterpret_cast<const uint16_t*>(grp);
-    const uint8_t* qs = grp + sc_bytes;
-    __m512 acc[M][P];
-    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-      CHIMERA_UNROLL for (int p = 0; p < P; ++p) acc[m][p] = _mm512_setzero_ps();
-    }
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-      const uint8_t* blk = qs + (size_t)sb * G * 64;
-      __m256 d8;
-      if constexpr (G == 8) {
-        d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(sc + sb * G)));
-      } else {
-        d8 = _mm256_castps128_ps256(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i*)(sc + sb * G))));
+  const auto* sc = reinterpret_cast<const uint16_t*>(grp);
+  const uint8_t* qs = grp + sc_bytes;
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    CHIMERA_UNROLL for (int p = 0; p < P; ++p) {
+      const __m512i x0 = _mm512_load_si512((const void*)(qs + (size_t)(sb * G + 2 * p) * 64));
+      const __m512i x1 = _mm512_load_si512((const void*)(qs + (size_t)(sb * G + 2 * p + 1) * 64));
+      __m512i* out = reinterpret_cast<__m512i*>(pp.v[(size_t)((p * nsb + sb) * 8)].b);
+      CHIMERA_UNROLL for (int n = 0; n < 4; ++n) {
+        const __m512i t0 = _mm512_and_si512(_mm512_srli_epi16(x0, 2 * n), mask);
+        const __m512i t1 = _mm512_and_si512(_mm512_srli_epi16(x1, 2 * n), mask);
+        _mm512_store_si512((void*)(out + 2 * n), _mm512_shuffle_i64x2(t0, t1, 0x44));
+        _mm512_store_si512((void*)(out + 2 * n + 1), _mm512_shuffle_i64x2(t0, t1, 0xEE));
       }
-      CHIMERA_UNROLL for (int p = 0; p < P; ++p) {
-        __m512i s[2][M];
-        CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
-          const __m512i x = _mm512_load_si512((const void*)(blk + 64 * (2 * p + h)));
-          __m512i t[4];
-          CHIMERA_UNROLL for (int n = 0; n < 4; ++n) t[n] = _mm512_and_si512(_mm512_srli_epi16(x, 2 * n), mask);
-          CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-            const int8_t* a = act[m][sb].qs;
-            __m512i v = _mm512_setzero_si512();
-            CHIMERA_UNROLL for (int n = 0; n < 4; ++n) {
-              const __m512i y = _mm512_load_si512((const void*)(a + 64 * n));
-              if constexpr (kVnni) {
-                v = _mm512_dpbusd_epi32(v, t[n], y);
-              } else {
-                v = _mm512_add_epi32(v, _mm512_madd_epi16(_mm512_maddubs_epi16(t[n], y), ones));
-              }
-            }
-            s[h][m] = v;
+      const __m512 d = _mm512_insertf32x8(_mm512_set1_ps(_cvtsh_ss(sc[sb * G + 2 * p])),
+                                          _mm256_set1_ps(_cvtsh_ss(sc[sb * G + 2 * p + 1])), 1);
+      _mm512_store_ps((void*)pp.d[(size_t)(p * nsb + sb)].b, d);
+    }
+  }
+}
+
+// y[mm * ldy + 0 .. kTqGroup) for M activation rows (the first at a,
+// a_stride apart) from one group's pair panel.
+template <bool kVnni, int M>
+CHIMERA_T_TQ512 void pair_tile(const PairPanel& pp, int64_t nsb, const uint8_t* a, size_t a_stride, float* y,
+                               int64_t ldy) {
+  constexpr int P = kTqGroup / 2;
+  const __m512i ones = _mm512_set1_epi16(1);
+  const int8_t* ap[M];
+  __m512 acc[M][P];
+  CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
+    ap[mm] = reinterpret_cast<const int8_t*>(a + mm * a_stride);
+    CHIMERA_UNROLL for (int p = 0; p < P; ++p) acc[mm][p] = _mm512_setzero_ps();
+  }
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const __m512i* v[P];
+    CHIMERA_UNROLL for (int p = 0; p < P; ++p) v[p] = reinterpret_cast<const __m512i*>(pp.v[(size_t)((p * nsb + sb) * 8)].b);
+    // Chunk-major: each activation chunk is broadcast once for both pairs;
+    // the P x M chains are independent, each 8 deep.
+    __m512i s[P][M];
+    CHIMERA_UNROLL for (int c = 0; c < 8; ++c) {
+      __m512i w[P];
+      CHIMERA_UNROLL for (int p = 0; p < P; ++p) w[p] = _mm512_load_si512((const void*)(v[p] + c));
+      CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
+        const __m512i y = _mm512_broadcast_i64x4(_mm256_load_si256((const __m256i*)(ap[mm] + 32 * c)));
+        CHIMERA_UNROLL for (int p = 0; p < P; ++p) {
+          if constexpr (kVnni) {
+            s[p][mm] = _mm512_dpbusd_epi32(c == 0 ? _mm512_setzero_si512() : s[p][mm], w[p], y);
+          } else {
+            const __m512i pr = _mm512_maddubs_epi16(w[p], y);
+            s[p][mm] = c == 0 ? pr : _mm512_add_epi16(s[p][mm], pr);  // int16, |lane| <= 8 * 768
           }
         }
-        CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-          const TqAct8& a = act[m][sb];
-          const __m512 dz = _mm512_castps256_ps512(_mm256_mul_ps(d8, _mm256_set1_ps(a.d)));
-          const __m512i corr = _mm512_broadcast_i64x4(_mm256_load_si256((const __m256i*)a.corr));
-          const __m512i lo = _mm512_shuffle_i64x2(s[0][m], s[1][m], 0x44);
-          const __m512i hi = _mm512_shuffle_i64x2(s[0][m], s[1][m], 0xEE);
-          const __m512i v = _mm512_sub_epi32(_mm512_add_epi32(lo, hi), corr);
-          acc[m][p] = _mm512_fmadd_ps(_mm512_permutexvar_ps(idx[p], dz), _mm512_cvtepi32_ps(v), acc[m][p]);
-        }
       }
     }
-    CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-      float* y = g.y + (i + m) * g.ldy;
-      CHIMERA_UNROLL for (int p = 0; p < P; ++p) {
-        alignas(64) float l[16];
-        _mm512_store_ps(l, acc[m][p]);
-        y[r + 2 * p] = detail::tq_finish(l);
-        y[r + 2 * p + 1] = detail::tq_finish(l + 8);
+    CHIMERA_UNROLL for (int p = 0; p < P; ++p) {
+      const __m512 dw = _mm512_load_ps((const void*)pp.d[(size_t)(p * nsb + sb)].b);
+      CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
+        __m512i sp = s[p][mm];
+        if constexpr (!kVnni) sp = _mm512_madd_epi16(sp, ones);
+        const TqAct8& am = *reinterpret_cast<const TqAct8*>(ap[mm]);
+        const __m512i corr = _mm512_broadcast_i64x4(_mm256_load_si256((const __m256i*)am.corr));
+        const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(am.d));
+        acc[mm][p] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(sp, corr)), acc[mm][p]);
       }
+    }
+    CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) ap[mm] += sizeof(TqAct8);
+  }
+  CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
+    CHIMERA_UNROLL for (int p = 0; p < P; ++p) {
+      alignas(64) float l[16];
+      _mm512_store_ps(l, acc[mm][p]);
+      y[mm * ldy + 2 * p] = detail::tq_finish(l);
+      y[mm * ldy + 2 * p + 1] = detail::tq_finish(l + 8);
     }
   }
 }
@@ -441,17 +476,32 @@ CHIMERA_T_TQ512 void gemm_packed(const GemmArgs& g, int64_t r0, int64_t r1, int6
   if (i1 - i0 == 1) {
     return tq_packed_gemv(g, r0, r1, i0, gemv_packed_step<kVnni, kTqStreams>, gemv_packed_step<kVnni, 1>);
   }
-  // Row groups outer (a group's weights stay in L1 across its activation
-  // tiles), activation tiles of 4 inner.
+  // Activation blocks outer (L2), then each group decoded once into its pair
+  // panel (L1) with the next group prefetched into L2, activation tiles inner.
   constexpr int G = kTqGroup;
-  for (int64_t r = r0; r < r1; r += G) {
-    int64_t i = i0;
-    for (; i + 4 <= i1; i += 4) gemm_packed_tile<kVnni, 4>(g, r, r + G, i);
-    switch (i1 - i) {
-      case 3: gemm_packed_tile<kVnni, 3>(g, r, r + G, i); break;
-      case 2: gemm_packed_tile<kVnni, 2>(g, r, r + G, i); break;
-      case 1: gemm_packed_tile<kVnni, 1>(g, r, r + G, i); break;
-      default: break;
+  const int64_t nsb = g.k / q::kQK_K;
+  const size_t sc_bytes = tq_packed_scale_bytes(g.k);
+  const size_t group_bytes = (size_t)G * g.w_stride;
+  const int64_t ib_rows = detail::act_block_rows(g.a_stride, kActs);
+  PairPanel& pp = pair_panel(nsb);
+  for (int64_t ib = i0; ib < i1; ib += ib_rows) {
+    const int64_t ie = std::min(i1, ib + ib_rows);
+    for (int64_t r = r0; r < r1; r += G) {
+      const uint8_t* grp = g.w + (size_t)(r / G) * group_bytes;
+      if (r + G < r1) gemv_prefetch_l2(grp + group_bytes, group_bytes);
+      decode_pair_panel(grp, sc_bytes, nsb, pp);
+      int64_t i = ib;
+      for (; i + kActs <= ie; i += kActs) {
+        pair_tile<kVnni, kActs>(pp, nsb, g.a + (size_t)i * g.a_stride, g.a_stride, g.y + i * g.ldy + r, g.ldy);
+      }
+      const uint8_t* a = g.a + (size_t)i * g.a_stride;
+      float* y = g.y + i * g.ldy + r;
+      switch (ie - i) {
+        case 3: pair_tile<kVnni, 3>(pp, nsb, a, g.a_stride, y, g.ldy); break;
+        case 2: pair_tile<kVnni, 2>(pp, nsb, a, g.a_stride, y, g.ldy); break;
+        case 1: pair_tile<kVnni, 1>(pp, nsb, a, g.a_stride, y, g.ldy); break;
+        default: break;
+      }
     }
   }
 }
@@ -487,19 +537,19 @@ MatmulKernel make_kernel(format::GgmlType type) {
         return {tq_pack_act16, tq_act16_bytes, gemm<Kind::kTq1, kVnni>,
                 kVnni ? "gemm_tq1_0_q8_K_avx512vnni" : "gemm_tq1_0_q8_K_avx512", GgmlType::Q8_K};
       }
-      MatmulKernel k{tq_pack_act8, tq_act8_bytes, gemm_tq1_act8<kVnni>,
+      MatmulKernel k{tq_pack_act8_avx2, tq_act8_bytes, gemm_tq1_act8<kVnni>,
                      kVnni ? "gemm_tq1_0_q8_K_avx512vnni_2bit" : "gemm_tq1_0_q8_K_avx512_2bit", GgmlType::Q8_K};
       tq_add_repacking(k, tq1_0_repack, gemm_packed<kVnni>);
       return k;
     }
     case GgmlType::TQ2_0: {
-      MatmulKernel k{tq_pack_act8, tq_act8_bytes, gemm<Kind::kTq2, kVnni>,
+      MatmulKernel k{tq_pack_act8_avx2, tq_act8_bytes, gemm<Kind::kTq2, kVnni>,
                      kVnni ? "gemm_tq2_0_q8_K_avx512vnni" : "gemm_tq2_0_q8_K_avx512", GgmlType::Q8_K};
       tq_add_repacking(k, tq2_0_repack, gemm_packed<kVnni>);
       return k;
     }
     case GgmlType::I2_S:
-      return {tq_pack_act8, tq_act8_bytes, gemm<Kind::kI2s, kVnni>,
+      return {tq_pack_act8_avx2, tq_act8_bytes, gemm<Kind::kI2s, kVnni>,
               kVnni ? "gemm_i2_s_q8_K_avx512vnni" : "gemm_i2_s_q8_K_avx512", GgmlType::Q8_K};
     default: return {};
   }

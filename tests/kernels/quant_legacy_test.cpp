@@ -260,6 +260,40 @@ TEST(QuantLegacyActivation, Q8_0AndQ8_1BitExact) {
   EXPECT_EQ(std::memcmp(t1.data(), q1.data(), t1.size() * sizeof(block_q8_1)), 0);
 }
 
+// Every ISA's activation packer (the kernels' own layout, act_bytes) writes the
+// same bytes as the scalar one: ties, zero / tiny / wide-range blocks, and
+// blocks with NaN, +-inf and -0.0 elements (NaN skipped by the maximum,
+// inf scale -> id 0, NaN products -> -128).
+TEST(QuantLegacyActivation, EveryIsaPacksTheScalarBytes) {
+  std::vector<float> x = activation_cases();
+  const float inf = INFINITY, nan = NAN;
+  for (int j = 0; j < 32; ++j) x.push_back(j == 3 ? nan : (float)j - 7.25f);
+  for (int j = 0; j < 32; ++j) x.push_back(j == 9 ? inf : (float)j);
+  for (int j = 0; j < 32; ++j) x.push_back(j == 1 ? -inf : j == 2 ? nan : -0.f);
+  for (int j = 0; j < 32; ++j) x.push_back(j % 2 ? -0.f : 1e-40f);  // denormal amax
+  const int64_t k = (int64_t)x.size();
+  const GgmlType types[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
+                            GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::IQ4_NL};
+  int compared = 0;
+  for (GgmlType t : types) {
+    const MatmulKernel* ref = matmul_kernel(t, Isa::kScalar);
+    ASSERT_NE(ref, nullptr);
+    const size_t bytes = ref->act_bytes(k);
+    std::vector<uint8_t> want(bytes, 0xAB);
+    ref->pack_act(x.data(), k, want.data());
+    for (Isa isa : available_isas()) {
+      const MatmulKernel* kern = matmul_kernel(t, isa);
+      if (!kern || kern->pack_act == ref->pack_act) continue;
+      ASSERT_EQ(kern->act_bytes(k), bytes) << kern->name;
+      std::vector<uint8_t> got(bytes, 0xCD);
+      kern->pack_act(x.data(), k, got.data());
+      for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(got[i], want[i]) << kern->name << " byte " << i;
+      ++compared;
+    }
+  }
+  if (compared == 0) GTEST_SKIP() << "no ISA with its own packer on this machine";
+}
+
 // ------------------------------------------------------------- kernels
 
 // Random block bytes covering every code (Q8_0 -128 included), with sane
