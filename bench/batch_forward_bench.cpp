@@ -4,9 +4,11 @@
 // range(0) sequences that already hold a 64-token prefix; arg 1 selects the
 // fused call (0 = per-sequence loop), arg 2 the threads (1: no pool); 50
 // steps each (the states hold 4096 positions). Single-threaded, the ratio of
-// the two is the weight-streaming saving.
+// the two is the weight-streaming saving. $CHIMERA_BENCH_STEPS overrides the
+// 50 steps (e.g. 200 for a `perf record -D <setup ms>` profile of the loop).
 #include <benchmark/benchmark.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <vector>
@@ -28,6 +30,20 @@ models::Model* bench_model() {
     return r.is_ok() ? std::move(r).value() : std::unique_ptr<models::Model>();
   }();
   return m.get();
+}
+
+// $CHIMERA_BENCH_STEPS, or 50; a value outside [1, 4000] (the states hold
+// 4096 positions after the 64-token prefix) is refused.
+int64_t bench_steps() {
+  const char* p = std::getenv("CHIMERA_BENCH_STEPS");
+  if (!p) return 50;
+  char* end = nullptr;
+  const long v = std::strtol(p, &end, 10);
+  if (end == p || *end != '\0' || v < 1 || v > 4000) {
+    std::fprintf(stderr, "CHIMERA_BENCH_STEPS must be an integer in [1, 4000] (got '%s')\n", p);
+    std::exit(2);
+  }
+  return v;
 }
 
 void BM_DecodeStep(benchmark::State& state) {
@@ -75,7 +91,7 @@ BENCHMARK(BM_DecodeStep)
     ->Args({8, 1, 2})
     ->Args({4, 0, 2})
     ->Args({4, 1, 2})
-    ->Iterations(50)
+    ->Iterations(bench_steps())
     ->Unit(benchmark::kMillisecond);
 
 // Diffusion (a llada / dream $CHIMERA_BENCH_MODEL): one denoising step of

@@ -153,6 +153,20 @@ void Scan1Impl(const Scan1Args& a, int64_t d0, int64_t d1) {
   }
 }
 
+// One Mamba-2 state step s·dA + B·(x·dt) as fma(B, x·dt, s·dA): the form GCC's
+// contraction gave the plain expression. Written out, every loop shape gets
+// the same bits (targets without FMA emulate MulAdd as multiply then add, as
+// the plain expression was compiled there).
+HWY_INLINE hn::Vec<DF> StateStep(DF, hn::Vec<DF> s, hn::Vec<DF> vdA, hn::Vec<DF> b, hn::Vec<DF> vxdt) {
+  return hn::MulAdd(b, vxdt, hn::Mul(s, vdA));
+}
+
+// y + x·D[h] (D optional), fused the same way.
+HWY_INLINE float SkipAdd(DF d, float y, float x, const float* d_skip, int64_t h) {
+  if (!d_skip) return y;
+  return hn::GetLane(hn::MulAdd(hn::Set(d, x), hn::Set(d, d_skip[h]), hn::Set(d, y)));
+}
+
 void Scan2Impl(const Scan2Args& a, int64_t h0, int64_t h1) {
   const DF d;
   const size_t NL = hn::Lanes(d), N = (size_t)a.N;
@@ -170,7 +184,54 @@ void Scan2Impl(const Scan2Args& a, int64_t h0, int64_t h1) {
       dsp_buf[(size_t)t] = softplus(dtv);
       dA_buf[(size_t)t] = std::exp(dsp_buf[(size_t)t] * a.A[h]);
     }
-    for (int64_t p = 0; p < P; ++p) {
+    // Four state rows at a time: four independent FMA chains (one chain per
+    // row is latency-bound) sharing the B/C loads, whole vectors first and
+    // the partial one last. Each row's operations and their order are those
+    // of the one-row loop below, so the bits are too.
+    int64_t p = 0;
+    for (; p + 4 <= P; p += 4) {
+      float* s0 = a.state + (h * P + p) * a.N;
+      for (int64_t t = 0; t < a.T; ++t) {
+        const float* xr = a.x + t * a.ldx + h * P + p;
+        const float dsp = dsp_buf[(size_t)t];
+        const auto vdA = hn::Set(d, dA_buf[(size_t)t]);
+        const hn::Vec<DF> vx[4] = {hn::Set(d, xr[0] * dsp), hn::Set(d, xr[1] * dsp), hn::Set(d, xr[2] * dsp),
+                                   hn::Set(d, xr[3] * dsp)};
+        const float* B = a.B + t * a.ldbc + g * a.N;
+        const float* Cv = a.C + t * a.ldbc + g * a.N;
+        auto sum0 = hn::Zero(d), sum1 = hn::Zero(d), sum2 = hn::Zero(d), sum3 = hn::Zero(d);
+        size_t n = 0;
+        for (; n + NL <= N; n += NL) {
+          const auto vb = hn::LoadU(d, B + n), vc = hn::LoadU(d, Cv + n);
+          const auto st0 = StateStep(d, hn::LoadU(d, s0 + n), vdA, vb, vx[0]);
+          const auto st1 = StateStep(d, hn::LoadU(d, s0 + N + n), vdA, vb, vx[1]);
+          const auto st2 = StateStep(d, hn::LoadU(d, s0 + 2 * N + n), vdA, vb, vx[2]);
+          const auto st3 = StateStep(d, hn::LoadU(d, s0 + 3 * N + n), vdA, vb, vx[3]);
+          sum0 = hn::MulAdd(st0, vc, sum0);
+          sum1 = hn::MulAdd(st1, vc, sum1);
+          sum2 = hn::MulAdd(st2, vc, sum2);
+          sum3 = hn::MulAdd(st3, vc, sum3);
+          hn::StoreU(st0, d, s0 + n);
+          hn::StoreU(st1, d, s0 + N + n);
+          hn::StoreU(st2, d, s0 + 2 * N + n);
+          hn::StoreU(st3, d, s0 + 3 * N + n);
+        }
+        hn::Vec<DF> sum[4] = {sum0, sum1, sum2, sum3};
+        if (n < N) {
+          const size_t c = N - n;
+          const auto vb = LoadN(d, B + n, c), vc = LoadN(d, Cv + n, c);
+          for (int i = 0; i < 4; ++i) {
+            float* s = s0 + (size_t)i * N + n;
+            const auto st = StateStep(d, LoadN(d, s, c), vdA, vb, vx[i]);
+            sum[i] = hn::MulAdd(st, vc, sum[i]);
+            StoreN(d, st, s, c);
+          }
+        }
+        float* yr = a.y + t * a.ldy + h * P + p;
+        for (int i = 0; i < 4; ++i) yr[i] = SkipAdd(d, hn::GetLane(hn::SumOfLanes(d, sum[i])), xr[i], a.d_skip, h);
+      }
+    }
+    for (; p < P; ++p) {
       float* s = a.state + (h * P + p) * a.N;
       for (int64_t t = 0; t < a.T; ++t) {
         const float xv = a.x[t * a.ldx + h * P + p];
@@ -180,13 +241,11 @@ void Scan2Impl(const Scan2Args& a, int64_t h0, int64_t h1) {
         auto sum = hn::Zero(d);
         for (size_t n = 0; n < N; n += NL) {
           const size_t c = std::min(NL, N - n);
-          const auto st = hn::Add(hn::Mul(LoadN(d, s + n, c), vdA), hn::Mul(LoadN(d, B + n, c), vxdt));
+          const auto st = StateStep(d, LoadN(d, s + n, c), vdA, LoadN(d, B + n, c), vxdt);
           sum = hn::MulAdd(st, LoadN(d, Cv + n, c), sum);
           StoreN(d, st, s + n, c);
         }
-        float yv = hn::GetLane(hn::SumOfLanes(d, sum));
-        if (a.d_skip) yv = yv + xv * a.d_skip[h];
-        a.y[t * a.ldy + h * P + p] = yv;
+        a.y[t * a.ldy + h * P + p] = SkipAdd(d, hn::GetLane(hn::SumOfLanes(d, sum)), xv, a.d_skip, h);
       }
     }
   }

@@ -202,6 +202,35 @@ TEST(Ssm, Scan2MatchesReferenceOnEveryIsa) {
   }
 }
 
+// The scan steps four state rows of a head together (independent chains for
+// speed) and the rest one at a time; both must give the same bits. One head
+// of P rows (four-row groups plus a rest) against P one-row heads sharing its
+// dt, bias, A and D: the same values in the same layout through the other loop.
+TEST(Ssm, Scan2FourRowStepMatchesOneRowStepBits) {
+  std::mt19937 rng(7);
+  for (int64_t N : {15, 16, 33}) {
+    for (int64_t P : {4, 5, 9}) {
+      for (int64_t T : {1, 3}) {
+        Scan2Case c(T, 1, P, N, 1, rng);
+        std::vector<float> dt((size_t)(T * P)), bias((size_t)P, c.bias[0]), A((size_t)P, c.A[0]);
+        std::vector<float> Dk((size_t)P, c.Dk[0]);
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t h = 0; h < P; ++h) dt[(size_t)(t * P + h)] = c.dt[(size_t)t];
+        FOR_EACH_ISA {
+          auto s4 = c.s0, s1 = c.s0;
+          std::vector<float> y4((size_t)(T * P)), y1((size_t)(T * P));
+          ssm_scan2(c.args(s4.data(), y4.data()), 0, 1);
+          Scan2Args a = c.args(s1.data(), y1.data());
+          a.H = P, a.P = 1, a.dt = dt.data(), a.lddt = P, a.dt_bias = bias.data(), a.A = A.data(), a.d_skip = Dk.data();
+          ssm_scan2(a, 0, P);
+          EXPECT_EQ(y4, y1) << "N=" << N << " P=" << P << " T=" << T;
+          EXPECT_EQ(s4, s1) << "state N=" << N << " P=" << P << " T=" << T;
+        }
+      }
+    }
+  }
+}
+
 TEST(Ssm, SsdMatchesItsReferenceOnEveryIsa) {
   std::mt19937 rng(5);
   // Chunk and head-dim sizes cover the GEMM tile tails: rows (chunk not a
