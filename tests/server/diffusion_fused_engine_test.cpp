@@ -126,6 +126,19 @@ std::vector<Outcome> lone_outcomes(const Fixture& f, ThreadPool& pool, double* s
   return out;
 }
 
+// Submits every request of f to e, in order; stops at the first refusal
+// (a test failure), so fewer channels than requests means one was refused.
+std::vector<std::shared_ptr<server::RequestChannel>> submit_all(server::Engine& e, const Fixture& f) {
+  std::vector<std::shared_ptr<server::RequestChannel>> chs;
+  for (const auto& p : f.reqs) {
+    auto ch = e.submit(p);
+    EXPECT_TRUE(ch.is_ok()) << ch.status().message();
+    if (!ch.is_ok()) break;
+    chs.push_back(*ch);
+  }
+  return chs;
+}
+
 TEST(DiffusionFusedEngine, ConcurrentRequestsEqualLoneRequestsInFusedSteps) {
   CHIMERA_REQUIRE_SHARED(shared);
   Fixture f;
@@ -143,12 +156,8 @@ TEST(DiffusionFusedEngine, ConcurrentRequestsEqualLoneRequestsInFusedSteps) {
   server::Metrics metrics;
   server::Engine e(*f.model, &pool, engine_options(), &metrics);
   ASSERT_TRUE(e.start().is_ok());
-  std::vector<std::shared_ptr<server::RequestChannel>> chs;
-  for (const auto& p : f.reqs) {
-    auto ch = e.submit(p);
-    ASSERT_TRUE(ch.is_ok()) << ch.status().message();
-    chs.push_back(*ch);
-  }
+  const auto chs = submit_all(e, f);
+  ASSERT_EQ(chs.size(), f.reqs.size());
   for (size_t i = 0; i < chs.size(); ++i) {
     const Outcome got = collect(*chs[i]);
     EXPECT_EQ(got.finish, FinishReason::kLength) << i << " " << got.error;
@@ -176,12 +185,8 @@ TEST(DiffusionFusedEngine, CancellingOneLeavesTheOthersCorrect) {
   server::Metrics metrics;
   server::Engine e(*f.model, &pool, engine_options(), &metrics);
   ASSERT_TRUE(e.start().is_ok());
-  std::vector<std::shared_ptr<server::RequestChannel>> chs;
-  for (const auto& p : f.reqs) {
-    auto ch = e.submit(p);
-    ASSERT_TRUE(ch.is_ok()) << ch.status().message();
-    chs.push_back(*ch);
-  }
+  const auto chs = submit_all(e, f);
+  ASSERT_EQ(chs.size(), f.reqs.size());
   // Request 1 is cancelled when its first block arrives (63 of its 64 blocks still to come).
   auto* victim = chs[1].get();
   const Outcome cancelled = collect(*victim, [victim](const Outcome&) { victim->cancel(); });
