@@ -125,14 +125,9 @@ Result<std::vector<int64_t>> per_layer(const GgufFile& f, const std::string& key
   return r;
 }
 
-kernels::KvType parse_kv_type(const std::string& s, kernels::KvType dflt) {
-  return s.empty() ? dflt : s == "f16" ? kernels::KvType::kF16 : s == "q8_0" ? kernels::KvType::kQ8_0 : kernels::KvType::kF32;
-}
-
 Estimate estimate_memory(const GgufFile& f, const Options& o) {
   Estimate e;
-  const layers::KvCacheTypes dflt = models::default_kv_types_for(f);
-  e.kv_types = {parse_kv_type(o.cache_type_k, dflt.k), parse_kv_type(o.cache_type_v, dflt.v)};
+  e.kv_types = kv_types_from_flags(o.cache_type_k, o.cache_type_v, models::default_kv_types_for(f));
   const std::string arch = f.architecture();
   if (arch.empty()) {
     e.note = "no general.architecture";

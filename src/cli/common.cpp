@@ -87,15 +87,18 @@ Status check_kv_choice(const models::Model& m) {
 }
 }  // namespace
 
-layers::KvCacheTypes chosen_kv_types(const models::Model& m) {
-  auto parse = [](const std::string& s, kernels::KvType dflt) {
-    return s.empty() ? dflt
+layers::KvCacheTypes kv_types_from_flags(const std::string& k, const std::string& v, layers::KvCacheTypes dflt) {
+  auto parse = [](const std::string& s, kernels::KvType d) {
+    return s.empty() ? d
            : s == "f16" ? kernels::KvType::kF16
            : s == "q8_0" ? kernels::KvType::kQ8_0
                          : kernels::KvType::kF32;
   };
-  const layers::KvCacheTypes d = m.default_kv_types();
-  return {parse(g_kv_choice.k, d.k), parse(g_kv_choice.v, d.v)};
+  return {parse(k, dflt.k), parse(v, dflt.v)};
+}
+
+layers::KvCacheTypes chosen_kv_types(const models::Model& m) {
+  return kv_types_from_flags(g_kv_choice.k, g_kv_choice.v, m.default_kv_types());
 }
 
 Result<models::Context> new_context(const models::Model& m) {

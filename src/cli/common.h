@@ -43,6 +43,9 @@ struct SamplingOptions {
 // (kUnsupported naming the flags) a model that does not accept the KV cache
 // types --cache-type-k/-v chose.
 Result<std::unique_ptr<models::Model>> load_model_verbose(const std::string& path, bool quiet);
+// The values of --cache-type-k/-v (add_kv_type_options: "", "f32", "f16" or
+// "q8_0") as KV cache types; an empty one is dflt's.
+layers::KvCacheTypes kv_types_from_flags(const std::string& k, const std::string& v, layers::KvCacheTypes dflt);
 // The KV cache types --cache-type-k/-v chose (ComputeOptions::apply) for m;
 // a type not given is m's default (Model::default_kv_types: f16, or f32 where
 // the family reads f32 caches only).

@@ -265,8 +265,13 @@ Result<std::unique_ptr<Model>> load_bitnet_llama2c(const format::GgufFile& gguf)
 // semantics (models/bitnet_llama2c.cpp; written by `convert --from
 // bitnet-llama2c`); bitnet.ffn_activation = "relu2" selects the squared-ReLU
 // FFN (for 2B-4T weights re-packed under arch "bitnet").
+bool bitnet_uses_llama2c_bitlinear(const format::GgufFile& gguf) {
+  const auto v = gguf.get_string("bitnet.bitlinear");
+  return v && *v == "absmax-int8";
+}
+
 Result<std::unique_ptr<Model>> load_bitnet(const format::GgufFile& gguf) {
-  if (auto v = gguf.get_string("bitnet.bitlinear"); v && *v == "absmax-int8") return load_bitnet_llama2c(gguf);
+  if (bitnet_uses_llama2c_bitlinear(gguf)) return load_bitnet_llama2c(gguf);
   const auto act = gguf.get_string("bitnet.ffn_activation");
   return load_as(gguf, "bitnet", act && *act == "relu2" ? FfnAct::kReluSqr : FfnAct::kSilu);
 }

@@ -17,6 +17,8 @@ Result<std::unique_ptr<Model>> load_bitnet(const format::GgufFile& gguf);  // mo
 Result<std::unique_ptr<Model>> load_bitnet_b158(const format::GgufFile& gguf);  // models/bitnet.cpp (relu²)
 Result<std::unique_ptr<Model>> load_bitnet_25(const format::GgufFile& gguf);    // models/bitnet.cpp (relu²)
 Result<std::unique_ptr<Model>> load_phi4flash(const format::GgufFile& gguf);
+// True when load_bitnet hands the file to models/bitnet_llama2c.cpp (models/bitnet.cpp).
+bool bitnet_uses_llama2c_bitlinear(const format::GgufFile& gguf);
 
 // Tensor tables (models/tensor_table.h), models/<family>_tensors.cpp.
 const TensorTable& llama_tensors();
@@ -50,9 +52,9 @@ layers::KvCacheTypes default_kv_types_for(const format::GgufFile& gguf) {
   for (const auto& e : model_registry()) {
     if (arch != e.arch) continue;
     if (!e.typed_kv) return {};
-    // load_bitnet hands llama2.c BitNet conversions (bitnet.bitlinear =
-    // absmax-int8) to models/bitnet_llama2c.cpp, whose attention reads f32.
-    if (auto v = gguf.get_string("bitnet.bitlinear"); arch == "bitnet" && v && *v == "absmax-int8") return {};
+    // load_bitnet hands llama2.c BitNet conversions to models/bitnet_llama2c.cpp,
+    // whose attention reads f32.
+    if (arch == "bitnet" && bitnet_uses_llama2c_bitlinear(gguf)) return {};
     return layers::kDefaultKvCacheTypes;
   }
   return {};
