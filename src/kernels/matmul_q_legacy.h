@@ -68,6 +68,22 @@ inline ActView act_view(const uint8_t* a, int64_t k) {
           reinterpret_cast<const int32_t*>(a + k + 32 * nb), reinterpret_cast<const float*>(a + k + 64 * nb)};
 }
 
+// pick.template operator()<T>() for the legacy type T == t, or null for any
+// other type: the one list of types the packer lookups below dispatch over.
+template <typename Pick>
+PackActFn legacy_pick_packer(format::GgmlType t, Pick pick) {
+  using format::GgmlType;
+  switch (t) {
+    case GgmlType::Q8_0: return pick.template operator()<GgmlType::Q8_0>();
+    case GgmlType::Q4_0: return pick.template operator()<GgmlType::Q4_0>();
+    case GgmlType::Q4_1: return pick.template operator()<GgmlType::Q4_1>();
+    case GgmlType::Q5_0: return pick.template operator()<GgmlType::Q5_0>();
+    case GgmlType::Q5_1: return pick.template operator()<GgmlType::Q5_1>();
+    case GgmlType::IQ4_NL: return pick.template operator()<GgmlType::IQ4_NL>();
+    default: return nullptr;
+  }
+}
+
 // The packer for weight type t (bias and sexp filled per the type), or null.
 PackActFn legacy_pack_fn(format::GgmlType t);
 #if defined(__x86_64__)

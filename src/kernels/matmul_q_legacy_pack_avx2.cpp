@@ -79,15 +79,7 @@ CHIMERA_T_QPACK void pack_act_avx2(const float* x, int64_t k, void* out) {
 }  // namespace
 
 PackActFn legacy_pack_fn_avx2(format::GgmlType t) {
-  switch (t) {
-    case GgmlType::Q8_0: return pack_act_avx2<GgmlType::Q8_0>;
-    case GgmlType::Q4_0: return pack_act_avx2<GgmlType::Q4_0>;
-    case GgmlType::Q4_1: return pack_act_avx2<GgmlType::Q4_1>;
-    case GgmlType::Q5_0: return pack_act_avx2<GgmlType::Q5_0>;
-    case GgmlType::Q5_1: return pack_act_avx2<GgmlType::Q5_1>;
-    case GgmlType::IQ4_NL: return pack_act_avx2<GgmlType::IQ4_NL>;
-    default: return nullptr;
-  }
+  return legacy_pick_packer(t, []<GgmlType T>() -> PackActFn { return pack_act_avx2<T>; });
 }
 
 }  // namespace chimera::kernels::legacy

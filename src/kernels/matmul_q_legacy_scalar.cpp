@@ -124,15 +124,7 @@ MatmulKernel make(const char* name) {
 }  // namespace
 
 PackActFn legacy_pack_fn(format::GgmlType t) {
-  switch (t) {
-    case GgmlType::Q8_0: return pack_act<GgmlType::Q8_0>;
-    case GgmlType::Q4_0: return pack_act<GgmlType::Q4_0>;
-    case GgmlType::Q4_1: return pack_act<GgmlType::Q4_1>;
-    case GgmlType::Q5_0: return pack_act<GgmlType::Q5_0>;
-    case GgmlType::Q5_1: return pack_act<GgmlType::Q5_1>;
-    case GgmlType::IQ4_NL: return pack_act<GgmlType::IQ4_NL>;
-    default: return nullptr;
-  }
+  return legacy_pick_packer(t, []<GgmlType T>() -> PackActFn { return pack_act<T>; });
 }
 
 MatmulKernel legacy_quant_kernel_scalar(format::GgmlType t) {
