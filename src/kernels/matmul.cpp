@@ -3,7 +3,8 @@
 // activation rows once into its kernel's layout (the caller's scratch, or for
 // a plain matmul thread-local scratch that only grows, so steady-state calls
 // do not allocate), then splits the total cost Σ rows_t · m_t over the pool in
-// one contiguous range per thread. A range boundary at cost u maps to (task,
+// chunks (GuidedJob: one large chunk per thread, then small ones taken as
+// threads finish). A range boundary at cost u maps to (task,
 // row) with the row rounded up to the 16-row grain the kernels tile by; the
 // mapping is monotonic, so the ranges are disjoint and cover every row exactly
 // once. Each y element is produced by exactly one thread, and kernels make it
@@ -12,6 +13,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <cstdlib>
 #include <cstring>
@@ -97,6 +99,51 @@ void run_range(const Prepared* p, int64_t np, Split a, Split b) {
   }
 }
 
+// Guided schedule of one pool region: chunk c < T (T threads) is thread c's
+// share of the first kStaticPart of the cost, taken by that thread first (the
+// rows it would own under an even split, so its weight stream starts where it
+// always did); the rest of the cost is kTailChunks * T small chunks that
+// threads take in turn from a shared counter as they finish. A thread slowed
+// by the host, a task whose rows cost more than the cost model's rows x m (a
+// Q6_K tensor among Q4_K ones), or serial work just before the region then no
+// longer leaves the other threads idle at its end. Chunk bounds are split_at
+// points (16-row grain), disjoint and covering, and each y element is still
+// computed whole by one kernel call, so the bits do not depend on which
+// thread takes which chunk.
+class GuidedJob {
+ public:
+  static constexpr int64_t kStaticNum = 3, kStaticDen = 4;  // kStaticPart = 3/4
+  static constexpr int kTailChunks = 2;
+
+  GuidedJob(const Prepared* p, int64_t np, int64_t total, int threads)
+      : p_(p), np_(np), total_(total), threads_(threads), chunks_(threads * (1 + kTailChunks)), next_(threads) {}
+
+  void run(int t) {
+    run_chunk(t);
+    for (int c = next_.fetch_add(1, std::memory_order_relaxed); c < chunks_;
+         c = next_.fetch_add(1, std::memory_order_relaxed)) {
+      run_chunk(c);
+    }
+  }
+
+ private:
+  // Cost offset where chunk c starts (c = chunks_: total_).
+  int64_t bound(int c) const {
+    const int64_t head = total_ / kStaticDen * kStaticNum + total_ % kStaticDen * kStaticNum / kStaticDen;
+    if (c <= threads_) return head * c / threads_;
+    const int tail = chunks_ - threads_;
+    return head + (total_ - head) * (c - threads_) / tail;
+  }
+  void run_chunk(int c) const {
+    run_range(p_, np_, split_at(p_, np_, bound(c)), split_at(p_, np_, bound(c + 1)));
+  }
+
+  const Prepared* p_;
+  int64_t np_, total_;
+  int threads_, chunks_;
+  std::atomic<int> next_;
+};
+
 // The driver for at most kMax tasks (a template so that a plain matmul keeps
 // one-element arrays on its stack). scratch == nullptr: thread-local packing
 // scratch. The pool packs and multiplies only when the rows span more than
@@ -175,15 +222,8 @@ void run_tasks(const GroupedMatmulTask* tasks, int64_t n, uint8_t* scratch, Thre
     return;
   }
   // One captured pointer keeps the std::function in its small buffer (no heap).
-  struct Job {
-    const Prepared* p;
-    int64_t np, total;
-  } job{prep, np, total};
-  wide->run_on_all([j = &job](int t, int n_threads) {
-    const Split a = split_at(j->p, j->np, j->total * t / n_threads);
-    const Split b = split_at(j->p, j->np, j->total * (t + 1) / n_threads);
-    run_range(j->p, j->np, a, b);
-  });
+  GuidedJob job(prep, np, total, wide->size());
+  wide->run_on_all([j = &job](int t, int) { j->run(t); });
 }
 
 }  // namespace
