@@ -9,6 +9,10 @@
 //   kq_gemm/Q4_K/4096/m:64/threads:2/isa:avx2
 //   kq_gemm_packed/Q4_K/8192x2048/m:8/threads:1/isa:amx  (rows x cols; Q4_K
 //   model shapes at small m, for the AMX threshold: avx512vnni and amx only)
+//   kq_smallm/Q4_K/8192x2048/m:8/threads:1/isa:avx2  (the small-m GEMMs of
+//   batched decode, m = 1, 2, 4, 8, 16, packed, cold copies as in a model
+//   step; AVX2 and AVX-512 VNNI, 1 thread: compare the CPU time of m = 8
+//   with m = 1)
 // Registered by a static initializer; main() lives in matmul_bench.cpp.
 #include <benchmark/benchmark.h>
 
@@ -16,6 +20,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_util.h"
@@ -45,6 +50,20 @@ void run_kq(benchmark::State& state, GgmlType type, int64_t n, int64_t m, int th
 
 struct Registrar {
   Registrar() {
+    for (Isa isa : available_isas()) {
+      if (isa != Isa::kAvx2 && isa != Isa::kAvx512Vnni) continue;
+      for (const auto& sh : {std::pair<int64_t, int64_t>{8192, 2048}, {2048, 8192}}) {
+        for (int64_t m : {1, 2, 4, 8, 16}) {
+          const std::string name = "kq_smallm/Q4_K/" + std::to_string(sh.first) + "x" + std::to_string(sh.second) +
+                                   "/m:" + std::to_string(m) + "/threads:1/isa:" + isa_name(isa);
+          benchmark::RegisterBenchmark(name.c_str(),
+                                       [=](benchmark::State& s) {
+                                         run_kq(s, GgmlType::Q4_K, sh.first, m, 1, isa, true, true, sh.second);
+                                       })
+              ->Unit(benchmark::kMicrosecond);
+        }
+      }
+    }
     // Q4_K GEMMs of model shapes (attention 2048 x 2048, FFN 8192 x 2048) at
     // the m of batched decode steps and prefill: the AVX-512 VNNI and AMX levels.
     for (Isa isa : available_isas()) {

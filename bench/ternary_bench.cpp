@@ -9,6 +9,10 @@
 //   tq_gemm/TQ2_0/2560x2560/m:64/threads:2/isa:avx2
 //   tq_gemv_packed/... : the same on load-time repacked weights (kernels whose
 //   table entry repacks), copies packed like a model load does.
+//   tq_smallm/TQ2_0/2560x6912/m:8/threads:1/isa:avx512vnni : the small-m GEMMs
+//   of batched decode (m = 1, 2, 4, 8, 16; repacked weights, cold copies as
+//   in a model step), TQ2_0 / TQ1_0, 1 thread, AVX2 and AVX-512 VNNI; compare
+//   the CPU time of m = 8 with m = 1.
 // Registered by a static initializer; main() lives in matmul_bench.cpp.
 #include <benchmark/benchmark.h>
 
@@ -16,6 +20,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_util.h"
@@ -61,6 +66,24 @@ void run(benchmark::State& state, GgmlType type, int64_t rows, int64_t cols, int
 
 struct Registrar {
   Registrar() {
+    for (Isa isa : available_isas()) {
+      if (isa != Isa::kAvx2 && isa != Isa::kAvx512Vnni) continue;
+      for (GgmlType type : {GgmlType::TQ2_0, GgmlType::TQ1_0}) {
+        if (!kernels::matmul_kernel(type, isa)->repack) continue;
+        for (const auto& sh : {std::pair<int64_t, int64_t>{6912, 2560}, {2560, 6912}}) {
+          for (int64_t m : {1, 2, 4, 8, 16}) {
+            const std::string name = "tq_smallm/" + format::ggml_type_name(type) + "/" + std::to_string(sh.first) +
+                                     "x" + std::to_string(sh.second) + "/m:" + std::to_string(m) +
+                                     "/threads:1/isa:" + isa_name(isa);
+            benchmark::RegisterBenchmark(name.c_str(),
+                                         [=](benchmark::State& s) {
+                                           run(s, type, sh.first, sh.second, m, 1, isa, true, true);
+                                         })
+                ->Unit(benchmark::kMicrosecond);
+          }
+        }
+      }
+    }
     const GgmlType types[] = {GgmlType::TQ2_0, GgmlType::TQ1_0, GgmlType::I2_S, GgmlType::Q4_K, GgmlType::F16};
     // BitNet b1.58 2B-4T: q/o 2560x2560, gate/up 6912x2560, down 2560x6912, k/v 640x2560.
     const int64_t shapes[][2] = {{2560, 2560}, {6912, 2560}, {2560, 6912}, {640, 2560}};

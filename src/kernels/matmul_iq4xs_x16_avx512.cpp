@@ -132,6 +132,9 @@ CHIMERA_T_X16 void iq4_run(const uint8_t* G, size_t gbytes, const uint8_t* A, si
     const uint8_t* Bs[S];
     CHIMERA_UNROLL for (int s = 0; s < S; ++s) Bs[s] = G + s * gbytes + (size_t)sb * kBlock;
     if constexpr (S == 1 && M == 1) gemv_prefetch_ahead<kBlock, kPfX16>(Bs[0], G + (size_t)nsb * kBlock);
+    // GEMM tiles: the same block of the next group into L2 (as the Q4_K tiles,
+    // matmul_kquant_x16_q4_avx512.cpp: else the first tile of a group waits on DRAM).
+    if constexpr (S == 1 && M > 1) gemv_prefetch_l2(Bs[0] + (size_t)nsb * kBlock, kBlock);
     const uint8_t* Am[M];
     float dy[M];
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) {

@@ -11,7 +11,7 @@
 //    scalar reference kq_x16_dot_ref (for Q2_K, Q3_K, IQ4_XS the scalar
 //    storage-layout kernel; Q4_K, Q5_K and Q6_K have an x16 order of their
 //    own) on every ISA that packs them as x16,
-//    through matmul (m = 1..7, 9, 17, 64, 70; 1 and 2 threads; of a row
+//    through matmul (m = 1..17, 64, 70; 1 and 2 threads; of a row
 //    count that is not a multiple of 16 the last rows stay in storage layout
 //    and give the storage kernel's bits) and called directly (AVX2, AVX-512,
 //    AVX-512 VNNI, AMX) for every activation-row range;
@@ -312,7 +312,7 @@ void check_packed_bit_identical(GgmlType t) {
         std::vector<float> y0 = y_storage;
         for (int64_t i = 0; i < m; ++i)
           for (int64_t r = 0; r < prows; ++r) y0[(size_t)(i * rows + r)] = y_x16[(size_t)(i * rows + r)];
-        for (int64_t mm : {1, 2, 3, 4, 5, 6, 7, 9, 17, 64, 70}) {
+        for (int64_t mm : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 64, 70}) {
           for (ThreadPool* p : {(ThreadPool*)nullptr, &pool}) {
             std::vector<float> y((size_t)(mm * rows), -1.f);
             if (mm == 1) {  // the decode GEMV, per activation row
@@ -368,7 +368,7 @@ void check_gemm_bit_identical(GgmlType t) {
   if (has(Isa::kAmx) && kq_x16_gemm_amx(t)) fns.emplace_back(Isa::kAmx, kq_x16_gemm_amx(t));
   if (fns.empty()) GTEST_SKIP() << "no AVX2 / AVX-512";
   for (int64_t k : {256, 1280}) {
-    const int64_t rows = 13 * kX16Rows, m = 11;
+    const int64_t rows = 13 * kX16Rows, m = 17;  // tiles of up to 8 rows: two and a tail
     const size_t row_bytes = (size_t)(k / 256) * weight_type_traits(t)->type_size;
     const std::vector<uint8_t> w = random_blocks(t, rows, k, (uint32_t)(5 * k + (int)t));
     std::mt19937 rng((uint32_t)k + 1);

@@ -4,8 +4,9 @@
 //     header says;
 //   - on every ISA, matmul through a view packed by PackedWeights gives the
 //     same bits as the storage-layout view and as the scalar kernel, for row
-//     counts that are multiples of the group (odd group counts), m = 1..9
-//     (GEMV and every GEMM tile width), k up to 27 blocks (the AVX2 GEMM's
+//     counts that are multiples of the group (odd group counts), m = 1..17
+//     (GEMV, every GEMM tile width — AVX-512 tiles of up to 8 activation
+//     rows — and two full tiles with and without a tail), k up to 27 blocks (the AVX2 GEMM's
 //     block chunks) and 1-3 threads (84 rows = 21 groups: the decode GEMV
 //     runs 5 kTqStreams steps and a leftover group on 1 thread, 3 steps on
 //     [0, 48) and 2 steps and a leftover group on [48, 84) on 2 threads);
@@ -111,7 +112,7 @@ TEST(TernaryRepack, PackedMatchesStorageLayoutOnEveryIsa) {
         ternary_rows(rows, k, (uint32_t)(k + rows), &w1, &w);
       }
       const size_t rb = format::ggml_row_size(type, k);
-      const int64_t m_max = 9;
+      const int64_t m_max = 17;
       std::mt19937 rng((uint32_t)(k * 3 + rows));
       std::normal_distribution<float> nd(0.f, 1.f);
       std::vector<float> x((size_t)(m_max * k));
@@ -132,7 +133,7 @@ TEST(TernaryRepack, PackedMatchesStorageLayoutOnEveryIsa) {
         const bool packed = packs.pack(pv);
         EXPECT_EQ(packed, matmul_kernel(type, isa)->repack != nullptr) << name;
         if (packed) ++packed_cases;
-        for (int64_t m : {1, 2, 3, 5, 6, 7, 9}) {
+        for (int64_t m = 1; m <= m_max; ++m) {
           for (ThreadPool* pool : pools) {
             std::vector<float> y((size_t)(m * rows), -1.f), yp((size_t)(m * rows), -2.f);
             matmul(plain, x.data(), m, k, y.data(), rows, pool);
