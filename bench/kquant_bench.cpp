@@ -13,6 +13,8 @@
 //   batched decode, m = 1, 2, 4, 8, 16, packed, cold copies as in a model
 //   step; AVX2 and AVX-512 VNNI, 1 thread: compare the CPU time of m = 8
 //   with m = 1)
+//   kq_gemm_packed/Q6_K/8192x2048/m:8/threads:1/isa:avx2  (the output head's
+//   columns at batched-decode m, AVX2 and AVX-512 levels)
 // Registered by a static initializer; main() lives in matmul_bench.cpp.
 #include <benchmark/benchmark.h>
 
@@ -80,6 +82,24 @@ struct Registrar {
                 ->UseRealTime()
                 ->Unit(benchmark::kMicrosecond);
           }
+        }
+      }
+    }
+    // Q6_K GEMMs of the tied output head's shape (128256 x 2048 in
+    // llama-3.2-1b; 8192 rows here) at the m of batched decode steps (m = 1:
+    // the decode GEMV), packed x16, the AVX2 and AVX-512 levels.
+    for (Isa isa : available_isas()) {
+      if (isa != Isa::kAvx2 && isa != Isa::kAvx2Vnni && isa != Isa::kAvx512 && isa != Isa::kAvx512Vnni) continue;
+      for (int threads : {1, 2}) {
+        for (int64_t m : {1, 2, 4, 8, 16}) {
+          const std::string name = "kq_gemm_packed/Q6_K/8192x2048/m:" + std::to_string(m) +
+                                   "/threads:" + std::to_string(threads) + "/isa:" + isa_name(isa);
+          benchmark::RegisterBenchmark(name.c_str(),
+                                       [=](benchmark::State& s) {
+                                         run_kq(s, GgmlType::Q6_K, 8192, m, threads, isa, false, true, 2048);
+                                       })
+              ->UseRealTime()
+              ->Unit(benchmark::kMicrosecond);
         }
       }
     }

@@ -23,7 +23,8 @@
 // in compute (cache-warm GEMV).
 //
 // The x16 GEMVs that read several groups at once (kq_x16_run's `gemv` step):
-//   Q6_K AVX-512          kX16Streams = 4, chunks of 3 lines per group
+//   Q6_K AVX-512          kX16Streams = 4, chunks of 3 lines (one scale
+//                         group) per group
 //   Q4_K / Q5_K AVX-512   kX16Streams = 4, chunks of 4 qs lines (Q5_K: + the
 //                         4 qh lines they use, in the first pass)
 //   Q4_K / Q5_K AVX2      kX16StreamsAvx2 = 2, chunks of 4 qs lines, both
@@ -32,9 +33,10 @@
 //                         Q5_K slower than 1 (1 thread: ~3.1 vs ~3.6 GB/s);
 //                         2 was at least as fast as 4 for Q4_K; chunks of 8
 //                         lines measured the same as 4.
-//   Q6_K AVX2             kX16StreamsAvx2 = 2, by lane: a lane's two 3-line
-//                         runs of each group (both 8-row halves per
-//                         super-block). Session 13 (loaded machine, runs at
+//   Q6_K AVX2             kX16StreamsAvx2 = 2, by scale group: the group's
+//                         3-line run of each group (both 8-row halves per
+//                         super-block; by lane, two 3-line runs, until
+//                         session 15's layout). Session 13 (loaded machine, runs at
 //                         SCHED_FIFO, 4 alternating rounds, 2 threads): 2
 //                         groups read 17.4-20.2 GB/s against 15.6-17.6 for 4
 //                         (4096 x 4096), 15.2-18.2 against 13.9-14.4 (2048);

@@ -323,7 +323,7 @@ MatmulKernel kquant_kernel_avx2vnni(format::GgmlType type) {
   if (!x16) return {};
   MatmulKernel k = kquant_kernel_avx2(type);
   kq_x16_set_repack(type, x16, k);
-  k.name = "gemm_q4_K_q8_K_avx2vnni";
+  k.name = type == GgmlType::Q6_K ? "gemm_q6_K_q8_K_avx2vnni" : "gemm_q4_K_q8_K_avx2vnni";
   return k;
 }
 

@@ -132,10 +132,24 @@ void q6_levels(const uint8_t* blk, uint8_t lv[256]) {
   }
 }
 
-// Offset in a group block of byte u of row r in level chunk X_{h,l4,t}
-// (t = 0..2; see the header).
-constexpr size_t q6_level_byte(int r, int h, int l4, int t, int u) {
-  return kQ6Levels + 64 * (size_t)(3 * (8 * (l4 / 4) + 4 * h + l4 % 4) + t) + 4 * (size_t)r + (size_t)u;
+// Inverse of q6_levels: the storage ql / qh bytes of 256 six-bit levels.
+void q6_store_levels(const uint8_t lv[256], uint8_t* blk) {
+  uint8_t* ql = blk + offsetof(q::block_q6_K, ql);
+  uint8_t* qh = blk + offsetof(q::block_q6_K, qh);
+  for (int h = 0; h < 2; ++h) {
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t* e = lv + 128 * h + l;  // quarters t at e[32t]
+      ql[64 * h + l] = (uint8_t)((e[0] & 0xF) | (e[64] & 0xF) << 4);
+      ql[64 * h + 32 + l] = (uint8_t)((e[32] & 0xF) | (e[96] & 0xF) << 4);
+      qh[32 * h + l] = (uint8_t)((e[0] >> 4) | (e[32] >> 4) << 2 | (e[64] >> 4) << 4 | (e[96] >> 4) << 6);
+    }
+  }
+}
+
+// Offset in a group block of byte u of row r in level chunk X_c (c = 0..2)
+// of scale group g (see the header).
+constexpr size_t q6_level_byte(int r, int g, int c, int u) {
+  return kQ6Levels + 64 * (size_t)(3 * g + c) + 4 * (size_t)r + (size_t)u;
 }
 
 void q6_repack(const uint8_t* src, size_t src_stride, int64_t n, int64_t k, uint8_t* dst) {
@@ -149,13 +163,11 @@ void q6_repack(const uint8_t* src, size_t src_stride, int64_t n, int64_t k, uint
         for (int g = 0; g < 16; ++g) dst[kQ6Scales + 64 * (size_t)(g / 4) + plane_byte(r, g % 4)] = sc[g];
         uint8_t lv[256];
         q6_levels(b, lv);
-        for (int h = 0; h < 2; ++h) {
-          for (int l4 = 0; l4 < 8; ++l4) {
-            for (int u = 0; u < 4; ++u) {
-              const uint8_t* e = lv + 128 * h + 4 * l4 + u;  // quarters t at e[32t]
-              for (int t = 0; t < 3; ++t) {
-                dst[q6_level_byte(r, h, l4, t, u)] = (uint8_t)(e[32 * t] | (((e[96] >> (2 * t)) & 3) << 6));
-              }
+        for (int g = 0; g < 16; ++g) {
+          for (int u = 0; u < 4; ++u) {
+            const uint8_t* e = lv + 16 * g + u;  // dword c of the group at e[4c]
+            for (int c = 0; c < 3; ++c) {
+              dst[q6_level_byte(r, g, c, u)] = (uint8_t)(e[4 * c] | ((e[12] >> (2 * c)) & 3) << 6);
             }
           }
         }
@@ -164,31 +176,25 @@ void q6_repack(const uint8_t* src, size_t src_stride, int64_t n, int64_t k, uint
   }
 }
 
-// Word-parallel: the three level dwords of lane l give that lane's ql / qh
-// dwords directly (4 elements, one per byte; masks keep bits in their byte).
 void q6_unpack(const uint8_t* group, int rr, int64_t sb, uint8_t* out) {
   const uint8_t* gb = group + (size_t)sb * kQ6GroupBlock;
   std::memcpy(out + offsetof(q::block_q6_K, d), gb + kQ6D + 2 * rr, 2);
   for (int k = 0; k < 4; ++k) {
     std::memcpy(out + offsetof(q::block_q6_K, scales) + 4 * k, gb + kQ6Scales + 64 * (size_t)k + plane_byte(rr, 0), 4);
   }
-  uint8_t* ql = out + offsetof(q::block_q6_K, ql);
-  uint8_t* qh = out + offsetof(q::block_q6_K, qh);
-  constexpr uint32_t m0F = 0x0F0F0F0Fu, m03 = 0x03030303u;
-  for (int h = 0; h < 2; ++h) {
-    for (int l4 = 0; l4 < 8; ++l4) {
-      uint32_t X[3];
-      for (int t = 0; t < 3; ++t) std::memcpy(&X[t], gb + q6_level_byte(rr, h, l4, t, 0), 4);
-      // quarter t < 3: q = X_t & 63; quarter 3: q = T0 | T1 << 2 | T2 << 4
-      const uint32_t T0 = (X[0] >> 6) & m03, T1 = (X[1] >> 6) & m03, T2 = (X[2] >> 6) & m03;
-      const uint32_t qa = (X[0] & m0F) | ((X[2] & m0F) << 4);
-      const uint32_t qb = (X[1] & m0F) | ((T0 | (T1 << 2)) << 4);
-      const uint32_t hb = ((X[0] >> 4) & m03) | (((X[1] >> 4) & m03) << 2) | (((X[2] >> 4) & m03) << 4) | (T2 << 6);
-      std::memcpy(ql + 64 * h + 4 * l4, &qa, 4);
-      std::memcpy(ql + 64 * h + 32 + 4 * l4, &qb, 4);
-      std::memcpy(qh + 32 * h + 4 * l4, &hb, 4);
+  uint8_t lv[256];
+  for (int g = 0; g < 16; ++g) {
+    for (int u = 0; u < 4; ++u) {
+      uint8_t top = 0;
+      for (int c = 0; c < 3; ++c) {
+        const uint8_t x = gb[q6_level_byte(rr, g, c, u)];
+        lv[16 * g + 4 * c + u] = x & 63;
+        top = (uint8_t)(top | (x >> 6) << (2 * c));
+      }
+      lv[16 * g + 12 + u] = top;
     }
   }
+  q6_store_levels(lv, out);
 }
 
 constexpr KqX16Layout kQ6Layout{sizeof(q::block_q6_K), q6_unpack};

@@ -47,35 +47,40 @@
 // applies the scale (10 instead of 16 multiply-class instructions per 512
 // multiply-adds), which is what makes the x16 Q4_K GEMM ~2x the storage one.
 //
-// Q6_K group block (3360 bytes = 16 x 210). Element e = 128h + 32t + 4l + u
-// (h = 0..1, quarter t = 0..3, l = 0..7, u = 0..3) has the 6-bit level q_e
-// (decode_q6_K); its scale is sc_{e/16} = sc_{8h + 2t + l/4} (lanes l = 0..3
-// of a quarter: group 8h + 2t, lanes 4..7: group 8h + 2t + 1).
+// Q6_K group block (3360 bytes = 16 x 210). Element e has the 6-bit level
+// q_e (decode_q6_K) and the int8 scale sc_g of its group g = e / 16; the 16
+// elements of group g are its four dwords c = 0..3 (elements 16g + 4c + u,
+// u = 0..3).
 //   [0, 32)      d[16]     f16, row r at 2r
 //   [32, 288)    scales: four 64-byte planes P0..P3, byte 16q + 4i + u of
 //                plane k = int8 scale 4k + u of row 4q + i (as Q4_K's O_t):
-//                one vpshufb (+ vpsraw 8 to sign-extend) per scale gives the
-//                word pair (sc, sc) of 16 rows.
-//   [288, 3360)  levels: 48 chunks of 64 bytes, chunk 3(8(l/4) + 4h + l%4) + t
-//                (t < 3; the GEMV's order: lanes 0..3 of both halves h, then
-//                lanes 4..7) holding, at byte 4r + u, X = q_e | (bits 2t,
-//                2t+1 of q_e') << 6 for row r, e = 128h + 32t + 4l + u and
-//                e' = 128h + 96 + 4l + u (the quarter-3 element). Decode:
-//                q(t) = X_t & 63 (t < 3), q(3) = the X_t's top 2 bits.
-//                So three consecutive chunks hold the four 4-element dwords
-//                of lane l (elements 128h + 32t + 4l ..) of all 16 rows.
+//                dword r of plane k holds row r's scales 4k .. 4k + 3
+//                (a shift pair sign-extends one into the 32-bit lane; a
+//                vpshufb + vpsraw 8 gives the (sc, sc) word pairs).
+//   [288, 3360)  levels: 48 chunks of 64 bytes, chunks 3g .. 3g + 2 those of
+//                group g: chunk 3g + c (c < 3) holds, at byte 4r + u,
+//                X_c = q_{16g + 4c + u} | (bits 2c, 2c + 1 of q_{16g + 12 + u}) << 6
+//                for row r. Decode: dword c = X_c & 63 (c < 3), dword 3 =
+//                the X_c's top 2 bits. So three consecutive chunks hold the
+//                whole group (16 elements) of all 16 rows, and the chunks
+//                follow the element order.
 // The 192 ql/qh bytes hold exactly the 256 levels, so this too is a lossless
 // re-arrangement. 3360 is not a multiple of 64: every other group block in
 // the stream starts 32 bytes into a cache line (the GEMV uses unaligned loads;
 // it reads each group block front to back, which the prefetchers need).
-// Q6_K arithmetic of the x16 kernels (kq_x16_dot_ref): llama.cpp's current
-// AVX2 ggml_vec_dot_q6_K_q8_K (3f545bec, the golden references' build), 8 f32
-// lanes per output, lane l getting the exact int32
-//   S_l = sum_{(e mod 32)/4 == l} sc_{e/16} q_e a_e - 32 (sc_2l bsum_2l + sc_2l+1 bsum_2l+1)
-// (the level offset from the activation block's bsums, not per element) as
-// acc_l = fma(dy * d, (float)S_l, acc_l), then matmul_kquant.h's reduction.
-// The storage kernels subtract 32 per element (llama.cpp's earlier order):
-// the same sum over l, another split into lanes, so a few ulps apart.
+// Q6_K arithmetic of the x16 kernels (kq_x16_dot_ref; as Q4_K's, one
+// rounding per super-block): the exact int32
+//   S = sum_g sc_g * (sum_{e in group g} q_e * a_e) - 32 * sum_g sc_g * bsum_g
+// (bsum_g the activation block's bsums: the level offset 32 is not applied
+// per element; |S| <= 16 * 128 * (16 * 63 * 128 + 32 * 16 * 128) < 2^29),
+// then acc = fma(dy * d, (float)S, acc) and y = acc. Not llama.cpp's AVX2
+// order (8 f32 lanes per output; the storage kernels keep it, and so do the
+// tail rows of a tensor whose row count is not a multiple of 16): within
+// matmul_kquant.h's tolerance like Q4_K's. It lets a 16-element group be
+// summed exactly in int32 (VNNI: 4 vpdpbusd; AVX2: two int16 pairs of
+// vpmaddubsw, |.| <= 2 * 2 * 63 * 128 = 32256) before its scale is applied,
+// with one int32 sum and one f32 accumulator per activation row, where
+// llama.cpp's order needs 8 of each (session 15).
 //
 // Q2_K and Q3_K group blocks hold f16 fields as arrays of 16 (row r at 2r)
 // and byte fields in 64-byte chunks, chunk c of a field holding its bytes
@@ -154,7 +159,7 @@ void kq_x16_set_repack(format::GgmlType type, GemmFn packed, MatmulKernel& k);
 
 // The x16 dot product (type) of one storage-layout weight row and one Q8_K
 // activation row (k values), in the kernels' order (above): Q4_K / Q5_K / Q6_K
-// their own (Q6_K: llama.cpp's current one), Q2_K / Q3_K / IQ4_XS the storage
+// their own, Q2_K / Q3_K / IQ4_XS the storage
 // kernels' (the scalar one's result).
 float kq_x16_dot_ref(format::GgmlType type, const uint8_t* w_row, const uint8_t* a_row, int64_t k);
 
@@ -177,10 +182,11 @@ GemmFn kq_x16_gemm_amx_tiles();
 //   AVX2: Q4_K, Q5_K (_q4_avx2.cpp), Q6_K (_q6_avx2.cpp), Q2_K, Q3_K (_q23_avx2.cpp),
 //   in tiles of 8 rows: each 64-byte chunk as two 256-bit halves
 GemmFn kq_x16_gemm_avx2(format::GgmlType type);
-//   AVX2 + AVX-VNNI: Q4_K (_q4_avx2.cpp, the same tiles with vpdpbusd);
-//   null for the other types (their AVX2 kernels run)
+//   AVX2 + AVX-VNNI: Q4_K (_q4_avx2.cpp, the same tiles with vpdpbusd), Q6_K
+//   (_q6_avx2.cpp, vpdpbusd group sums); null for the other types (their
+//   AVX2 kernels run)
 GemmFn kq_x16_gemm_avx2vnni(format::GgmlType type);
-GemmFn kq_x16_q6_gemm_avx2();
+GemmFn kq_x16_q6_gemm_avx2(bool vnni);
 GemmFn kq_x16_q23_gemm_avx2(format::GgmlType type);
 //   and IQ4_XS (matmul_iq4xs_x16_avx2.cpp; kq_x16_gemm_avx2(IQ4_XS) returns it)
 GemmFn kq_x16_iq4xs_gemm_avx2();

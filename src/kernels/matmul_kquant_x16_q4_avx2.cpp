@@ -366,7 +366,7 @@ GemmFn kq_x16_gemm_avx2(GgmlType type) {
   switch (type) {
     case GgmlType::Q4_K: return q4_gemm<false, false>;
     case GgmlType::Q5_K: return q4_gemm<false, true>;
-    case GgmlType::Q6_K: return kq_x16_q6_gemm_avx2();
+    case GgmlType::Q6_K: return kq_x16_q6_gemm_avx2(false);
     case GgmlType::Q2_K:
     case GgmlType::Q3_K: return kq_x16_q23_gemm_avx2(type);
     case GgmlType::IQ4_XS: return kq_x16_iq4xs_gemm_avx2();
@@ -380,6 +380,9 @@ GemmFn kq_x16_gemm_avx2vnni(GgmlType type) {
     // AVX2 order (2048 x 2048, m = 512, 1 thread: 66 vs 69 ms): that level runs
     // the AVX2 kernel for it.
     case GgmlType::Q4_K: return q4_gemm<true, false>;
+    // Q6_K: 4 vpdpbusd per 16-element scale group, then vpmulld by the scale
+    // (_q6_avx2.cpp)
+    case GgmlType::Q6_K: return kq_x16_q6_gemm_avx2(true);
     default: return nullptr;
   }
 }

@@ -1,7 +1,7 @@
 // Scalar reference of the x16 kernels' arithmetic (matmul_kquant_x16.h):
 // Q4_K / Q5_K exact integer sums per super-block, one f32 update of each
-// accumulator per super-block; Q6_K llama.cpp's current AVX2 order (the level
-// offset from the activations' bsums, per lane); Q2_K / Q3_K / IQ4_XS the
+// accumulator per super-block (Q6_K likewise, its level offset from the
+// activations' bsums); Q2_K / Q3_K / IQ4_XS the
 // storage kernels' order (the scalar storage kernel computes it). The x16
 // kernels reproduce it bit for bit.
 #include <cmath>
@@ -49,31 +49,30 @@ float dot(const uint8_t* w_row, const uint8_t* a_row, int64_t k) {
   return acc + accm;
 }
 
-// Q6_K: llama.cpp's AVX2 ggml_vec_dot_q6_K_q8_K (3f545bec): 8 f32 lanes, lane
-// l of super-block b gets the exact int32
-//   S_l = sum_{e : (e mod 32) / 4 == l} sc_{e/16} * q_e * a_e
-//         - 32 * (sc_2l * bsum_2l + sc_2l+1 * bsum_2l+1)
-// as acc_l = fma(dy * d, (float)S_l, acc_l); y = ((acc0+acc4) + (acc2+acc6)) +
-// ((acc1+acc5) + (acc3+acc7)). (The sum over l is the storage kernels'
-// sum_e sc * (q_e - 32) * a_e; only the split into lanes differs.)
+// Q6_K: the x16 order (matmul_kquant_x16.h): per super-block the exact int32
+//   S = sum_g sc_g * (sum_{e in group g} q_e * a_e) - 32 * sum_g sc_g * bsum_g
+// over the 16 groups g of 16 elements (q_e the 6-bit level 0..63, sc_g the
+// int8 scale, bsum_g the activation block's bsums; |S| < 2^29), then
+// acc = fma(dy * d, (float)S, acc); y = acc.
 float dot_q6(const uint8_t* w_row, const uint8_t* a_row, int64_t k) {
-  float acc[8] = {};
+  float acc = 0.f;
   for (int64_t sb = 0; sb < k / q::kQK_K; ++sb) {
     KqDecoded dec;
     float dd[2];
     kq_type_info(format::GgmlType::Q6_K)->decode(w_row + (size_t)sb * sizeof(q::block_q6_K), &dec, dd);
     q::block_q8_K a;
     std::memcpy(&a, a_row + (size_t)sb * sizeof(a), sizeof(a));
-    for (int l = 0; l < 8; ++l) {
-      int32_t S = 0;
-      for (int e0 = 4 * l; e0 < 256; e0 += 32) {
-        for (int e = e0; e < e0 + 4; ++e) S += dec.sc[e / 16] * dec.q[e] * a.qs[e];
-      }
-      S -= 32 * (dec.sc[2 * l] * a.bsums[2 * l] + dec.sc[2 * l + 1] * a.bsums[2 * l + 1]);
-      acc[l] = std::fma(a.d * dd[0], (float)S, acc[l]);
+    int32_t S = 0, B = 0;
+    for (int g = 0; g < 16; ++g) {
+      int32_t P = 0;
+      for (int e = 16 * g; e < 16 * g + 16; ++e) P += dec.q[e] * a.qs[e];
+      S += dec.sc[g] * P;
+      B += dec.sc[g] * a.bsums[g];
     }
+    S -= 32 * B;
+    acc = std::fma(a.d * dd[0], (float)S, acc);
   }
-  return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+  return acc;
 }
 
 }  // namespace

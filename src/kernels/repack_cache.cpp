@@ -3,7 +3,7 @@
 //
 // File: a 128-byte header, n_entries 96-byte entries, then each entry's data
 // at a 4096-aligned offset. All integers little-endian.
-//   header: magic[16] "CHIMERA-RPCACHE1", u64 model_size, u64 model_hash,
+//   header: magic[16] "CHIMERA-RPCACHE2", u64 model_size, u64 model_hash,
 //           u64 exe_size, u64 exe_mtime_ns, char isa[16], u64 n_entries, pad
 //   entry:  u64 src_offset, u64 bytes, u64 data_offset, u64 row_bytes,
 //           char kernel[64] (NUL-terminated)
@@ -27,7 +27,10 @@
 namespace chimera::kernels {
 namespace {
 
-constexpr char kMagic[16] = {'C', 'H', 'I', 'M', 'E', 'R', 'A', '-', 'R', 'P', 'C', 'A', 'C', 'H', 'E', '1'};
+// The last character is the version of the packed layouts: bumped when one
+// changes (2: session 15's x16 Q6_K level chunks), so that a cache of another
+// layout is a miss even where the executable's size and mtime would match.
+constexpr char kMagic[16] = {'C', 'H', 'I', 'M', 'E', 'R', 'A', '-', 'R', 'P', 'C', 'A', 'C', 'H', 'E', '2'};
 constexpr size_t kHeaderBytes = 128, kEntryBytes = 96, kKernelName = 64, kIsaName = 16, kAlign = 4096;
 
 std::atomic<bool>& enabled_flag() {

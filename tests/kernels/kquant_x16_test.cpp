@@ -13,8 +13,9 @@
 //    own) on every ISA that packs them as x16,
 //    through matmul (m = 1..17, 64, 70; 1 and 2 threads; of a row
 //    count that is not a multiple of 16 the last rows stay in storage layout
-//    and give the storage kernel's bits) and called directly (AVX2, AVX-512,
-//    AVX-512 VNNI, AMX) for every activation-row range;
+//    and give the storage kernel's bits) and called directly (AVX2, AVX-VNNI,
+//    AVX-512, AVX-512 VNNI, AMX) for every activation-row range;
+//  - Q4_K / Q5_K / Q6_K / IQ4_XS kernels at the bounds of their integer sums;
 //  - the AMX Q4_K GEMM (tiles of 16 activation rows, overlapping tails,
 //    blocks of 128 rows) against the AVX-512 VNNI one and kq_x16_dot_ref for
 //    m up to 150, odd group counts, one super-block, 1 and 2 threads.
@@ -142,17 +143,17 @@ TEST(KQuantX16, Q6KLayoutMatchesHeader) {
       for (int g = 0; g < 16; ++g) {
         ASSERT_EQ((int8_t)gb[32 + 64 * (g / 4) + 16 * (rr / 4) + 4 * (rr % 4) + g % 4], dec.sc[g]) << "scale " << g;
       }
-      for (int h = 0; h < 2; ++h) {
-        for (int l = 0; l < 8; ++l) {
-          for (int u = 0; u < 4; ++u) {
-            int q3 = 0;
-            for (int t = 0; t < 3; ++t) {
-              const uint8_t x = gb[288 + 64 * (3 * (8 * (l / 4) + 4 * h + l % 4) + t) + 4 * rr + u];
-              ASSERT_EQ(x & 63, dec.q[128 * h + 32 * t + 4 * l + u]) << "r " << r << " h " << h << " l " << l;
-              q3 |= (x >> 6) << (2 * t);
-            }
-            ASSERT_EQ(q3, dec.q[128 * h + 96 + 4 * l + u]) << "r " << r << " h " << h << " l " << l;
+      // scale group g: chunks 3g + c hold dwords c < 3 (low 6 bits) and the
+      // bits 2c, 2c + 1 of dword 3 (top 2 bits)
+      for (int g = 0; g < 16; ++g) {
+        for (int u = 0; u < 4; ++u) {
+          int q3 = 0;
+          for (int c = 0; c < 3; ++c) {
+            const uint8_t x = gb[288 + 64 * (3 * g + c) + 4 * rr + u];
+            ASSERT_EQ(x & 63, dec.q[16 * g + 4 * c + u]) << "r " << r << " g " << g << " c " << c << " u " << u;
+            q3 |= (x >> 6) << (2 * c);
           }
+          ASSERT_EQ(q3, dec.q[16 * g + 12 + u]) << "r " << r << " g " << g << " u " << u;
         }
       }
     }
@@ -360,7 +361,7 @@ void check_gemm_bit_identical(GgmlType t) {
   // (IQ4_XS on AVX-512: regrouped Q8_K, matmul_iq4xs_avx512.cpp)
   std::vector<std::pair<Isa, GemmFn>> fns;
   if (has(Isa::kAvx2)) fns.emplace_back(Isa::kAvx2, kq_x16_gemm_avx2(t));
-  // AVX-VNNI: Q4_K only (the others run their AVX2 kernels at that level)
+  // AVX-VNNI: Q4_K and Q6_K (the others run their AVX2 kernels at that level)
   if (has(Isa::kAvx2Vnni) && kq_x16_gemm_avx2vnni(t)) fns.emplace_back(Isa::kAvx2Vnni, kq_x16_gemm_avx2vnni(t));
   if (has(Isa::kAvx512)) fns.emplace_back(Isa::kAvx512, kq_x16_gemm_avx512(t, false));
   if (has(Isa::kAvx512Vnni)) fns.emplace_back(Isa::kAvx512Vnni, kq_x16_gemm_avx512(t, true));
@@ -559,6 +560,70 @@ TEST(KQuantX16, Q4KQ5KGemmExactAtTheInt16Bounds) {
     }
     if (x16_isas == 0) GTEST_SKIP() << "no ISA packs " << format::ggml_type_name(t) << " as x16 on this CPU";
   }
+}
+
+// Q6_K x16 kernels at their integer bounds: every level 63 (AVX2 and plain
+// AVX-512 add two vpmaddubsw pairs in int16: 2 * 2 * 63 * 127 = 32004), the
+// extreme scales -128 and 127 (rows alternate; the per-group int32 products
+// of VNNI and the exact S of a super-block at their largest), activations at
+// the Q8_K extremes (rows of all -1, all 1, and mixed signs). Every m (GEMV and
+// each GEMM tile height), 1 and 2 threads, must give kq_x16_dot_ref's bits
+// on every ISA that packs Q6_K as x16; the reference itself must match an
+// int64 computation of S (no int32 overflow in it either).
+TEST(KQuantX16, Q6KExactAtTheIntegerBounds) {
+  const int64_t k = 512, rows = 5 * kX16Rows, m = 10, nsb = k / 256;
+  const size_t bb = sizeof(q::block_q6_K), row_bytes = (size_t)nsb * bb;
+  std::vector<uint8_t> w((size_t)rows * row_bytes, 0xFF);  // ql / qh all ones: levels 63
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      uint8_t* b = w.data() + (size_t)r * row_bytes + (size_t)sb * bb;
+      std::memset(b + offsetof(q::block_q6_K, scales), r % 2 ? 0x7F : 0x80, 16);
+      const uint16_t d = f32_to_f16(std::ldexp(1.f, -(int)(r % 7) - 8));
+      std::memcpy(b + offsetof(q::block_q6_K, d), &d, 2);
+    }
+  }
+  std::vector<float> x((size_t)(m * k));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t e = 0; e < k; ++e)
+      x[(size_t)(i * k + e)] = i % 3 == 0 ? -1.f : i % 3 == 1 ? 1.f : ((e / 3) % 2 ? 1.f : -1.f);
+  const std::vector<float> y0 = x16_reference(GgmlType::Q6_K, w, rows, x, m, k);
+  {  // the activations quantize to the extreme levels; weight row 0 (scales
+     // -128, d 2^-8) x activation row 0 by an int64 S: the reference's bits
+    std::vector<uint8_t> a(kq_act_bytes(k));
+    kq_pack_act(x.data(), k, a.data());
+    ASSERT_EQ(std::abs((int8_t)a[4]), 127);
+    float want = 0.f;
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      q::block_q8_K ab;
+      std::memcpy(&ab, a.data() + (size_t)sb * sizeof ab, sizeof ab);
+      int64_t S = 0;
+      for (int e = 0; e < 256; ++e) S += -128 * (int64_t)(63 - 32) * ab.qs[e];
+      ASSERT_GT(std::abs(S), (int64_t)1 << 20);
+      want = std::fma(ab.d * std::ldexp(1.f, -8), (float)S, want);
+    }
+    ASSERT_EQ(std::memcmp(&want, &y0[0], 4), 0) << want << " vs " << y0[0];
+  }
+  for (size_t e = 0; e < y0.size(); ++e) ASSERT_NE(y0[e], 0.f) << "output " << e;
+  ThreadPool pool(2);
+  int x16_isas = 0;
+  for (Isa isa : available_isas()) {
+    ScopedIsa scoped(isa);
+    const MatmulKernel* kern = matmul_kernel(GgmlType::Q6_K, isa);
+    if (kern->repack_rows != kX16Rows) continue;
+    std::vector<uint8_t> copy = w;
+    WeightView wp{GgmlType::Q6_K, copy.data(), rows, k, row_bytes};
+    PackedWeights packs;
+    ASSERT_TRUE(packs.pack(wp)) << kern->name;
+    ++x16_isas;
+    for (int64_t mm = 1; mm <= m; ++mm) {
+      for (ThreadPool* p : {(ThreadPool*)nullptr, &pool}) {
+        std::vector<float> y((size_t)(mm * rows), -1.f);
+        matmul(wp, x.data(), mm, k, y.data(), rows, p);
+        ASSERT_EQ(std::memcmp(y.data(), y0.data(), y.size() * 4), 0) << kern->name << " m=" << mm;
+      }
+    }
+  }
+  if (x16_isas == 0) GTEST_SKIP() << "no ISA packs Q6_K as x16 on this CPU";
 }
 
 // IQ4_XS x16 kernels at the int16 bound of their vpmaddubsw pairs: the
