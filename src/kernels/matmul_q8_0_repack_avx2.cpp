@@ -51,8 +51,9 @@ using x86::bcast4;
 
 // kVnni (Isa::kAvx2Vnni): the unsigned codes go straight into the VEX
 // vpdpbusd, the int32 sums starting at the block's activation bias (the
-// AVX-512 VNNI kernel's arithmetic): per 32-byte chunk x activation row 1
-// instruction instead of 5, the same exact sumi, so the same bits.
+// AVX-512 VNNI kernel's arithmetic): per 32-byte chunk x activation row
+// one vpdpbusd instead of 4 (+ 2 / M for the code conversion), the same
+// exact sumi, so the same bits.
 template <bool kVnni>
 struct Avx2 {
   // R groups starting at group `grp`, M activation rows starting at i.
