@@ -25,7 +25,15 @@ namespace chimera::bench {
 // Total weight bytes a cold benchmark cycles through: several times the L3
 // (server parts report up to ~100 MiB of it; at 128 MiB a part of every pass
 // still hit the cache and GEMVs read "faster" than membw_read).
+// CHIMERA_BENCH_COLD_MIB overrides it (e.g. 128 on a busy machine, where
+// copying and repacking 512 MiB per benchmark takes minutes; still 4x the L3
+// of one Zen 5 CCD).
 constexpr size_t kColdBytes = size_t{512} << 20;
+inline size_t cold_bytes() {
+  const char* e = std::getenv("CHIMERA_BENCH_COLD_MIB");
+  const long mib = e ? std::atol(e) : 0;
+  return mib > 0 ? (size_t)mib << 20 : kColdBytes;
+}
 
 struct WeightSet {
   std::vector<AlignedBuffer<uint8_t>> copies;
@@ -39,7 +47,7 @@ inline WeightSet make_weight_copies(format::GgmlType type, int64_t rows, int64_t
                                     const std::function<void(size_t, uint8_t*)>& fill) {
   const size_t row_bytes = format::ggml_row_size(type, cols);
   const size_t bytes = format::ggml_tensor_size(type, cols, rows);
-  const size_t count = cold ? std::max<size_t>(1, (kColdBytes + bytes - 1) / bytes) : 1;
+  const size_t count = cold ? std::max<size_t>(1, (cold_bytes() + bytes - 1) / bytes) : 1;
   WeightSet s;
   s.copies.resize(count);
   for (size_t c = 0; c < count; ++c) {

@@ -4,7 +4,8 @@
 // DRAM (compare with membw_read in matmul_bench.cpp); GEMM (prefill) reports
 // GFLOP/s = 2 * rows * cols * m per call, activation quantization included.
 // Names: qgemv/Q4_0/4096/threads:1/isa:avx512vnni, qgemv_packed/... (load-time
-// repacked Q8_0 / Q4_0), qgemm/Q4_0/4096/m:64/...
+// repacked Q8_0 / Q4_0), qgemv_hot/... and qgemv_hot_packed/... (cache-warm:
+// the compute ceiling), qgemm/Q4_0/4096/m:64/...
 // Registered at static-initialisation time; main() is in matmul_bench.cpp.
 #include <benchmark/benchmark.h>
 
@@ -122,11 +123,22 @@ bool register_quant() {
               ->UseRealTime()
               ->Unit(benchmark::kMicrosecond);
         }
-        // Cache-warm GEMV (weights L3-resident): the kernel's compute ceiling.
-        benchmark::RegisterBenchmark(("qgemv_hot/" + shape + suffix).c_str(),
-                                     [=](benchmark::State& s) { run_qmatmul(s, type, n, 1, threads, isa, false); })
-            ->UseRealTime()
-            ->Unit(benchmark::kMicrosecond);
+        // Cache-warm GEMV: weights L3-resident (n) and L2-resident (n / 4):
+        // the kernel's compute ceiling.
+        for (int64_t nh : {n, n / 4}) {
+          const std::string hs = format::ggml_type_name(type) + "/" + std::to_string(nh);
+          benchmark::RegisterBenchmark(("qgemv_hot/" + hs + suffix).c_str(),
+                                       [=](benchmark::State& s) { run_qmatmul(s, type, nh, 1, threads, isa, false); })
+              ->UseRealTime()
+              ->Unit(benchmark::kMicrosecond);
+          if (matmul_kernel(type, isa)->repack) {
+            benchmark::RegisterBenchmark(
+                ("qgemv_hot_packed/" + hs + suffix).c_str(),
+                [=](benchmark::State& s) { run_qmatmul(s, type, nh, 1, threads, isa, false, true); })
+                ->UseRealTime()
+                ->Unit(benchmark::kMicrosecond);
+          }
+        }
         for (int64_t m : {64, 512}) {
           benchmark::RegisterBenchmark(
               ("qgemm/" + shape + "/m:" + std::to_string(m) + suffix).c_str(),

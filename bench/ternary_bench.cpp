@@ -8,7 +8,8 @@
 //   tq_gemv/TQ2_0/6912x2560/threads:1/isa:avx512vnni
 //   tq_gemm/TQ2_0/2560x2560/m:64/threads:2/isa:avx2
 //   tq_gemv_packed/... : the same on load-time repacked weights (kernels whose
-//   table entry repacks), copies packed like a model load does.
+//   table entry repacks), copies packed like a model load does;
+//   tq_gemv_hot/..., tq_gemv_hot_packed/...: cache-warm (the compute ceiling).
 //   tq_smallm/TQ2_0/2560x6912/m:8/threads:1/isa:avx512vnni : the small-m GEMMs
 //   of batched decode (m = 1, 2, 4, 8, 16; repacked weights, cold copies as
 //   in a model step), TQ2_0 / TQ1_0, 1 thread, AVX2 and AVX-512 VNNI; compare
@@ -116,6 +117,13 @@ struct Registrar {
                       ->UseRealTime()
                       ->Unit(benchmark::kMillisecond);
                 }
+              }
+              if (kernels::matmul_kernel(type, isa)->repack) {
+                benchmark::RegisterBenchmark(
+                    ("tq_gemv_hot_packed/" + shape + suffix).c_str(),
+                    [=](benchmark::State& s) { run(s, type, rows, cols, 1, threads, isa, false, true); })
+                    ->UseRealTime()
+                    ->Unit(benchmark::kMicrosecond);
               }
               benchmark::RegisterBenchmark(
                   ("tq_gemv_hot/" + shape + suffix).c_str(),

@@ -41,7 +41,13 @@
 //                         groups read 17.4-20.2 GB/s against 15.6-17.6 for 4
 //                         (4096 x 4096), 15.2-18.2 against 13.9-14.4 (2048);
 //                         llama-3.2-1b Q6_K decode 14.1-16.0 -> 15.4-16.5 tok/s.
-//   IQ4_XS AVX2           kX16Streams = 4, by lane: a lane's 8 chunk halves
+//   IQ4_XS AVX2           kX16StreamsAvx2 = 2 since session 15 (was 4), by
+//                         lane: a lane's 8 chunk halves. 4 groups kept 64
+//                         f32 lane accumulators and 32 scale vectors on the
+//                         stack; on Zen 5 (busy, 3 alternating rounds, CPU
+//                         time, 4096 x 4096, 1 thread) 2 groups read the
+//                         cold GEMV in 569-786 us against 889-1075, the
+//                         L2-resident 1024^2 one in 28-36 us against 52-64.
 //   IQ4_XS AVX-512        kX16Streams = 4, by lane: a lane's 8 chunks per
 //                         group (was the storage kernel's 4 rows at once)
 //   Q2_K / Q3_K AVX-512   kX16StreamsQ23 = 4, per lane half (lanes 4 lh ..
@@ -79,7 +85,7 @@ namespace chimera::kernels {
 
 // Groups a multi-stream decode GEMV reads at once (x16 K-quant kernels).
 constexpr int kX16Streams = 4;
-// ... by the AVX2 Q4_K / Q5_K / Q6_K GEMVs (kq_x16_run<kX16StreamsAvx2>; above).
+// ... by the AVX2 Q4_K / Q5_K / Q6_K / IQ4_XS GEMVs (kq_x16_run<kX16StreamsAvx2>; above).
 constexpr int kX16StreamsAvx2 = 2;
 // ... by the Q2_K / Q3_K GEMVs (AVX-512, AVX2; above).
 constexpr int kX16StreamsQ23 = 4;

@@ -140,7 +140,13 @@ MatmulKernel matmul_kernel_avx2(format::GgmlType type) {
   }
 }
 
-MatmulKernel matmul_kernel_avx2vnni(format::GgmlType type) { return kquant_kernel_avx2vnni(type); }
+// Isa::kAvx2Vnni: the types with VEX-VNNI kernels of their own (Q4_K, Q8_0,
+// Q4_0, TQ2_0, TQ1_0); the others fall back to Isa::kAvx2 (type_traits.cpp).
+MatmulKernel matmul_kernel_avx2vnni(format::GgmlType type) {
+  if (MatmulKernel k = legacy::legacy_quant_kernel_avx2vnni(type); k.gemm) return k;
+  if (MatmulKernel k = ternary_kernel_avx2vnni(type); k.gemm) return k;
+  return kquant_kernel_avx2vnni(type);
+}
 
 }  // namespace chimera::kernels
 

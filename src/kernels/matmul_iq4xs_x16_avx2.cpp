@@ -2,7 +2,7 @@
 // chunk of a group block is two 256-bit halves (rows 0..7, rows 8..15), so a
 // tile is 8 weight rows (one per 32-bit lane) x M <= 3 activation rows, and
 // both tiles of a group run per super-block (one pass over the group). The
-// decode GEMV reads kX16Streams groups at once (iq4_block, gemv_prefetch.h).
+// decode GEMV reads kX16StreamsAvx2 groups at once (iq4_block, gemv_prefetch.h).
 //
 // Keeps matmul_iq4xs.h's arithmetic lane for lane (bit-identical to the
 // scalar and storage AVX2 kernels): qs chunk 4j + l' holds the index bytes
@@ -110,7 +110,7 @@ CHIMERA_T_X16A2_INLINE void iq4_block(const uint8_t* const (&Bs)[S], const uint8
 
 // S groups (gbytes apart) x M activation rows -> y[m * ldy + 16 s + 0..15]:
 // the GEMM tiles and the one-group GEMV (S = 1), the decode GEMV's
-// multi-stream step (S = kX16Streams, M = 1).
+// multi-stream step (S = kX16StreamsAvx2, M = 1).
 template <int S, int M>
 CHIMERA_T_X16A2 void iq4_run(const uint8_t* G, size_t gbytes, const uint8_t* A, size_t a_stride, int64_t nsb,
                              float* y, int64_t ldy, size_t pf) {
@@ -155,12 +155,12 @@ void iq4_tile16(const uint8_t* G, const uint8_t* A, size_t a_stride, int64_t nsb
 }
 
 void iq4_gemv(const uint8_t* G, size_t gbytes, const uint8_t* A, int64_t nsb, float* y, size_t pf) {
-  iq4_run<kX16Streams, 1>(G, gbytes, A, 0, nsb, y, 0, pf);
+  iq4_run<kX16StreamsAvx2, 1>(G, gbytes, A, 0, nsb, y, 0, pf);
 }
 
 void iq4_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
   static constexpr KqX16TileFn kTiles[kMaxActs] = {iq4_tile16<1>, iq4_tile16<2>, iq4_tile16<3>};
-  kq_x16_run(kTiles, g, r0, r1, i0, i1, iq4_gemv);
+  kq_x16_run<kX16StreamsAvx2>(kTiles, g, r0, r1, i0, i1, iq4_gemv);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Packed Q4_0 gemm (layout and arithmetic in matmul_q4_0_repack.h) for
-// Isa::kAvx2 and Isa::kAvx512Vnni, 256-bit vectors.
+// Isa::kAvx2, Isa::kAvx2Vnni (the AVX2 tiles with the VEX vpdpbusd) and
+// Isa::kAvx512Vnni, 256-bit vectors.
 //
 // Tile: R groups of 8 rows x M activation rows. Per block: one f16 -> f32
 // convert of the 8 rows' scales per group; per (group, activation row) the
@@ -22,6 +23,7 @@
 #include <array>
 #include <cstring>
 
+#include "kernels/avx_vnni.h"
 #include "kernels/matmul_q_legacy.h"
 #include "kernels/matmul_tile.h"
 
@@ -111,13 +113,19 @@ namespace {
 
 #define CHIMERA_Q4R_DOT_AVX2(s, u, a) _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), ones))
 #define CHIMERA_Q4R_DOT_VNNI(s, u, a) _mm256_dpbusd_epi32(s, u, a)
+#define CHIMERA_Q4R_DOT_AVXVNNI(s, u, a) avxvnni::dpbusd(s, u, a)
 CHIMERA_Q4R_TILE(Avx2, CHIMERA_T_Q4R_AVX2, CHIMERA_Q4R_DOT_AVX2, true)
+CHIMERA_Q4R_TILE(AvxVnni, CHIMERA_T_Q4R_AVX2, CHIMERA_Q4R_DOT_AVXVNNI, false)
 CHIMERA_Q4R_TILE(Vnni, CHIMERA_T_Q4R_VNNI, CHIMERA_Q4R_DOT_VNNI, false)
 
 constexpr int kAvx2Groups = 4, kAvx2Acts = 3;
 constexpr std::array<int, kAvx2Acts + 1> kAvx2GroupsFor = {0, 4, 2, 2};
 constexpr detail::TileSet<kAvx2Groups, kAvx2Acts> kAvx2Tiles =
     detail::make_tile_set<Avx2, kAvx2Groups, kAvx2Acts>(kAvx2GroupsFor);
+
+// AVX-VNNI: the AVX2 tile shapes (16 ymm registers) with vpdpbusd.
+constexpr detail::TileSet<kAvx2Groups, kAvx2Acts> kAvxVnniTiles =
+    detail::make_tile_set<AvxVnni, kAvx2Groups, kAvx2Acts>(kAvx2GroupsFor);
 
 constexpr int kVnniGroups = 8, kVnniActs = 3;
 constexpr std::array<int, kVnniActs + 1> kVnniGroupsFor = {0, 8, 4, 4};
@@ -129,6 +137,10 @@ constexpr detail::TileSet<kVnniGroups, kVnniActs> kVnniTiles =
 // The tile machinery works in groups of 8 rows (r0, r1 are multiples of 8).
 void gemm_packed_avx2(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
   detail::gemm_blocked(kAvx2Tiles, g, r0 / kGroup, r1 / kGroup, i0, i1);
+}
+
+void gemm_packed_avx2vnni(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+  detail::gemm_blocked(kAvxVnniTiles, g, r0 / kGroup, r1 / kGroup, i0, i1);
 }
 
 void gemm_packed_avx512vnni(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {

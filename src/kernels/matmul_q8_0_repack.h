@@ -47,6 +47,7 @@ void repack(const uint8_t* src, size_t src_stride, int64_t n, int64_t k, uint8_t
 void gemm_packed_scalar(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1);
 #if defined(__x86_64__)
 void gemm_packed_avx2(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1);
+void gemm_packed_avx2vnni(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1);
 void gemm_packed_avx512vnni(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1);
 #endif
 

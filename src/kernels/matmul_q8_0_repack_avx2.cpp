@@ -1,5 +1,6 @@
 // Packed Q8_0 gemm (layout and arithmetic in matmul_q8_0_repack.h),
-// Isa::kAvx2 (also Isa::kAvx512, which uses the AVX2 legacy kernels).
+// Isa::kAvx2 (also Isa::kAvx512, which uses the AVX2 legacy kernels) and
+// Isa::kAvx2Vnni (gemm_packed_avx2vnni: the same tiles with the VEX vpdpbusd).
 //
 // Without VNNI the unsigned codes u = w + 128 cannot go into vpmaddubsw
 // directly (|u0 a0 + u1 a1| up to 2 * 255 * 127 saturates int16), so each
@@ -32,6 +33,7 @@
 #include <array>
 #include <cstring>
 
+#include "kernels/avx_vnni.h"
 #include "kernels/matmul_q_legacy.h"
 #include "kernels/matmul_tile.h"
 
@@ -47,6 +49,12 @@ namespace {
 
 using x86::bcast4;
 
+// kVnni (Isa::kAvx2Vnni): the unsigned codes go straight into the VEX
+// vpdpbusd, the int32 sums starting at the block's activation bias (the
+// AVX-512 VNNI kernel's arithmetic): per 32-byte chunk x activation row
+// one vpdpbusd instead of 4 (+ 2 / M for the code conversion), the same
+// exact sumi, so the same bits.
+template <bool kVnni>
 struct Avx2 {
   // R groups starting at group `grp`, M activation rows starting at i.
   template <int R, int M>
@@ -55,8 +63,8 @@ struct Avx2 {
     const size_t gbytes = (size_t)kGroup * g.w_stride;
     const uint8_t* base = g.w + (size_t)grp * gbytes;
     const uint8_t* codes = base + codes_offset(nb);
-    const __m256i flip = _mm256_set1_epi8((char)0x80);
-    const __m256i ones = _mm256_set1_epi16(1);
+    [[maybe_unused]] const __m256i flip = _mm256_set1_epi8((char)0x80);
+    [[maybe_unused]] const __m256i ones = _mm256_set1_epi16(1);
     ActView av[M];
     CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) av[mm] = act_view(g.a + (size_t)(i + mm) * g.a_stride, g.k);
     __m256 acc[R][M];
@@ -65,6 +73,12 @@ struct Avx2 {
     }
     for (int64_t b = 0; b < nb; ++b) {
       __m256i sum[R][M];
+      if constexpr (kVnni) {
+        CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
+          const __m256i s0 = x86::bcast_sum8(av[mm].bias + 8 * b);
+          CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) sum[rr][mm] = s0;
+        }
+      }
       const uint8_t* cb = codes + (size_t)b * 256;
       if constexpr (M == 1) {
         CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
@@ -77,15 +91,19 @@ struct Avx2 {
         __m256i a[M];
         CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) a[mm] = bcast4(av[mm].qs + 32 * b + 4 * c);
         CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
-          const __m256i w = _mm256_xor_si256(
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cb + rr * gbytes + 32 * c)), flip);
-          const __m256i wabs = _mm256_sign_epi8(w, w);
-          CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
-            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, _mm256_sign_epi8(a[mm], w)), ones);
-            sum[rr][mm] = c == 0 ? p : _mm256_add_epi32(sum[rr][mm], p);
-            // Keeps the sums as chains: GCC otherwise reassociates them into
-            // trees over all 8 chunks and spills the products to the stack.
-            __asm__("" : "+x"(sum[rr][mm]));
+          const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cb + rr * gbytes + 32 * c));
+          if constexpr (kVnni) {
+            CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) sum[rr][mm] = avxvnni::dpbusd(sum[rr][mm], u, a[mm]);
+          } else {
+            const __m256i w = _mm256_xor_si256(u, flip);
+            const __m256i wabs = _mm256_sign_epi8(w, w);
+            CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
+              const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, _mm256_sign_epi8(a[mm], w)), ones);
+              sum[rr][mm] = c == 0 ? p : _mm256_add_epi32(sum[rr][mm], p);
+              // Keeps the sums as chains: GCC otherwise reassociates them into
+              // trees over all 8 chunks and spills the products to the stack.
+              __asm__("" : "+x"(sum[rr][mm]));
+            }
           }
         }
       }
@@ -97,13 +115,18 @@ struct Avx2 {
 
 constexpr int kGroups = 4, kActs = 4;
 constexpr std::array<int, kActs + 1> kGroupsFor = {0, 4, 2, 1, 1};
-constexpr detail::TileSet<kGroups, kActs> kTiles = detail::make_tile_set<Avx2, kGroups, kActs>(kGroupsFor);
+template <bool kVnni>
+constexpr detail::TileSet<kGroups, kActs> kTiles = detail::make_tile_set<Avx2<kVnni>, kGroups, kActs>(kGroupsFor);
 
 }  // namespace
 
 void gemm_packed_avx2(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
   // The tile machinery works in groups of 8 rows (r0, r1 are multiples of 8).
-  detail::gemm_blocked(kTiles, g, r0 / kGroup, r1 / kGroup, i0, i1);
+  detail::gemm_blocked(kTiles<false>, g, r0 / kGroup, r1 / kGroup, i0, i1);
+}
+
+void gemm_packed_avx2vnni(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+  detail::gemm_blocked(kTiles<true>, g, r0 / kGroup, r1 / kGroup, i0, i1);
 }
 
 }  // namespace chimera::kernels::legacy::q8r

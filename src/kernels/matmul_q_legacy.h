@@ -121,6 +121,9 @@ MatmulKernel legacy_kernel_for(format::GgmlType t) {
 // Kernel providers (empty kernel for non-legacy types / other architectures).
 MatmulKernel legacy_quant_kernel_scalar(format::GgmlType t);
 MatmulKernel legacy_quant_kernel_avx2(format::GgmlType t);
+// Isa::kAvx2Vnni: Q8_0 and Q4_0 only (their packed GEMM / GEMV with the VEX
+// vpdpbusd; everything else as legacy_quant_kernel_avx2); empty for the others.
+MatmulKernel legacy_quant_kernel_avx2vnni(format::GgmlType t);
 MatmulKernel legacy_quant_kernel_avx512vnni(format::GgmlType t);
 
 // The scalar reference of the load-time packed 8-row-group layouts (Q8_0:

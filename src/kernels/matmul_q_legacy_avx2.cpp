@@ -106,12 +106,21 @@ MatmulKernel legacy_quant_kernel_avx2(format::GgmlType t) {
   return k;
 }
 
+MatmulKernel legacy_quant_kernel_avx2vnni(format::GgmlType t) {
+  if (t != GgmlType::Q4_0 && t != GgmlType::Q8_0) return {};
+  MatmulKernel k = legacy_quant_kernel_avx2(t);
+  k.gemm_packed = t == GgmlType::Q4_0 ? q4r::gemm_packed_avx2vnni : q8r::gemm_packed_avx2vnni;
+  k.name = t == GgmlType::Q4_0 ? "gemm_q4_0_q8_0_avx2vnni" : "gemm_q8_0_q8_0_avx2vnni";
+  return k;
+}
+
 }  // namespace chimera::kernels::legacy
 
 #else  // !__x86_64__
 
 namespace chimera::kernels::legacy {
 MatmulKernel legacy_quant_kernel_avx2(format::GgmlType) { return {}; }
+MatmulKernel legacy_quant_kernel_avx2vnni(format::GgmlType) { return {}; }
 }  // namespace chimera::kernels::legacy
 
 #endif

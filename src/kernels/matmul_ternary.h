@@ -163,6 +163,8 @@ inline void tq_packed_gemv(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i,
 // Per-ISA providers (empty kernel for non-ternary types / other architectures).
 MatmulKernel ternary_kernel_scalar(format::GgmlType type);
 MatmulKernel ternary_kernel_avx2(format::GgmlType type);
+// Isa::kAvx2Vnni: repacked TQ2_0 / TQ1_0 only (empty for the rest, which run AVX2).
+MatmulKernel ternary_kernel_avx2vnni(format::GgmlType type);
 MatmulKernel ternary_kernel_avx512(format::GgmlType type);
 MatmulKernel ternary_kernel_avx512vnni(format::GgmlType type);
 

@@ -13,6 +13,8 @@
 //   kTqGroup rows per pass, kTqStreams groups at once (tq_packed_gemv), GEMM
 //   the same panels.
 //   TQ1_0 runs on TqAct8 (repacked, or re-encoded per block when not).
+//   Isa::kAvx2Vnni (ternary_kernel_avx2vnni, repacked TQ2_0 / TQ1_0): the
+//   same, the packed GEMV's products summed by the VEX vpdpbusd (block_dot).
 //   TQ1_0 with CHIMERA_TQ1_2BIT=0: block_q8_K activations, each weight row
 //   decoded once per call into natural-order trits (shared scalar decoder),
 //   8 chunks of 32 per block.
@@ -27,6 +29,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/avx_vnni.h"
 #include "kernels/gemv_prefetch.h"
 #include "kernels/matmul_kquant.h"
 #include "kernels/matmul_tile.h"
@@ -63,7 +66,17 @@ CHIMERA_T_AVX2 inline __m256i act_chunk(const TqAct8& a, int c) {
 // the arithmetic shift s4 >> 2 is the exact quotient); s1 + (s4 >> 2) is the
 // exact int16 sum of the block's 8 products (|.| <= 6144). Per 64 weights
 // 1 shift + 4 and + 4 vpmaddubsw instead of 3 + 4 + 4.
-template <bool kI2s>
+//
+// kVnni (Isa::kAvx2Vnni, the packed GEMV): each product goes straight into
+// int32 lanes by the VEX vpdpbusd (4 bytes of one lane class per dword, as
+// vpmaddubsw + vpmaddwd(1) sum them): s1 + (s4 >> 2) is the same exact S_l,
+// with 8 instead of 17 multiply / add instructions per 256 weights.
+template <bool kVnni>
+__attribute__((target("avx2,fma,f16c"), always_inline)) inline __m256i trit_dot(__m256i s, __m256i t, __m256i act) {
+  if constexpr (kVnni) return avxvnni::dpbusd(s, t, act);
+  else return _mm256_add_epi16(s, _mm256_maddubs_epi16(t, act));
+}
+template <bool kI2s, bool kVnni = false>
 CHIMERA_T_AVX2 inline __m256i block_dot(const uint8_t* blk, const TqAct8& a) {
   const __m256i m3 = _mm256_set1_epi8(3);
   const __m256i mc = _mm256_set1_epi8(0x0C);
@@ -73,11 +86,12 @@ CHIMERA_T_AVX2 inline __m256i block_dot(const uint8_t* blk, const TqAct8& a) {
   CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
     const __m256i x = _mm256_loadu_si256((const __m256i*)(blk + 32 * h));
     const __m256i y = _mm256_srli_epi16(x, 4);
-    s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(_mm256_and_si256(x, m3), act_chunk(a, 2 * p0 + h)));
-    s4 = _mm256_add_epi16(s4, _mm256_maddubs_epi16(_mm256_and_si256(x, mc), act_chunk(a, 2 * p1 + h)));
-    s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(_mm256_and_si256(y, m3), act_chunk(a, 2 * p2 + h)));
-    s4 = _mm256_add_epi16(s4, _mm256_maddubs_epi16(_mm256_and_si256(y, mc), act_chunk(a, 2 * p3 + h)));
+    s1 = trit_dot<kVnni>(s1, _mm256_and_si256(x, m3), act_chunk(a, 2 * p0 + h));
+    s4 = trit_dot<kVnni>(s4, _mm256_and_si256(x, mc), act_chunk(a, 2 * p1 + h));
+    s1 = trit_dot<kVnni>(s1, _mm256_and_si256(y, m3), act_chunk(a, 2 * p2 + h));
+    s4 = trit_dot<kVnni>(s4, _mm256_and_si256(y, mc), act_chunk(a, 2 * p3 + h));
   }
+  if constexpr (kVnni) return _mm256_add_epi32(s1, _mm256_srai_epi32(s4, 2));
   return _mm256_madd_epi16(_mm256_add_epi16(s1, _mm256_srai_epi16(s4, 2)), _mm256_set1_epi16(1));
 }
 
@@ -333,7 +347,7 @@ CHIMERA_T_AVX2 float dot_avx2(const TqDecoded* w, const float* wd, const uint8_t
 // step's) are prefetched into L2. A group's block scales are converted and
 // multiplied by the activation scale with one vector op each, then broadcast
 // per row. Every row gets the same operations for every S.
-template <int S>
+template <int S, bool kVnni = false>
 CHIMERA_T_AVX2 void gemv_packed_step(const uint8_t* grp, size_t gbytes, const TqAct8* act, int64_t k, float* y,
                                      size_t pf) {
   constexpr int G = kTqGroup;
@@ -355,7 +369,7 @@ CHIMERA_T_AVX2 void gemv_packed_step(const uint8_t* grp, size_t gbytes, const Tq
       const __m256 d8 = _mm256_castps128_ps256(d4);
       CHIMERA_UNROLL for (int j = 0; j < G; ++j) {
         const __m256 d = _mm256_permutevar8x32_ps(d8, _mm256_set1_epi32(j));
-        acc[s][j] = block_update(block_dot<false>(blk + (size_t)j * 64, a), a, d, acc[s][j]);
+        acc[s][j] = block_update(block_dot<false, kVnni>(blk + (size_t)j * 64, a), a, d, acc[s][j]);
       }
     }
   }
@@ -382,6 +396,14 @@ CHIMERA_T_AVX2 void gemm_packed(const GemmArgs& g, int64_t r0, int64_t r1, int64
       dd[sb] = f16_bits(sc[sb * G + j]);
     }
   });
+}
+
+// Isa::kAvx2Vnni: the decode GEMV with vpdpbusd (block_dot), GEMM as AVX2.
+CHIMERA_T_AVX2 void gemm_packed_vnni(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+  if (i1 - i0 == 1) {
+    return tq_packed_gemv(g, r0, r1, i0, gemv_packed_step<kTqStreams, true>, gemv_packed_step<1, true>);
+  }
+  gemm_packed(g, r0, r1, i0, i1);
 }
 
 // Rows left in storage layout (CHIMERA_REPACK=0, or a row count not a
@@ -422,12 +444,21 @@ MatmulKernel ternary_kernel_avx2(format::GgmlType type) {
   }
 }
 
+MatmulKernel ternary_kernel_avx2vnni(format::GgmlType type) {
+  MatmulKernel k = ternary_kernel_avx2(type);
+  if (!k.gemm_packed || (type != GgmlType::TQ1_0 && type != GgmlType::TQ2_0)) return {};
+  k.gemm_packed = gemm_packed_vnni;
+  k.name = type == GgmlType::TQ1_0 ? "gemm_tq1_0_q8_K_avx2vnni_2bit" : "gemm_tq2_0_q8_K_avx2vnni";
+  return k;
+}
+
 }  // namespace chimera::kernels
 
 #else  // !__x86_64__
 
 namespace chimera::kernels {
 MatmulKernel ternary_kernel_avx2(format::GgmlType) { return {}; }
+MatmulKernel ternary_kernel_avx2vnni(format::GgmlType) { return {}; }
 }  // namespace chimera::kernels
 
 #endif

@@ -498,8 +498,8 @@ TEST(QuantLegacyMatmul, Avx2AndVnniAgree) {
 
 // Every ISA's entry is named after its type, activation type and ISA (the
 // benchmarks label results with it), e.g. gemm_q4_1_q8_1_avx2; Isa::kAvx512
-// and Isa::kAvx2Vnni have no legacy kernels of their own and fall back to AVX2,
-// Isa::kAmx to AVX-512 VNNI.
+// has no legacy kernels of its own and falls back to AVX2, Isa::kAvx2Vnni
+// too except for Q8_0 and Q4_0 (packed VEX-VNNI GEMMs), Isa::kAmx to AVX-512 VNNI.
 TEST(QuantLegacyMatmul, KernelNames) {
 #if defined(__x86_64__)
   const std::pair<Isa, const char*> isas[] = {
@@ -515,7 +515,9 @@ TEST(QuantLegacyMatmul, KernelNames) {
       ASSERT_NE(k->name, nullptr);
       std::string type = format::ggml_type_name(t);
       std::transform(type.begin(), type.end(), type.begin(), [](unsigned char c) { return (char)std::tolower(c); });
-      const std::string want = "gemm_" + type + "_" + (has_min(t) ? "q8_1" : "q8_0") + "_" + suffix;
+      const bool own_vnni = isa == Isa::kAvx2Vnni && (t == GgmlType::Q8_0 || t == GgmlType::Q4_0);
+      const std::string want =
+          "gemm_" + type + "_" + (has_min(t) ? "q8_1" : "q8_0") + "_" + (own_vnni ? "avx2vnni" : suffix);
       EXPECT_EQ(std::string(k->name), want) << isa_name(isa);
     }
   }
