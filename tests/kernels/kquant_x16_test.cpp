@@ -562,6 +562,31 @@ TEST(KQuantX16, Q4KQ5KGemmExactAtTheInt16Bounds) {
   }
 }
 
+// Every ISA that packs `t` as x16: a packed copy of w (rows x k), through
+// matmul at every m in 1..m with 1 and 2 threads, gives y0's bits (y0: m x
+// rows, the reference). *x16_isas counts those ISAs.
+void expect_x16_bits(GgmlType t, const std::vector<uint8_t>& w, int64_t rows, int64_t k, size_t row_bytes,
+                     const std::vector<float>& x, int64_t m, const std::vector<float>& y0, int* x16_isas) {
+  ThreadPool pool(2);
+  for (Isa isa : available_isas()) {
+    ScopedIsa scoped(isa);
+    const MatmulKernel* kern = matmul_kernel(t, isa);
+    if (kern->repack_rows != kX16Rows) continue;
+    std::vector<uint8_t> copy = w;
+    WeightView wp{t, copy.data(), rows, k, row_bytes};
+    PackedWeights packs;
+    ASSERT_TRUE(packs.pack(wp)) << kern->name;
+    ++*x16_isas;
+    for (int64_t mm = 1; mm <= m; ++mm) {
+      for (ThreadPool* p : {(ThreadPool*)nullptr, &pool}) {
+        std::vector<float> y((size_t)(mm * rows), -1.f);
+        matmul(wp, x.data(), mm, k, y.data(), rows, p);
+        ASSERT_EQ(std::memcmp(y.data(), y0.data(), y.size() * 4), 0) << kern->name << " m=" << mm;
+      }
+    }
+  }
+}
+
 // Q6_K x16 kernels at their integer bounds: every level 63 (AVX2 and plain
 // AVX-512 add two vpmaddubsw pairs in int16: 2 * 2 * 63 * 127 = 32004), the
 // extreme scales -128 and 127 (rows alternate; the per-group int32 products
@@ -604,25 +629,8 @@ TEST(KQuantX16, Q6KExactAtTheIntegerBounds) {
     ASSERT_EQ(std::memcmp(&want, &y0[0], 4), 0) << want << " vs " << y0[0];
   }
   for (size_t e = 0; e < y0.size(); ++e) ASSERT_NE(y0[e], 0.f) << "output " << e;
-  ThreadPool pool(2);
   int x16_isas = 0;
-  for (Isa isa : available_isas()) {
-    ScopedIsa scoped(isa);
-    const MatmulKernel* kern = matmul_kernel(GgmlType::Q6_K, isa);
-    if (kern->repack_rows != kX16Rows) continue;
-    std::vector<uint8_t> copy = w;
-    WeightView wp{GgmlType::Q6_K, copy.data(), rows, k, row_bytes};
-    PackedWeights packs;
-    ASSERT_TRUE(packs.pack(wp)) << kern->name;
-    ++x16_isas;
-    for (int64_t mm = 1; mm <= m; ++mm) {
-      for (ThreadPool* p : {(ThreadPool*)nullptr, &pool}) {
-        std::vector<float> y((size_t)(mm * rows), -1.f);
-        matmul(wp, x.data(), mm, k, y.data(), rows, p);
-        ASSERT_EQ(std::memcmp(y.data(), y0.data(), y.size() * 4), 0) << kern->name << " m=" << mm;
-      }
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_x16_bits(GgmlType::Q6_K, w, rows, k, row_bytes, x, m, y0, &x16_isas));
   if (x16_isas == 0) GTEST_SKIP() << "no ISA packs Q6_K as x16 on this CPU";
 }
 
@@ -668,25 +676,8 @@ TEST(KQuantX16, Iq4xsExactAtTheInt16Bounds) {
   // no output cancels to zero (a kernel that read another group's rows or
   // dropped a lane would not give these bits by accident)
   for (size_t e = 0; e < y0.size(); ++e) ASSERT_NE(y0[e], 0.f) << "output " << e;
-  ThreadPool pool(2);
   int x16_isas = 0;
-  for (Isa isa : available_isas()) {
-    ScopedIsa scoped(isa);
-    const MatmulKernel* kern = matmul_kernel(GgmlType::IQ4_XS, isa);
-    if (kern->repack_rows != kX16Rows) continue;
-    std::vector<uint8_t> copy = w;
-    WeightView wp{GgmlType::IQ4_XS, copy.data(), rows, k, row_bytes};
-    PackedWeights packs;
-    ASSERT_TRUE(packs.pack(wp)) << kern->name;
-    ++x16_isas;
-    for (int64_t mm = 1; mm <= m; ++mm) {
-      for (ThreadPool* p : {(ThreadPool*)nullptr, &pool}) {
-        std::vector<float> y((size_t)(mm * rows), -1.f);
-        matmul(wp, x.data(), mm, k, y.data(), rows, p);
-        ASSERT_EQ(std::memcmp(y.data(), y0.data(), y.size() * 4), 0) << kern->name << " m=" << mm;
-      }
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_x16_bits(GgmlType::IQ4_XS, w, rows, k, row_bytes, x, m, y0, &x16_isas));
   if (x16_isas == 0) GTEST_SKIP() << "no ISA packs IQ4_XS as x16 on this CPU";
 }
 
