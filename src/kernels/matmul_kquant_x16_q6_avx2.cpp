@@ -205,6 +205,12 @@ CHIMERA_T_X16A2 void q6_run(const uint8_t* G, size_t gbytes, int rh, const uint8
     CHIMERA_UNROLL for (int s = 0; s < S; ++s) Bs[s] = G + (size_t)(s / 2) * gbytes + (size_t)sb * kQ6GroupBlock;
     // the one-group GEMV: the near prefetch of its one stream (gemv_prefetch.h)
     if constexpr (S == 2 && M == 1) gemv_prefetch_ahead<kQ6GroupBlock, kPfX16>(Bs[0], G + (size_t)nsb * kQ6GroupBlock);
+    // GEMM tiles: the next group's block into L2 once per group (the first
+    // half's tile; the second half then finds this group in cache), as the
+    // Q4_K tiles; past the last group a prefetch does not fault.
+    if constexpr (S == 1 && M > 1) {
+      if (rh == 0) gemv_prefetch_l2(Bs[0] + (size_t)nsb * kQ6GroupBlock, kQ6GroupBlock);
+    }
     const uint8_t* Am[M];
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) Am[m] = a + (size_t)m * a_stride + (size_t)sb * kAb;
     q6_block<kVnni, S, M>(Bs, hs, Am, acc, pf);
