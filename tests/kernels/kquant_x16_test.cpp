@@ -516,6 +516,32 @@ TEST(KQuantX16, Q2KGemmIsBitIdenticalOnRandomBlocks) { check_gemm_bit_identical(
 TEST(KQuantX16, Q3KGemmIsBitIdenticalOnRandomBlocks) { check_gemm_bit_identical(GgmlType::Q3_K); }
 TEST(KQuantX16, Iq4xsGemmIsBitIdenticalOnRandomBlocks) { check_gemm_bit_identical(GgmlType::IQ4_XS); }
 
+// Every ISA that packs `t` as x16: a packed copy of w (rows x k), through
+// matmul at every m in 1..m with 1 and 2 threads, gives y0's bits (y0: m x
+// rows, the reference). *x16_isas counts those ISAs.
+void expect_x16_bits(GgmlType t, const std::vector<uint8_t>& w, int64_t rows, int64_t k, size_t row_bytes,
+                     const std::vector<float>& x, int64_t m, const std::vector<float>& y0, int* x16_isas) {
+  ThreadPool pool(2);
+  for (Isa isa : available_isas()) {
+    ScopedIsa scoped(isa);
+    const MatmulKernel* kern = matmul_kernel(t, isa);
+    if (kern->repack_rows != kX16Rows) continue;
+    std::vector<uint8_t> copy = w;
+    WeightView wp{t, copy.data(), rows, k, row_bytes};
+    PackedWeights packs;
+    ASSERT_TRUE(packs.pack(wp)) << kern->name;
+    ++*x16_isas;
+    for (int64_t mm = 1; mm <= m; ++mm) {
+      for (ThreadPool* p : {(ThreadPool*)nullptr, &pool}) {
+        std::vector<float> y((size_t)(mm * rows), -1.f);
+        matmul(wp, x.data(), mm, k, y.data(), rows, p);
+        ASSERT_EQ(std::memcmp(y.data(), y0.data(), y.size() * 4), 0)
+            << kern->name << " " << format::ggml_type_name(t) << " m=" << mm;
+      }
+    }
+  }
+}
+
 // Q4_K / Q5_K x16 GEMM tiles sum several vpmaddubsw products in int16 before
 // widening (AVX2: 8 of Q4_K's, 4 of Q5_K's). At the largest levels (Q4_K 15,
 // Q5_K 31), the largest scales and mins (63) and activations at the Q8_K
@@ -542,48 +568,8 @@ TEST(KQuantX16, Q4KQ5KGemmExactAtTheInt16Bounds) {
       ASSERT_EQ(std::abs((int8_t)a[4]), 127);
     }
     int x16_isas = 0;
-    for (Isa isa : available_isas()) {
-      ScopedIsa scoped(isa);
-      const MatmulKernel* kern = matmul_kernel(t, isa);
-      if (kern->repack_rows != kX16Rows) continue;
-      std::vector<uint8_t> copy = w;
-      WeightView wp{t, copy.data(), rows, k, row_bytes};
-      PackedWeights packs;
-      ASSERT_TRUE(packs.pack(wp)) << kern->name;
-      ++x16_isas;
-      for (int64_t mm = 1; mm <= m; ++mm) {
-        std::vector<float> y((size_t)(mm * rows), -1.f);
-        matmul(wp, x.data(), mm, k, y.data(), rows, nullptr);
-        ASSERT_EQ(std::memcmp(y.data(), y0.data(), y.size() * 4), 0)
-            << kern->name << " " << format::ggml_type_name(t) << " m=" << mm;
-      }
-    }
+    ASSERT_NO_FATAL_FAILURE(expect_x16_bits(t, w, rows, k, row_bytes, x, m, y0, &x16_isas));
     if (x16_isas == 0) GTEST_SKIP() << "no ISA packs " << format::ggml_type_name(t) << " as x16 on this CPU";
-  }
-}
-
-// Every ISA that packs `t` as x16: a packed copy of w (rows x k), through
-// matmul at every m in 1..m with 1 and 2 threads, gives y0's bits (y0: m x
-// rows, the reference). *x16_isas counts those ISAs.
-void expect_x16_bits(GgmlType t, const std::vector<uint8_t>& w, int64_t rows, int64_t k, size_t row_bytes,
-                     const std::vector<float>& x, int64_t m, const std::vector<float>& y0, int* x16_isas) {
-  ThreadPool pool(2);
-  for (Isa isa : available_isas()) {
-    ScopedIsa scoped(isa);
-    const MatmulKernel* kern = matmul_kernel(t, isa);
-    if (kern->repack_rows != kX16Rows) continue;
-    std::vector<uint8_t> copy = w;
-    WeightView wp{t, copy.data(), rows, k, row_bytes};
-    PackedWeights packs;
-    ASSERT_TRUE(packs.pack(wp)) << kern->name;
-    ++*x16_isas;
-    for (int64_t mm = 1; mm <= m; ++mm) {
-      for (ThreadPool* p : {(ThreadPool*)nullptr, &pool}) {
-        std::vector<float> y((size_t)(mm * rows), -1.f);
-        matmul(wp, x.data(), mm, k, y.data(), rows, p);
-        ASSERT_EQ(std::memcmp(y.data(), y0.data(), y.size() * 4), 0) << kern->name << " m=" << mm;
-      }
-    }
   }
 }
 
