@@ -71,6 +71,15 @@ CHIMERA_T_X16A2_INLINE void levels4(const uint8_t* X, __m256i lv[4]) {
   lv[3] = _mm256_srli_epi16(_mm256_or_si256(_mm256_or_si256(_mm256_srli_epi16(T0, 4), _mm256_srli_epi16(T1, 2)), T2), 2);
 }
 
+// Scale group g's four level dwords of the 8-row tile hs (0, 1) of group block
+// B; pf != 0 (the decode GEMV): also the group's 3 chunks pf bytes further into
+// L2, once per group (by tile 0).
+CHIMERA_T_X16A2_INLINE void group_levels(const uint8_t* B, int hs, int g, size_t pf, __m256i lv[4]) {
+  const uint8_t* X = B + kQ6Levels + 3 * 64 * (size_t)g;
+  if (pf && hs == 0) gemv_prefetch_l2(X + pf, 3 * 64);
+  levels4(X + 32 * (size_t)hs, lv);
+}
+
 // AVX-VNNI (Isa::kAvx2Vnni): s += u8 . s8 (4 byte products per int32 lane),
 // the VEX vpdpbusd by inline asm so the plain AVX2 instantiations never use it.
 CHIMERA_T_X16A2_INLINE __m256i dpbusd(__m256i s, __m256i u8, __m256i s8) {
@@ -120,10 +129,8 @@ CHIMERA_T_X16A2_INLINE void q6_block(const uint8_t* const (&Bs)[S], const int (&
     }
     CHIMERA_UNROLL for (int g = 0; g < 16; ++g) {
       CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
-        const uint8_t* X = Bs[s] + kQ6Levels + 3 * 64 * (size_t)g;
-        if (pf && hs[s] == 0) gemv_prefetch_l2(X + pf, 3 * 64);
         __m256i lv[4];
-        levels4(X + 32 * (size_t)hs[s], lv);
+        group_levels(Bs[s], hs[s], g, pf, lv);
         const __m256i P8 = loadu(Bs[s] + kQ6Scales + 64 * (g / 4) + 32 * (size_t)hs[s]);
         const __m256i sc = _mm256_srai_epi32(g % 4 == 3 ? P8 : _mm256_slli_epi32(P8, 24 - 8 * (g % 4)), 24);
         CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
@@ -158,10 +165,8 @@ CHIMERA_T_X16A2_INLINE void q6_block(const uint8_t* const (&Bs)[S], const int (&
     }
     CHIMERA_UNROLL for (int g = 0; g < 16; ++g) {
       CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
-        const uint8_t* X = Bs[s] + kQ6Levels + 3 * 64 * (size_t)g;
-        if (pf && hs[s] == 0) gemv_prefetch_l2(X + pf, 3 * 64);
         __m256i lv[4];
-        levels4(X + 32 * (size_t)hs[s], lv);
+        group_levels(Bs[s], hs[s], g, pf, lv);
         const __m256i& Vg = V[s][g];
         CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
           const uint8_t* a = Am[m] + 4 + 16 * g;
