@@ -146,6 +146,16 @@ bool register_quant() {
               ->UseRealTime()
               ->Unit(benchmark::kMillisecond);
         }
+        // The packed GEMM a model's prefill (m = 256) and 8-stream decode step (m = 8) run.
+        if (matmul_kernel(type, isa)->repack) {
+          for (int64_t m : {8, 256}) {
+            benchmark::RegisterBenchmark(
+                ("qgemm_packed/" + shape + "/m:" + std::to_string(m) + suffix).c_str(),
+                [=](benchmark::State& s) { run_qmatmul(s, type, n, m, threads, isa, false, true); })
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
+          }
+        }
       }
     }
   }

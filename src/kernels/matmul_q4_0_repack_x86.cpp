@@ -24,6 +24,7 @@
 #include <cstring>
 
 #include "kernels/avx_vnni.h"
+#include "kernels/matmul_legacy_packed_zmm.h"
 #include "kernels/matmul_q_legacy.h"
 #include "kernels/matmul_tile.h"
 
@@ -56,7 +57,7 @@
       for (int64_t b = 0; b < nb; ++b) {                                                                        \
         __m256i sum[R][M];                                                                                      \
         CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {                                                         \
-          const __m256i s0 = x86::bcast_sum8(av[mm].bias + 8 * b);                                                  \
+          const __m256i s0 = x86::bias_total(av[mm], b);                                                  \
           CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) sum[rr][mm] = s0;                                       \
         }                                                                                                       \
         const uint8_t* cb = codes + (size_t)b * 128;                                                            \
@@ -118,6 +119,23 @@ CHIMERA_Q4R_TILE(Avx2, CHIMERA_T_Q4R_AVX2, CHIMERA_Q4R_DOT_AVX2, true)
 CHIMERA_Q4R_TILE(AvxVnni, CHIMERA_T_Q4R_AVX2, CHIMERA_Q4R_DOT_AVXVNNI, false)
 CHIMERA_Q4R_TILE(Vnni, CHIMERA_T_Q4R_VNNI, CHIMERA_Q4R_DOT_VNNI, false)
 
+// The AVX-512 VNNI GEMM (m > 1) on 512-bit vectors: chunk c of two groups
+// per zmm, its nibbles split as in the 256-bit tile (matmul_legacy_packed_zmm.h).
+struct Q4Codes {
+  static constexpr int kChunks = 4;
+  static constexpr size_t kBlockBytes = 128;
+  template <int M>
+  CHIMERA_T_LZMM static void dot(__m512i (&sum)[M], __m512i wv, const ActView (&av)[M], int64_t b, int c) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i lo = _mm512_and_si512(wv, m4);
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(wv, 4), m4);
+    CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
+      sum[mm] = _mm512_dpbusd_epi32(sum[mm], lo, zmm::bcast4(av[mm].qs + 32 * b + 4 * c));
+      sum[mm] = _mm512_dpbusd_epi32(sum[mm], hi, zmm::bcast4(av[mm].qs + 32 * b + 16 + 4 * c));
+    }
+  }
+};
+
 constexpr int kAvx2Groups = 4, kAvx2Acts = 3;
 constexpr std::array<int, kAvx2Acts + 1> kAvx2GroupsFor = {0, 4, 2, 2};
 constexpr detail::TileSet<kAvx2Groups, kAvx2Acts> kAvx2Tiles =
@@ -144,7 +162,8 @@ void gemm_packed_avx2vnni(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0,
 }
 
 void gemm_packed_avx512vnni(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
-  detail::gemm_blocked(kVnniTiles, g, r0 / kGroup, r1 / kGroup, i0, i1);
+  if (i1 - i0 == 1) detail::gemm_blocked(kVnniTiles, g, r0 / kGroup, r1 / kGroup, i0, i1);
+  else detail::gemm_blocked(zmm::kTiles<Q4Codes>, g, r0 / kGroup, r1 / kGroup, i0, i1);
 }
 
 }  // namespace chimera::kernels::legacy::q4r

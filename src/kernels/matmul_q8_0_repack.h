@@ -13,7 +13,7 @@
 // 4c..4c+3 of rows 0..7 as unsigned codes (u = w ^ 0x80 = w + 128). A chunk
 // times the broadcast 4 activation bytes 4c..4c+3 is one vpdpbusd; the 8
 // chunks of a block leave lane r = sum_j u_rj a_j, and adding the block's
-// activation bias -128 * sum_j a_j (the sum of the 8 `bias` lanes of the
+// activation bias -128 * sum_j a_j (the block's total-bias lane of the
 // shared legacy activation layout, matmul_q_legacy.h) gives the exact int32
 // sumi of row r.
 //

@@ -75,7 +75,7 @@ struct Avx2 {
       __m256i sum[R][M];
       if constexpr (kVnni) {
         CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
-          const __m256i s0 = x86::bcast_sum8(av[mm].bias + 8 * b);
+          const __m256i s0 = x86::bias_total(av[mm], b);
           CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) sum[rr][mm] = s0;
         }
       }

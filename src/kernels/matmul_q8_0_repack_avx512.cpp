@@ -19,6 +19,7 @@
 #include <array>
 #include <cstring>
 
+#include "kernels/matmul_legacy_packed_zmm.h"
 #include "kernels/matmul_q_legacy.h"
 #include "kernels/matmul_tile.h"
 
@@ -33,7 +34,7 @@ namespace chimera::kernels::legacy::q8r {
 namespace {
 
 using x86::bcast4;
-using x86::bcast_sum8;
+using x86::bias_total;
 
 struct Vnni {
   // R groups starting at group `grp`, M activation rows starting at i.
@@ -52,7 +53,7 @@ struct Vnni {
     for (int64_t b = 0; b < nb; ++b) {
       __m256i sum[R][M];
       CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
-        const __m256i s0 = bcast_sum8(av[mm].bias + 8 * b);
+        const __m256i s0 = bias_total(av[mm], b);
         CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) sum[rr][mm] = s0;
       }
       const uint8_t* cb = codes + (size_t)b * 256;
@@ -79,6 +80,18 @@ struct Vnni {
   }
 };
 
+// The GEMM (m > 1) on 512-bit vectors: chunk c of two groups per zmm
+// (matmul_legacy_packed_zmm.h); the codes go straight in.
+struct Q8Codes {
+  static constexpr int kChunks = 8;
+  static constexpr size_t kBlockBytes = 256;
+  template <int M>
+  CHIMERA_T_LZMM static void dot(__m512i (&sum)[M], __m512i wv, const ActView (&av)[M], int64_t b, int c) {
+    CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm)
+      sum[mm] = _mm512_dpbusd_epi32(sum[mm], wv, zmm::bcast4(av[mm].qs + 32 * b + 4 * c));
+  }
+};
+
 constexpr int kGroups = 8, kActs = 3;
 constexpr std::array<int, kActs + 1> kGroupsFor = {0, 8, 4, 4};
 constexpr detail::TileSet<kGroups, kActs> kTiles = detail::make_tile_set<Vnni, kGroups, kActs>(kGroupsFor);
@@ -87,7 +100,8 @@ constexpr detail::TileSet<kGroups, kActs> kTiles = detail::make_tile_set<Vnni, k
 
 void gemm_packed_avx512vnni(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
   // The tile machinery works in groups of 8 rows (r0, r1 are multiples of 8).
-  detail::gemm_blocked(kTiles, g, r0 / kGroup, r1 / kGroup, i0, i1);
+  if (i1 - i0 == 1) detail::gemm_blocked(kTiles, g, r0 / kGroup, r1 / kGroup, i0, i1);
+  else detail::gemm_blocked(zmm::kTiles<Q8Codes>, g, r0 / kGroup, r1 / kGroup, i0, i1);
 }
 
 }  // namespace chimera::kernels::legacy::q8r

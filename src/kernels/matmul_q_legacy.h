@@ -7,7 +7,9 @@
 //   [0, k)               int8 qs                    (block b at 32 b)
 //   [k, k + 32 nb)       f32 dexp[8 nb]             (block's f16-rounded d, x8)
 //   [+32 nb, +64 nb)     i32 bias[8 nb]             (lane l = -off * sum(qs[4l..4l+3]))
-//   [+64 nb, +96 nb)     f32 sexp[8 nb]             (lane 0 = Q8_1 s = f16(d*sum(qs)), rest 0)
+//   [+64 nb, +96 nb)     f32 sexp[8 nb]             (lane 0 = Q8_1 s = f16(d*sum(qs)); lane 1 = the
+//                                                   block's total bias -off * sum(qs) as int32 bits,
+//                                                   0 for the _1 types; rest 0)
 // The weight block is read as unsigned codes u = w + off (off = 8 for Q4_0,
 // 16 for Q5_0, 128 for Q8_0/IQ4_NL, 0 for the _1 types), so
 //   sum_j w_j a_j = sum_j u_j a_j - off * sum_j a_j   (exact int32)
@@ -62,6 +64,13 @@ struct ActView {
   const int32_t* bias;
   const float* sexp;
 };
+// Block b's total activation bias (the sum of its 8 bias lanes), which the
+// packed 8-row kernels start every row's int32 sum at.
+inline int32_t block_bias_total(const ActView& a, int64_t b) {
+  int32_t v;
+  std::memcpy(&v, a.sexp + 8 * b + 1, 4);
+  return v;
+}
 inline ActView act_view(const uint8_t* a, int64_t k) {
   const size_t nb = (size_t)(k / 32);
   return {reinterpret_cast<const int8_t*>(a), reinterpret_cast<const float*>(a + k),
@@ -177,14 +186,8 @@ CHIMERA_T_QL_AVX2 __m256 f16_bcast(const uint8_t* p) {
   return _mm256_cvtph_ps(_mm_set1_epi16((short)h));
 }
 
-// The sum of the 8 int32 lanes at p (a block's activation bias), broadcast.
-CHIMERA_T_QL_AVX2 __m256i bcast_sum8(const int32_t* p) {
-  const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-  return _mm256_broadcastd_epi32(s);
-}
+// Block b's total activation bias in every 32-bit lane.
+CHIMERA_T_QL_AVX2 __m256i bias_total(const ActView& a, int64_t b) { return _mm256_set1_epi32(block_bias_total(a, b)); }
 
 // The 4 activation bytes at p in every 32-bit lane.
 CHIMERA_T_QL_AVX2 __m256i bcast4(const int8_t* p) {

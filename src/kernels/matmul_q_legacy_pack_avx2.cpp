@@ -65,14 +65,14 @@ CHIMERA_T_QPACK void pack_act_avx2(const float* x, int64_t k, void* out) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(bias + 8 * b), _mm256_mullo_epi32(sum4, _mm256_set1_epi32(-info.bias)));
     const float dh = f16_to_f32(f32_to_f16(d));
     _mm256_storeu_ps(dexp + 8 * b, _mm256_set1_ps(dh));
-    float s = 0.f;
-    if constexpr (info.has_min) {
-      __m128i t = _mm_add_epi32(_mm256_castsi256_si128(sum4), _mm256_extracti128_si256(sum4, 1));
-      t = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
-      t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 1));
-      s = f16_to_f32(f32_to_f16(d * (float)_mm_cvtsi128_si32(t)));
-    }
-    _mm256_storeu_ps(sexp + 8 * b, _mm256_setr_ps(s, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f));
+    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(sum4), _mm256_extracti128_si256(sum4, 1));
+    t = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 1));
+    const int sum = _mm_cvtsi128_si32(t);
+    const float s = info.has_min ? f16_to_f32(f32_to_f16(d * (float)sum)) : 0.f;
+    const __m256i total = _mm256_setr_epi32(0, -info.bias * sum, 0, 0, 0, 0, 0, 0);
+    _mm256_storeu_ps(sexp + 8 * b, _mm256_or_ps(_mm256_setr_ps(s, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f),
+                                                 _mm256_castsi256_ps(total)));
   }
 }
 

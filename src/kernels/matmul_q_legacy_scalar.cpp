@@ -46,6 +46,8 @@ void pack_act(const float* x, int64_t k, void* out) {
       bias[8 * b + l] = -info.bias * (q[4 * l] + q[4 * l + 1] + q[4 * l + 2] + q[4 * l + 3]);
       sexp[8 * b + l] = l == 0 ? s : 0.f;
     }
+    const int32_t total = -info.bias * sum;
+    std::memcpy(sexp + 8 * b + 1, &total, 4);
   }
 }
 

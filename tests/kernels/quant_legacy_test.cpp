@@ -281,6 +281,17 @@ TEST(QuantLegacyActivation, EveryIsaPacksTheScalarBytes) {
     const size_t bytes = ref->act_bytes(k);
     std::vector<uint8_t> want(bytes, 0xAB);
     ref->pack_act(x.data(), k, want.data());
+    // Lane 1 of each block's sexp holds the sum of its 8 bias lanes (what the
+    // packed 8-row kernels start from), as int32 bits.
+    const int64_t nb = k / 32;
+    for (int64_t b = 0; b < nb; ++b) {
+      int32_t lanes[8], total;
+      std::memcpy(lanes, want.data() + k + 32 * nb + 32 * b, 32);
+      std::memcpy(&total, want.data() + k + 64 * nb + 32 * b + 4, 4);
+      int64_t sum = 0;
+      for (int32_t v : lanes) sum += v;
+      ASSERT_EQ(total, sum) << format::ggml_type_name(t) << " block " << b;
+    }
     for (Isa isa : available_isas()) {
       const MatmulKernel* kern = matmul_kernel(t, isa);
       if (!kern || kern->pack_act == ref->pack_act) continue;
