@@ -93,7 +93,7 @@ void BM_AttentionDecodeTypedKv(benchmark::State& st) {
 }
 BENCHMARK(BM_AttentionDecodeTypedKv)
     ->ArgNames({"n_kv", "type", "threads"})
-    ->ArgsProduct({{8192}, {0, 1, 2}, {1, 2}})
+    ->ArgsProduct({{8192, 32768}, {0, 1, 2}, {1, 2}})
     ->Unit(benchmark::kMicrosecond)
     ->MeasureProcessCPUTime()
     ->UseRealTime();

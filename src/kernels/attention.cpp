@@ -267,6 +267,18 @@ HWY_INLINE void AccumulatePV(D d, const float* HWY_RESTRICT prow, const TV* HWY_
   for (int t = 0; t < NV; ++t) hn::StoreU(acc[t], d, o + t * N);
 }
 
+// Fetches the cache lines of row j of `rows` (bytes of one head's row) into
+// L1. A head's K / V rows are `ld` apart (every KV head of a position is one
+// row), so a unit reads 2 lines (f16, head_dim 64) of each 1-4 KiB: a stride
+// the hardware prefetchers follow only within a page, which left decode at
+// long depth (a cache larger than L3) waiting on DRAM latency.
+template <class T>
+HWY_INLINE void PrefetchRow(const attn_detail::RowsOf<T>& rows, int64_t j, size_t bytes) {
+  const uint8_t* r = reinterpret_cast<const uint8_t*>(rows(j));
+  for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(r + o);
+  __builtin_prefetch(r + bytes - 1);
+}
+
 // Rows [j0, j0 + n) of `rows` widened to f32 (exactly) into out, hd floats
 // apart; hd % Lanes(d) == 0.
 template <class D, class T>
@@ -342,8 +354,13 @@ HWY_NOINLINE void RunUnit(D d, const Task& t, const Unit& u, float* scores, int6
   // noise; Q8_0 on 1 thread 8.6-10.9 ms CPU widened vs 11.2-15.1 ms not).
   const bool widen_k = std::is_same_v<TK, attn_detail::Q8Block> && M > 1;
   const bool widen_v = std::is_same_v<TV, attn_detail::Q8Block> && M > 1;
+  // Bytes of one head's K / V row, and how far ahead pass 1 fetches K rows.
+  const size_t kbytes = hd / attn_detail::kKvUnit<TK> * sizeof(TK);
+  const size_t vbytes = hd / attn_detail::kKvUnit<TV> * sizeof(TV);
+  constexpr int64_t kAheadKeys = 32;
   for (int64_t j = jmin; j < jmax; j += 4) {
     const int64_t je = std::min(j + 4, jmax);
+    for (int64_t c = j + kAheadKeys; c < std::min(je + kAheadKeys, jmax); ++c) PrefetchRow(krow, c, kbytes);
     if (widen_k) {
       WidenRows(d, krow, j, je - j, hd, widened);
       scores_of(j, je, [&](int64_t c) -> const float* { return widened + (size_t)(c - j) * hd; });
@@ -369,8 +386,11 @@ HWY_NOINLINE void RunUnit(D d, const Task& t, const Unit& u, float* scores, int6
     for (; c + 4 * N <= hd; c += 4 * N) AccumulatePV<4>(d, prow, va, c, ldv, b - a, o + c);
     for (; c < hd; c += N) AccumulatePV<1>(d, prow, va, c, ldv, b - a, o + c);
   };
+  for (int64_t c = jmin; c < std::min(jmin + kc, jmax); ++c) PrefetchRow(vrow, c, vbytes);
   for (int64_t jc = jmin, je = jmin; jc < jmax; jc = je) {
     je = std::min({jc + kc, jmax, vrow.block_end(jc)});
+    // The next chunk's V rows (at most kc of them) while this one is summed.
+    for (int64_t c = je; c < std::min(je + kc, jmax); ++c) PrefetchRow(vrow, c, vbytes);
     if (widen_v) WidenRows(d, vrow, jc, je - jc, hd, widened);
     for (int64_t m = 0; m < M; ++m) {
       const int64_t a = std::max(jc, lo[m]), b = std::min(je, hi[m]);
