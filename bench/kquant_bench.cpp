@@ -12,7 +12,8 @@
 //   kq_smallm/Q4_K/8192x2048/m:8/threads:1/isa:avx2  (the small-m GEMMs of
 //   batched decode, m = 1, 2, 4, 8, 16, packed, cold copies as in a model
 //   step; AVX2 and AVX-512 VNNI, 1 thread: compare the CPU time of m = 8
-//   with m = 1)
+//   with m = 1; kq_smallm/Q6_K/8192x2048/...: the output head's columns,
+//   also on avx2vnni and avx512)
 //   kq_gemm_packed/Q6_K/8192x2048/m:8/threads:1/isa:avx2  (the output head's
 //   columns at batched-decode m, AVX2 and AVX-512 levels)
 // Registered by a static initializer; main() lives in matmul_bench.cpp.
@@ -64,6 +65,21 @@ struct Registrar {
                                        })
               ->Unit(benchmark::kMicrosecond);
         }
+      }
+    }
+    // The Q6_K output head's columns (8192 x 2048) at the same m, cold copies
+    // as well (the head of a model streams from DRAM: 128256 x 2048 is
+    // 215 MiB), on the four x86 levels that have x16 Q6_K kernels.
+    for (Isa isa : available_isas()) {
+      if (isa != Isa::kAvx2 && isa != Isa::kAvx2Vnni && isa != Isa::kAvx512 && isa != Isa::kAvx512Vnni) continue;
+      for (int64_t m : {1, 2, 4, 8, 16}) {
+        const std::string name =
+            "kq_smallm/Q6_K/8192x2048/m:" + std::to_string(m) + "/threads:1/isa:" + isa_name(isa);
+        benchmark::RegisterBenchmark(name.c_str(),
+                                     [=](benchmark::State& s) {
+                                       run_kq(s, GgmlType::Q6_K, 8192, m, 1, isa, true, true, 2048);
+                                     })
+            ->Unit(benchmark::kMicrosecond);
       }
     }
     // Q4_K GEMMs of model shapes (attention 2048 x 2048, FFN 8192 x 2048) at

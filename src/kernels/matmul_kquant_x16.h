@@ -211,7 +211,10 @@ using KqX16GemvFn = void (*)(const uint8_t* group, size_t group_bytes, const uin
 // into L2 (gemv_prefetch.h); the groups left over, and the GEMV
 // of a type without `gemv`, run the M = 1 tile, which prefetches kPfX16
 // group blocks ahead in its one stream, clipped to the group.
-template <int kStreams = kX16Streams, int kMaxActs>
+// kBalanced: the block's rows in tiles of equal height (within one) rather
+// than kMaxActs-row tiles and a short last one (m = 8, kMaxActs = 6: 4 + 4,
+// not 6 + 2), for kernels whose short tiles cost nearly as much as full ones.
+template <int kStreams = kX16Streams, bool kBalanced = false, int kMaxActs>
 void kq_x16_run(const KqX16TileFn (&tiles)[kMaxActs], const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0,
                 int64_t i1, KqX16GemvFn gemv = nullptr) {
   const int64_t nsb = g.k / 256;
@@ -231,9 +234,18 @@ void kq_x16_run(const KqX16TileFn (&tiles)[kMaxActs], const GemmArgs& g, int64_t
     const int64_t ie = ib + ib_rows < i1 ? ib + ib_rows : i1;
     for (int64_t r = r0; r < r1; r += kX16Rows) {
       const uint8_t* group = g.w + (size_t)r * g.w_stride;
-      for (int64_t i = ib; i < ie; i += kMaxActs) {
-        const int64_t mm = ie - i < kMaxActs ? ie - i : kMaxActs;
-        tiles[mm - 1](group, g.a + (size_t)i * g.a_stride, g.a_stride, nsb, g.y + i * g.ldy + r, g.ldy);
+      if constexpr (kBalanced) {
+        const int64_t n = ie - ib, nt = (n + kMaxActs - 1) / kMaxActs, h = n / nt, extra = n % nt;
+        for (int64_t t = 0, i = ib; t < nt; ++t) {
+          const int64_t mm = h + (t < extra ? 1 : 0);
+          tiles[mm - 1](group, g.a + (size_t)i * g.a_stride, g.a_stride, nsb, g.y + i * g.ldy + r, g.ldy);
+          i += mm;
+        }
+      } else {
+        for (int64_t i = ib; i < ie; i += kMaxActs) {
+          const int64_t mm = ie - i < kMaxActs ? ie - i : kMaxActs;
+          tiles[mm - 1](group, g.a + (size_t)i * g.a_stride, g.a_stride, nsb, g.y + i * g.ldy + r, g.ldy);
+        }
       }
     }
   }

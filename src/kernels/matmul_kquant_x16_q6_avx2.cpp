@@ -248,7 +248,7 @@ template <bool kVnni>
 void q6_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
   static constexpr KqX16TileFn kTiles[kMaxActs] = {q6_tile16<kVnni, 1>, q6_tile16<kVnni, 2>, q6_tile16<kVnni, 3>,
                                                    q6_tile16<kVnni, 4>, q6_tile16<kVnni, 5>, q6_tile16<kVnni, 6>};
-  kq_x16_run<kX16StreamsAvx2>(kTiles, g, r0, r1, i0, i1, q6_gemv<kVnni>);
+  kq_x16_run<kX16StreamsAvx2, true>(kTiles, g, r0, r1, i0, i1, q6_gemv<kVnni>);
 }
 
 }  // namespace

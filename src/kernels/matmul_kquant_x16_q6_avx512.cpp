@@ -46,6 +46,8 @@ constexpr size_t kAbsums = offsetof(q::block_q8_K, bsums);
 constexpr size_t kQ6GroupBlock = kX16Rows * sizeof(q::block_q6_K);
 constexpr size_t kQ6D = 0, kQ6Scales = 32, kQ6Levels = 288;
 constexpr int kMaxActs = 8;
+// GEMM tiles' L2 prefetch distance, in group blocks (q6_run).
+constexpr size_t kPfTile = 3;
 
 // s += u8 . (the 4 bytes at p, broadcast): vpdpbusd with an embedded
 // broadcast (inline asm: the plain AVX-512 instantiation never uses VNNI).
@@ -158,6 +160,16 @@ CHIMERA_T_X16 void q6_run(const uint8_t* G, size_t gbytes, const uint8_t* a, siz
     const uint8_t* Bs[S];
     CHIMERA_UNROLL for (int s = 0; s < S; ++s) Bs[s] = G + s * gbytes + (size_t)sb * kQ6GroupBlock;
     if constexpr (S == 1 && M == 1) gemv_prefetch_ahead<kQ6GroupBlock, kPfX16>(Bs[0], G + (size_t)nsb * kQ6GroupBlock);
+    // GEMM tiles: the group block kPfTile blocks further on in the stream
+    // into L2 (the group blocks of a packed tensor are contiguous, so near a
+    // group's end this is the next group's first blocks; past the tensor's
+    // end a prefetch does not fault). 8192 x 2048, 1 thread, weights from
+    // DRAM (a model's output head): m = 8 ~1350 -> ~720 us, m = 2 ~595 ->
+    // ~465 us; the same block of the next group (the Q4_K tiles' choice)
+    // gave ~770 / ~530 us; 4, 6 blocks ahead 740, 780 us at m = 8. L3-warm
+    // weights (session 15 found the prefetch neutral there): m = 8 ~5 %, m =
+    // 2 ~12 % slower.
+    if constexpr (S == 1 && M > 1) gemv_prefetch_l2(Bs[0] + kPfTile * kQ6GroupBlock, kQ6GroupBlock);
     const uint8_t* Am[M];
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) Am[m] = a + (size_t)m * a_stride + (size_t)sb * kAb;
     q6_block<kVnni, S, M>(Bs, Am, acc, pf);
