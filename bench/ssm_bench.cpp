@@ -7,9 +7,10 @@
 // xBC buffer, as mamba2_forward passes them) and realistic decays. Heads are
 // split over the thread pool exactly as layers/mamba2.cpp does.
 // Args: T, heads, threads, chunk (0 = the sequential scan). Reports tokens/s.
-// Also the prefill's causal conv1d (BM_Mamba2Conv1d, below).
+// Also the prefill's causal conv1d (BM_Mamba2Conv1d, below) and the decode
+// step's scan over 1 or 8 sequences' states (BM_Mamba2DecodeScan).
 //
-//   build/bench/chimera_bench --benchmark_filter='Mamba2Scan|Mamba2Conv1d'
+//   build/bench/chimera_bench --benchmark_filter='Mamba2Scan|Mamba2Conv1d|Mamba2DecodeScan'
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -84,6 +85,42 @@ void Mamba2ScanArgs(benchmark::internal::Benchmark* b) {
         for (int64_t chunk : {0, 64, 128}) b->Args({T, H, th, chunk});
 }
 BENCHMARK(BM_Mamba2Scan)->Apply(Mamba2ScanArgs)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
+
+// The decode step's scan at serving scale: one token (T = 1) for each of S
+// sequences through 8 layers of mamba2-1.3b (64 heads, P = 64, N = 128), each
+// sequence and layer with its own 2 MiB state, as mamba2_forward_segments runs
+// it (per layer one pool job over the heads, each thread taking its heads of
+// every sequence). At S = 8 the 128 MiB of state exceed the L3 and every step
+// reads and writes them from DRAM; "state GB/s" counts both directions (compare
+// a plain read-modify-write pass over the same bytes). Args: S, threads.
+void BM_Mamba2DecodeScan(benchmark::State& st) {
+  const int64_t S = st.range(0), L = 8, H = 64;
+  ThreadPool& pool = scan_pool((int)st.range(1));
+  std::vector<Mamba2ScanInputs> seq;
+  for (int64_t i = 0; i < S; ++i) seq.emplace_back(1, H);
+  std::vector<std::vector<float>> states((size_t)(S * L));
+  for (auto& v : states) v.assign(seq[0].state.size(), 0.25f);
+  for (auto _ : st) {
+    for (int64_t l = 0; l < L; ++l) {
+      layers::parallel_range(&pool, H, 1, [&](int64_t h0, int64_t h1) {
+        for (int64_t i = 0; i < S; ++i) {
+          Scan2Args a = seq[(size_t)i].args();
+          a.state = states[(size_t)(l * S + i)].data();
+          ssm_scan2(a, h0, h1);
+        }
+      });
+    }
+    benchmark::DoNotOptimize(seq[0].y.data());
+  }
+  const double bytes = 2.0 * (double)(S * L) * (double)seq[0].state.size() * sizeof(float);
+  st.counters["state GB/s"] = benchmark::Counter((double)st.iterations() * bytes / 1e9, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Mamba2DecodeScan)
+    ->ArgNames({"seqs", "threads"})
+    ->ArgsProduct({{1, 8}, {1, 2}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(0.5);
 
 // Causal conv1d + SiLU of a prefill at mamba2-1.3b's shapes: xBC (C = 4352
 // channels) read in place from the in-projection output (row stride d_in_proj

@@ -167,87 +167,92 @@ HWY_INLINE float SkipAdd(DF d, float y, float x, const float* d_skip, int64_t h)
   return hn::GetLane(hn::MulAdd(hn::Set(d, x), hn::Set(d, d_skip[h]), hn::Set(d, y)));
 }
 
-void Scan2Impl(const Scan2Args& a, int64_t h0, int64_t h1) {
+// How far ahead of the state rows being updated the scan prefetches, in bytes
+// (16 rows of N = 128). A decode step of 8 sequences streams 8 × 2 MiB of
+// mamba2-1.3b state per layer from DRAM (the step's whole 128 MiB does not stay
+// in the L3); the hardware prefetchers alone left the loop at ~60 % of a plain
+// read-modify-write pass over the same bytes (Zen 5, docs/PERFORMANCE.md,
+// session 16).
+constexpr uintptr_t kScan2PrefetchBytes = 8192;
+
+// Prefetches the lines of [p, p + bytes) that lie below `end` (addresses as
+// integers: p may be past the end of the thread's rows).
+HWY_INLINE void PrefetchLines(uintptr_t p, size_t bytes, uintptr_t end) {
+  const uintptr_t stop = std::min<uintptr_t>(p + bytes, end);
+  for (uintptr_t q = p & ~uintptr_t{63}; q < stop; q += 64) __builtin_prefetch(reinterpret_cast<const void*>(q), 0, 3);
+}
+
+// R state rows p .. p+R-1 of head h over all T tokens: R independent FMA
+// chains sharing the B/C loads, whole vectors first and the partial one last.
+// Every row gets the same operations in the same order whatever R is (the
+// one-row loop's), so the bits do not depend on how a head's rows are grouped.
+// The R rows are R·N consecutive floats; the same span kScan2PrefetchBytes
+// further on (clipped to `end`, the thread's last head) is prefetched first.
+template <int R>
+HWY_INLINE void Scan2Rows(const Scan2Args& a, int64_t h, int64_t p, const float* dsp_buf, const float* dA_buf,
+                          uintptr_t end) {
   const DF d;
   const size_t NL = hn::Lanes(d), N = (size_t)a.N;
-  const int64_t P = a.P, hpg = a.H / a.G;
+  const int64_t g = h / (a.H / a.G);
+  float* s0 = a.state + (h * a.P + p) * a.N;
+  PrefetchLines(reinterpret_cast<uintptr_t>(s0) + kScan2PrefetchBytes, R * N * sizeof(float), end);
+  for (int64_t t = 0; t < a.T; ++t) {
+    const float* xr = a.x + t * a.ldx + h * a.P + p;
+    const float dsp = dsp_buf[t];
+    const auto vdA = hn::Set(d, dA_buf[t]);
+    const float* B = a.B + t * a.ldbc + g * a.N;
+    const float* Cv = a.C + t * a.ldbc + g * a.N;
+    hn::Vec<DF> vx[R], sum[R];
+    for (int i = 0; i < R; ++i) {
+      vx[i] = hn::Set(d, xr[i] * dsp);
+      sum[i] = hn::Zero(d);
+    }
+    size_t n = 0;
+    for (; n + NL <= N; n += NL) {
+      const auto vb = hn::LoadU(d, B + n), vc = hn::LoadU(d, Cv + n);
+      for (int i = 0; i < R; ++i) {
+        float* s = s0 + (size_t)i * N + n;
+        const auto st = StateStep(d, hn::LoadU(d, s), vdA, vb, vx[i]);
+        sum[i] = hn::MulAdd(st, vc, sum[i]);
+        hn::StoreU(st, d, s);
+      }
+    }
+    if (n < N) {
+      const size_t c = N - n;
+      const auto vb = LoadN(d, B + n, c), vc = LoadN(d, Cv + n, c);
+      for (int i = 0; i < R; ++i) {
+        float* s = s0 + (size_t)i * N + n;
+        const auto st = StateStep(d, LoadN(d, s, c), vdA, vb, vx[i]);
+        sum[i] = hn::MulAdd(st, vc, sum[i]);
+        StoreN(d, st, s, c);
+      }
+    }
+    float* yr = a.y + t * a.ldy + h * a.P + p;
+    for (int i = 0; i < R; ++i) yr[i] = SkipAdd(d, hn::GetLane(hn::SumOfLanes(d, sum[i])), xr[i], a.d_skip, h);
+  }
+}
+
+// Per head: Δ and exp(Δ·A) of every token, then the head's rows four at a
+// time (four chains hide the FMA latency; in a multi-token call the rows stay
+// in L1 while the tokens pass) and the rest one at a time.
+void Scan2Impl(const Scan2Args& a, int64_t h0, int64_t h1) {
+  const int64_t P = a.P;
   thread_local std::vector<float> dsp_buf, dA_buf;
   if ((int64_t)dsp_buf.size() < a.T) {
     dsp_buf.resize((size_t)a.T);
     dA_buf.resize((size_t)a.T);
   }
+  const uintptr_t end = reinterpret_cast<uintptr_t>(a.state + h1 * P * a.N);
   for (int64_t h = h0; h < h1; ++h) {
-    const int64_t g = h / hpg;
     for (int64_t t = 0; t < a.T; ++t) {
       float dtv = a.dt[t * a.lddt + h];
       if (a.dt_bias) dtv = dtv + a.dt_bias[h];
       dsp_buf[(size_t)t] = softplus(dtv);
       dA_buf[(size_t)t] = std::exp(dsp_buf[(size_t)t] * a.A[h]);
     }
-    // Four state rows at a time: four independent FMA chains (one chain per
-    // row is latency-bound) sharing the B/C loads, whole vectors first and
-    // the partial one last. Each row's operations and their order are those
-    // of the one-row loop below, so the bits are too.
     int64_t p = 0;
-    for (; p + 4 <= P; p += 4) {
-      float* s0 = a.state + (h * P + p) * a.N;
-      for (int64_t t = 0; t < a.T; ++t) {
-        const float* xr = a.x + t * a.ldx + h * P + p;
-        const float dsp = dsp_buf[(size_t)t];
-        const auto vdA = hn::Set(d, dA_buf[(size_t)t]);
-        const hn::Vec<DF> vx[4] = {hn::Set(d, xr[0] * dsp), hn::Set(d, xr[1] * dsp), hn::Set(d, xr[2] * dsp),
-                                   hn::Set(d, xr[3] * dsp)};
-        const float* B = a.B + t * a.ldbc + g * a.N;
-        const float* Cv = a.C + t * a.ldbc + g * a.N;
-        auto sum0 = hn::Zero(d), sum1 = hn::Zero(d), sum2 = hn::Zero(d), sum3 = hn::Zero(d);
-        size_t n = 0;
-        for (; n + NL <= N; n += NL) {
-          const auto vb = hn::LoadU(d, B + n), vc = hn::LoadU(d, Cv + n);
-          const auto st0 = StateStep(d, hn::LoadU(d, s0 + n), vdA, vb, vx[0]);
-          const auto st1 = StateStep(d, hn::LoadU(d, s0 + N + n), vdA, vb, vx[1]);
-          const auto st2 = StateStep(d, hn::LoadU(d, s0 + 2 * N + n), vdA, vb, vx[2]);
-          const auto st3 = StateStep(d, hn::LoadU(d, s0 + 3 * N + n), vdA, vb, vx[3]);
-          sum0 = hn::MulAdd(st0, vc, sum0);
-          sum1 = hn::MulAdd(st1, vc, sum1);
-          sum2 = hn::MulAdd(st2, vc, sum2);
-          sum3 = hn::MulAdd(st3, vc, sum3);
-          hn::StoreU(st0, d, s0 + n);
-          hn::StoreU(st1, d, s0 + N + n);
-          hn::StoreU(st2, d, s0 + 2 * N + n);
-          hn::StoreU(st3, d, s0 + 3 * N + n);
-        }
-        hn::Vec<DF> sum[4] = {sum0, sum1, sum2, sum3};
-        if (n < N) {
-          const size_t c = N - n;
-          const auto vb = LoadN(d, B + n, c), vc = LoadN(d, Cv + n, c);
-          for (int i = 0; i < 4; ++i) {
-            float* s = s0 + (size_t)i * N + n;
-            const auto st = StateStep(d, LoadN(d, s, c), vdA, vb, vx[i]);
-            sum[i] = hn::MulAdd(st, vc, sum[i]);
-            StoreN(d, st, s, c);
-          }
-        }
-        float* yr = a.y + t * a.ldy + h * P + p;
-        for (int i = 0; i < 4; ++i) yr[i] = SkipAdd(d, hn::GetLane(hn::SumOfLanes(d, sum[i])), xr[i], a.d_skip, h);
-      }
-    }
-    for (; p < P; ++p) {
-      float* s = a.state + (h * P + p) * a.N;
-      for (int64_t t = 0; t < a.T; ++t) {
-        const float xv = a.x[t * a.ldx + h * P + p];
-        const auto vdA = hn::Set(d, dA_buf[(size_t)t]), vxdt = hn::Set(d, xv * dsp_buf[(size_t)t]);
-        const float* B = a.B + t * a.ldbc + g * a.N;
-        const float* Cv = a.C + t * a.ldbc + g * a.N;
-        auto sum = hn::Zero(d);
-        for (size_t n = 0; n < N; n += NL) {
-          const size_t c = std::min(NL, N - n);
-          const auto st = StateStep(d, LoadN(d, s + n, c), vdA, LoadN(d, B + n, c), vxdt);
-          sum = hn::MulAdd(st, LoadN(d, Cv + n, c), sum);
-          StoreN(d, st, s + n, c);
-        }
-        a.y[t * a.ldy + h * P + p] = SkipAdd(d, hn::GetLane(hn::SumOfLanes(d, sum)), xv, a.d_skip, h);
-      }
-    }
+    for (; p + 4 <= P; p += 4) Scan2Rows<4>(a, h, p, dsp_buf.data(), dA_buf.data(), end);
+    for (; p < P; ++p) Scan2Rows<1>(a, h, p, dsp_buf.data(), dA_buf.data(), end);
   }
 }
 

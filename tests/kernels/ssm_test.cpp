@@ -231,6 +231,30 @@ TEST(Ssm, Scan2FourRowStepMatchesOneRowStepBits) {
   }
 }
 
+// Decode steps (T = 1, as the server's fused steps run) against one
+// multi-token call over the same tokens: identical outputs and final state,
+// bit for bit, with the heads split over two ranges as a pool would.
+TEST(Ssm, Scan2DecodeStepsMatchOneCallBits) {
+  std::mt19937 rng(8);
+  for (int64_t N : {7, 16, 128}) {
+    for (int64_t P : {1, 6, 64}) {
+      const int64_t T = 5, H = 3;
+      Scan2Case c(T, H, P, N, 1, rng);
+      FOR_EACH_ISA {
+        auto sa = c.s0, sb = c.s0;
+        std::vector<float> ya((size_t)(T * H * P)), yb(ya.size());
+        ssm_scan2(c.args(sa.data(), ya.data()), 0, H);
+        for (int64_t t = 0; t < T; ++t) {
+          ssm_scan2(c.args(sb.data(), yb.data(), t, 1), 0, 1);
+          ssm_scan2(c.args(sb.data(), yb.data(), t, 1), 1, H);
+        }
+        EXPECT_EQ(ya, yb) << "N=" << N << " P=" << P;
+        EXPECT_EQ(sa, sb) << "state N=" << N << " P=" << P;
+      }
+    }
+  }
+}
+
 TEST(Ssm, SsdMatchesItsReferenceOnEveryIsa) {
   std::mt19937 rng(5);
   // Chunk and head-dim sizes cover the GEMM tile tails: rows (chunk not a
