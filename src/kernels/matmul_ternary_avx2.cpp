@@ -163,7 +163,7 @@ CHIMERA_T_AVX2 void gemv_storage(const GemmArgs& g, int64_t r0, int64_t r1, int6
 // scale products and base + offset addressing; session 16 (Zen 5): 2-row
 // tiles with both operands in registers, 1.15-1.2x (AVX-VNNI 1.3-1.5x).
 constexpr int kActs = 4;
-// Rows per panel: 8 measured no better than 4 (m = 256, session 14).
+// Rows per panel: 8 measured no better than 4 (m = 256, sessions 14 and 16).
 constexpr int kPanelRows = kTqGroup;
 constexpr int64_t kKc = 10;
 
