@@ -10,6 +10,8 @@
 //   tq_gemv_packed/... : the same on load-time repacked weights (kernels whose
 //   table entry repacks), copies packed like a model load does;
 //   tq_gemv_hot/..., tq_gemv_hot_packed/...: cache-warm (the compute ceiling).
+//   tq_gemm_packed_cold/.../m:256/...: the m = 256 GEMM on cold copies (weights
+//   read from DRAM, as in a model's prefill).
 //   tq_smallm/TQ2_0/2560x6912/m:8/threads:1/isa:avx512vnni : the small-m GEMMs
 //   of batched decode (m = 1, 2, 4, 8, 16; repacked weights, cold copies as
 //   in a model step), TQ2_0 / TQ1_0, 1 thread, AVX2 and AVX-512 VNNI; compare
@@ -117,6 +119,12 @@ struct Registrar {
                       ->UseRealTime()
                       ->Unit(benchmark::kMillisecond);
                 }
+                // A prefill GEMM as in a model: the weights come from DRAM.
+                benchmark::RegisterBenchmark(
+                    ("tq_gemm_packed_cold/" + shape + "/m:256" + suffix).c_str(),
+                    [=](benchmark::State& s) { run(s, type, rows, cols, 256, threads, isa, true, true); })
+                    ->UseRealTime()
+                    ->Unit(benchmark::kMillisecond);
               }
               if (kernels::matmul_kernel(type, isa)->repack) {
                 benchmark::RegisterBenchmark(

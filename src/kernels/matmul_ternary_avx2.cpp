@@ -8,13 +8,14 @@
 //   GEMV (m == 1) decodes in registers (block_dot: 2 shifts + 8 and per 256
 //   weights); storage layout with an L2 prefetch of the rows ahead.
 //   GEMM (m > 1) decodes up to kTqGroup rows once into a panel and runs
-//   register tiles of up to 4 activation rows over it (gemm_panels).
+//   register tiles of 2 rows x up to 4 activation rows over it (gemm_panels).
 //   Repacked TQ2_0 / TQ1_0 (2-bit grouped layout, matmul_ternary.h): GEMV
 //   kTqGroup rows per pass, kTqStreams groups at once (tq_packed_gemv), GEMM
 //   the same panels.
 //   TQ1_0 runs on TqAct8 (repacked, or re-encoded per block when not).
 //   Isa::kAvx2Vnni (ternary_kernel_avx2vnni, repacked TQ2_0 / TQ1_0): the
-//   same, the packed GEMV's products summed by the VEX vpdpbusd (block_dot).
+//   same, the packed GEMV's and GEMM tiles' products summed by the VEX
+//   vpdpbusd (block_dot, tile_dot).
 //   TQ1_0 with CHIMERA_TQ1_2BIT=0: block_q8_K activations, each weight row
 //   decoded once per call into natural-order trits (shared scalar decoder),
 //   8 chunks of 32 per block.
@@ -28,6 +29,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "kernels/avx_vnni.h"
 #include "kernels/gemv_prefetch.h"
@@ -143,27 +145,25 @@ CHIMERA_T_AVX2 void gemv_storage(const GemmArgs& g, int64_t r0, int64_t r1, int6
 // ---- GEMM (m > 1): decoded panels x register tiles.
 // Up to kTqGroup weight rows are decoded once into a panel (per row and
 // block the 8 trit chunks in activation order and the block scale), then
-// every tile of up to kActs activation rows runs over it: per chunk one panel
-// load feeds kActs vpmaddubsw whose activation operand comes from memory, the
-// 8 products of a block are summed in int16 (|lane| <= 8*768 = 6144), then
-// one vpmaddwd, the correction, convert and fma per (row, activation row,
-// block); the products dy * d of a block come from one 4-wide multiply of the
-// tile's activation scales (kept transposed per activation block, `ad`) by
-// the row's scale: 18.25 vector ops per 256 weights x 1 activation row
-// instead of 34 with the decode repeated per activation row. Blocking:
-// activation rows in L2-sized blocks (detail::act_block_rows), within a tile
-// the blocks in chunks of kKc (activation tile + panel chunk ~ 23 KiB,
-// L1-resident while the panel's rows reuse them); the f32 accumulators of a
-// tile stay in a small buffer between chunks (none when one chunk covers k:
-// the lanes are reduced straight into y), so each output still sees its
-// blocks in order with the same operations (bit-identical to the GEMV and the
-// scalar kernel).
+// tiles of 2 panel rows x up to kActs activation rows run over it (tile_dot):
+// per chunk 2 panel loads and 4 activation loads feed 8 vpmaddubsw (the 8
+// products of a block summed in int16, |lane| <= 8*768 = 6144), then one
+// vpmaddwd, the correction, convert and fma per (row, activation row, block);
+// Isa::kAvx2Vnni runs the same tiles with vpdpbusd (int32 sums, no adds, no
+// vpmaddwd). The products dy * d of a block come from one 4-wide multiply of
+// the tile's activation scales (kept transposed per activation block, `ad`)
+// by the row's scale. Blocking: activation rows in L2-sized blocks
+// (detail::act_block_rows), within a tile the blocks in chunks of kKc
+// (activation tile + panel chunk ~ 23 KiB, L1-resident while the panel's
+// rows reuse them); the f32 accumulators of a tile live in a small buffer,
+// so each output still sees its blocks in order with the same operations
+// (bit-identical to the GEMV and the scalar kernel).
 // Measured (1 thread, m = 64, loaded 2-vCPU SPR, docs/PERFORMANCE.md session
 // 10): 1.34-1.48x faster than the per-activation-row decode; session 14: the
-// scale products, base + offset addressing and no accumulator buffer for one
-// chunk, see docs/PERFORMANCE.md.
+// scale products and base + offset addressing; session 16 (Zen 5): 2-row
+// tiles with both operands in registers, 1.15-1.2x (AVX-VNNI 1.3-1.5x).
 constexpr int kActs = 4;
-// Rows per panel: 8 measured no better than 4 (m = 256, session 14).
+// Rows per panel: 8 measured no better than 4 (m = 256, sessions 14 and 16).
 constexpr int kPanelRows = kTqGroup;
 constexpr int64_t kKc = 10;
 
@@ -201,64 +201,99 @@ CHIMERA_T_AVX2 inline void decode_block(const uint8_t* blk, Chunk32* out) {
   }
 }
 
-// The blocks [0, nb) of one panel row (t, dd) x M activation rows (the
-// first at a, a_stride apart; their scales ad[sb * ad_stride + mm]). kFirst:
-// the accumulators start at 0, else from acc; kLast: each row's lanes are
-// reduced into y[mm * ldy], else stored to acc.
-template <int M, bool kFirst, bool kLast>
-CHIMERA_T_AVX2 void tile_dot(const Chunk32* t, const float* dd, const uint8_t* a, size_t a_stride, const float* ad,
-                             size_t ad_stride, int64_t nb, float (*acc)[8], float* y, int64_t ldy) {
+// The blocks [0, nb) of R panel rows (the first at t / dd, the next
+// row_chunks chunks / nsb scales further) x M activation rows (the first at
+// a, a_stride apart; their scales ad[sb * ad_stride + mm]). Both operands of
+// every product stay in registers: per chunk R panel loads and M activation
+// loads feed R x M vpmaddubsw (kVnni: vpdpbusd) into R x M sums, so the 2 x 4
+// tile loads 6 vectors per 256 weights x 1 activation row where a 1 x 4 tile
+// with memory operands loaded 10 (Zen 5 issues 2 loads per cycle and 2
+// multiply-class ops — vpmaddubsw, vpmaddwd, vpdpbusd, vfmadd — per cycle).
+// The f32 accumulators live in acc[r][mm] (L1): per block one load-fma-store
+// each. kFirst: they start at 0; kLast: each output's lanes are reduced into
+// y[mm * ldy + r].
+template <int R, int M, bool kFirst, bool kLast, bool kVnni>
+CHIMERA_T_AVX2 void tile_dot(const Chunk32* t, size_t row_chunks, const float* dd, size_t nsb, const uint8_t* a,
+                             size_t a_stride, const float* ad, size_t ad_stride, int64_t nb, float (*acc)[kActs][8],
+                             float* y, int64_t ldy) {
+  static_assert(R * M + R + 2 <= 16, "tile sums + panel chunks + activation + product in 16 registers");
   const __m256i ones = _mm256_set1_epi16(1);
-  const int8_t* ap[M];
-  __m256 f[M];
-  CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
-    ap[mm] = reinterpret_cast<const int8_t*>(a + mm * a_stride);
-    f[mm] = kFirst ? _mm256_setzero_ps() : _mm256_load_ps(acc[mm]);
+  if (kFirst) {
+    CHIMERA_UNROLL for (int r = 0; r < R; ++r) {
+      CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) _mm256_store_ps(acc[r][mm], _mm256_setzero_ps());
+    }
   }
   for (int64_t sb = 0; sb < nb; ++sb) {
-    alignas(16) float dp[4];  // dy * d of the M rows (lanes >= M unused)
-    _mm_store_ps(dp, _mm_mul_ps(_mm_loadu_ps(ad), _mm_broadcast_ss(dd + sb)));
-    __m256i s[M];
+    alignas(16) float dp[R][4];  // dy * d per row and activation row (lanes >= M unused)
+    CHIMERA_UNROLL for (int r = 0; r < R; ++r) {
+      _mm_store_ps(dp[r], _mm_mul_ps(_mm_loadu_ps(ad), _mm_broadcast_ss(dd + r * nsb + sb)));
+    }
+    __m256i s[R][M];
     CHIMERA_UNROLL for (int c = 0; c < 8; ++c) {
-      const __m256i w = _mm256_load_si256((const __m256i*)t[c].b);
+      __m256i w[R];
+      CHIMERA_UNROLL for (int r = 0; r < R; ++r) w[r] = _mm256_load_si256((const __m256i*)t[r * row_chunks + c].b);
       CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
-        const __m256i p = _mm256_maddubs_epi16(w, _mm256_load_si256((const __m256i*)(ap[mm] + 32 * c)));
-        s[mm] = c == 0 ? p : _mm256_add_epi16(s[mm], p);
-        // Keeps the sums as chains: GCC otherwise reassociates them into
-        // trees over all 8 x M products and spills them to the stack.
-        __asm__("" : "+x"(s[mm]));
+        __m256i x = _mm256_load_si256((const __m256i*)(a + mm * a_stride + 32 * c));
+        // One load per activation chunk: GCC otherwise folds it into each
+        // product as a memory operand (R loads instead of one).
+        __asm__("" : "+x"(x));
+        CHIMERA_UNROLL for (int r = 0; r < R; ++r) {
+          if constexpr (kVnni) {
+            s[r][mm] = avxvnni::dpbusd(c == 0 ? _mm256_setzero_si256() : s[r][mm], w[r], x);
+          } else {
+            const __m256i p = _mm256_maddubs_epi16(w[r], x);
+            s[r][mm] = c == 0 ? p : _mm256_add_epi16(s[r][mm], p);
+          }
+          // Keeps the sums as chains: GCC otherwise reassociates them into
+          // trees over all 8 products and spills them to the stack.
+          __asm__("" : "+x"(s[r][mm]));
+        }
       }
     }
     CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
-      const TqAct8& am = *reinterpret_cast<const TqAct8*>(ap[mm]);
-      f[mm] = block_update(_mm256_madd_epi16(s[mm], ones), am, _mm256_broadcast_ss(dp + mm), f[mm]);
-      ap[mm] += sizeof(TqAct8);
+      const __m256i corr = _mm256_load_si256((const __m256i*)reinterpret_cast<const TqAct8*>(a + mm * a_stride)->corr);
+      CHIMERA_UNROLL for (int r = 0; r < R; ++r) {
+        const __m256i sl = kVnni ? s[r][mm] : _mm256_madd_epi16(s[r][mm], ones);
+        const __m256 f = _mm256_cvtepi32_ps(_mm256_sub_epi32(sl, corr));
+        _mm256_store_ps(acc[r][mm], _mm256_fmadd_ps(_mm256_broadcast_ss(&dp[r][mm]), f, _mm256_load_ps(acc[r][mm])));
+      }
     }
     t += 8;
+    a += sizeof(TqAct8);
     ad += ad_stride;
   }
-  CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
-    if (kLast) {
-      y[mm * ldy] = lanes_finish(f[mm]);
-    } else {
-      _mm256_store_ps(acc[mm], f[mm]);
+  if (kLast) {
+    CHIMERA_UNROLL for (int r = 0; r < R; ++r) {
+      CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) y[mm * ldy + r] = lanes_finish(_mm256_load_ps(acc[r][mm]));
     }
   }
 }
 
-using TileDotFn = void (*)(const Chunk32*, const float*, const uint8_t*, size_t, const float*, size_t, int64_t,
-                           float (*)[8], float*, int64_t);
-// [first][last][M - 1]
-template <bool kFirst, bool kLast>
-constexpr TileDotFn kTileDotRow[kActs] = {tile_dot<1, kFirst, kLast>, tile_dot<2, kFirst, kLast>,
-                                          tile_dot<3, kFirst, kLast>, tile_dot<4, kFirst, kLast>};
-constexpr const TileDotFn* kTileDot[2][2] = {{kTileDotRow<false, false>, kTileDotRow<false, true>},
-                                             {kTileDotRow<true, false>, kTileDotRow<true, true>}};
+using TileDotFn = void (*)(const Chunk32*, size_t, const float*, size_t, const uint8_t*, size_t, const float*, size_t,
+                           int64_t, float (*)[kActs][8], float*, int64_t);
+constexpr int kTileRows = 2;
+// [first][last][R - 1][M - 1]
+template <bool kFirst, bool kLast, bool kVnni>
+constexpr TileDotFn kTileDotSet[kTileRows][kActs] = {
+    {tile_dot<1, 1, kFirst, kLast, kVnni>, tile_dot<1, 2, kFirst, kLast, kVnni>, tile_dot<1, 3, kFirst, kLast, kVnni>,
+     tile_dot<1, 4, kFirst, kLast, kVnni>},
+    {tile_dot<2, 1, kFirst, kLast, kVnni>, tile_dot<2, 2, kFirst, kLast, kVnni>, tile_dot<2, 3, kFirst, kLast, kVnni>,
+     tile_dot<2, 4, kFirst, kLast, kVnni>}};
+template <bool kVnni>
+constexpr const TileDotFn (*kTileDot[2][2])[kActs] = {
+    {kTileDotSet<false, false, kVnni>, kTileDotSet<false, true, kVnni>},
+    {kTileDotSet<true, false, kVnni>, kTileDotSet<true, true, kVnni>}};
 
 // y[i][r] for rows [r0, r1) x activation rows [i0, i1); fill_row(r, t, dd)
 // decodes row r's nsb blocks into t[8 sb + c] and their scales into dd[sb].
-template <class FillRow>
-CHIMERA_T_AVX2 void gemm_panels(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1, FillRow fill_row) {
+// next_bytes(r) (packed weights): the bytes [p, p + n) the panel after the
+// one starting at row r decodes, or n = 0 — prefetched into L2 a few lines per
+// activation tile while this panel's tiles run (as one burst per panel, the
+// prefetches queued behind each other and the next decode still waited on
+// DRAM: ~10% of a BitNet prefill on Zen 5).
+template <bool kVnni = false, class FillRow, class NextBytes>
+CHIMERA_T_AVX2 void gemm_panels(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1, FillRow fill_row,
+                                NextBytes next_bytes) {
   const int64_t nsb = g.k / q::kQK_K;
   const int64_t ib_rows = detail::act_block_rows(g.a_stride, kActs);
   Panel& p = panel(nsb, ib_rows);
@@ -273,22 +308,36 @@ CHIMERA_T_AVX2 void gemm_panels(const GemmArgs& g, int64_t r0, int64_t r1, int64
     for (int64_t r = r0; r < r1; r += kPanelRows) {
       const int nr = (int)std::min<int64_t>(kPanelRows, r1 - r);
       for (int j = 0; j < nr; ++j) fill_row(r + j, &p.t[(size_t)(j * nsb * 8)], &p.dd[(size_t)(j * nsb)]);
+      // The next panel's lines, spread over this panel's activation tiles.
+      const std::pair<const uint8_t*, size_t> nx = r + kPanelRows < r1 ? next_bytes(r) : std::pair<const uint8_t*, size_t>{};
+      const size_t lines = (nx.second + 63) / 64;
+      const int64_t tiles = (ie - ib + kActs - 1) / kActs;
       for (int64_t i = ib; i < ie; i += kActs) {
+        const int64_t tile = (i - ib) / kActs;
+        for (size_t l = (size_t)tile * lines / (size_t)tiles; l < (size_t)(tile + 1) * lines / (size_t)tiles; ++l) {
+          _mm_prefetch((const char*)(nx.first + 64 * l), _MM_HINT_T1);
+        }
         const int m = (int)std::min<int64_t>(kActs, ie - i);
         const uint8_t* a = g.a + (size_t)i * g.a_stride;
         const float* ad = p.ad.data() + (i - ib);
         for (int64_t kc = 0; kc < nsb; kc += kKc) {
           const int64_t nb = std::min(kKc, nsb - kc);
-          const TileDotFn fn = kTileDot[kc == 0][kc + nb == nsb][m - 1];
-          for (int j = 0; j < nr; ++j) {
-            fn(&p.t[(size_t)((j * nsb + kc) * 8)], &p.dd[(size_t)(j * nsb + kc)], a + (size_t)kc * sizeof(TqAct8),
-               g.a_stride, ad + (size_t)kc * ad_stride, ad_stride, nb, acc[j], g.y + i * g.ldy + r + j, g.ldy);
+          const auto& fns = kTileDot<kVnni>[kc == 0][kc + nb == nsb];
+          for (int j = 0; j < nr; j += kTileRows) {
+            const int rr = std::min(kTileRows, nr - j);
+            fns[rr - 1][m - 1](&p.t[(size_t)((j * nsb + kc) * 8)], (size_t)(nsb * 8), &p.dd[(size_t)(j * nsb + kc)],
+                               (size_t)nsb, a + (size_t)kc * sizeof(TqAct8), g.a_stride, ad + (size_t)kc * ad_stride,
+                               ad_stride, nb, &acc[j], g.y + i * g.ldy + r + j, g.ldy);
           }
         }
       }
     }
   }
 }
+
+// Storage-layout weights: no prefetch (rows are read in order, the hardware
+// streams them).
+inline std::pair<const uint8_t*, size_t> no_next(int64_t) { return {nullptr, 0}; }
 
 template <bool kI2s>
 CHIMERA_T_AVX2 void gemm_planes(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
@@ -310,7 +359,7 @@ CHIMERA_T_AVX2 void gemm_planes(const GemmArgs& g, int64_t r0, int64_t r1, int64
       }
       dd[sb] = d;
     }
-  });
+  }, no_next);
 }
 
 // ---- TQ1_0 on block_q8_K activations.
@@ -378,32 +427,32 @@ CHIMERA_T_AVX2 void gemv_packed_step(const uint8_t* grp, size_t gbytes, const Tq
   }
 }
 
+template <bool kVnni>
 CHIMERA_T_AVX2 void gemm_packed(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
-  if (i1 - i0 == 1) return tq_packed_gemv(g, r0, r1, i0, gemv_packed_step<kTqStreams>, gemv_packed_step<1>);
+  if (i1 - i0 == 1) {
+    return tq_packed_gemv(g, r0, r1, i0, gemv_packed_step<kTqStreams, kVnni>, gemv_packed_step<1, kVnni>);
+  }
   constexpr int G = kTqGroup;
   const int64_t nsb = g.k / q::kQK_K;
   const size_t sc_bytes = tq_packed_scale_bytes(g.k);
   const size_t group_bytes = (size_t)G * g.w_stride;
-  // Row r of group r / G; the first row of a group also prefetches the next
-  // group of this range into L2 (read while this panel's tiles run).
-  gemm_panels(g, r0, r1, i0, i1, [&g, r1, nsb, sc_bytes, group_bytes](int64_t r, Chunk32* t, float* dd) CHIMERA_T_AVX2 {
-    const uint8_t* grp = g.w + (size_t)(r / G) * group_bytes;
-    const auto* sc = reinterpret_cast<const uint16_t*>(grp);
-    const int64_t j = r % G;
-    if (j == 0 && r + G < r1) gemv_prefetch_l2(grp + group_bytes, group_bytes);
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-      decode_block<false>(grp + sc_bytes + (size_t)(sb * G + j) * 64, t + 8 * sb);
-      dd[sb] = f16_bits(sc[sb * G + j]);
-    }
-  });
-}
-
-// Isa::kAvx2Vnni: the decode GEMV with vpdpbusd (block_dot), GEMM as AVX2.
-CHIMERA_T_AVX2 void gemm_packed_vnni(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
-  if (i1 - i0 == 1) {
-    return tq_packed_gemv(g, r0, r1, i0, gemv_packed_step<kTqStreams, true>, gemv_packed_step<1, true>);
-  }
-  gemm_packed(g, r0, r1, i0, i1);
+  static_assert(kPanelRows % G == 0, "a panel is whole groups");
+  gemm_panels<kVnni>(
+      g, r0, r1, i0, i1,
+      [&g, nsb, sc_bytes, group_bytes](int64_t r, Chunk32* t, float* dd) CHIMERA_T_AVX2 {
+        const uint8_t* grp = g.w + (size_t)(r / G) * group_bytes;
+        const auto* sc = reinterpret_cast<const uint16_t*>(grp);
+        const int64_t j = r % G;
+        for (int64_t sb = 0; sb < nsb; ++sb) {
+          decode_block<false>(grp + sc_bytes + (size_t)(sb * G + j) * 64, t + 8 * sb);
+          dd[sb] = f16_bits(sc[sb * G + j]);
+        }
+      },
+      [&g, r1, group_bytes](int64_t r) {
+        // The next panel's groups (contiguous), up to this call's last row.
+        const int64_t next = r + kPanelRows, groups = (std::min<int64_t>(r1, next + kPanelRows) - next + G - 1) / G;
+        return std::pair<const uint8_t*, size_t>{g.w + (size_t)(next / G) * group_bytes, (size_t)groups * group_bytes};
+      });
 }
 
 // Rows left in storage layout (CHIMERA_REPACK=0, or a row count not a
@@ -417,7 +466,7 @@ CHIMERA_T_AVX2 void gemm_tq1_act8(const GemmArgs& g, int64_t r0, int64_t r1, int
       dd[sb] = f16_bits(tq1_0_to_tq2_qs(w + (size_t)sb * sizeof(q::block_tq1_0), qs));
       decode_block<false>(qs, t + 8 * sb);
     }
-  });
+  }, no_next);
 }
 
 }  // namespace
@@ -430,12 +479,12 @@ MatmulKernel ternary_kernel_avx2(format::GgmlType type) {
                 "gemm_tq1_0_q8_K_avx2", GgmlType::Q8_K};
       }
       MatmulKernel k{tq_pack_act8_avx2, tq_act8_bytes, gemm_tq1_act8, "gemm_tq1_0_q8_K_avx2_2bit", GgmlType::Q8_K};
-      tq_add_repacking(k, tq1_0_repack, gemm_packed);
+      tq_add_repacking(k, tq1_0_repack, gemm_packed<false>);
       return k;
     }
     case GgmlType::TQ2_0: {
       MatmulKernel k{tq_pack_act8_avx2, tq_act8_bytes, gemm_planes<false>, "gemm_tq2_0_q8_K_avx2", GgmlType::Q8_K};
-      tq_add_repacking(k, tq2_0_repack, gemm_packed);
+      tq_add_repacking(k, tq2_0_repack, gemm_packed<false>);
       return k;
     }
     case GgmlType::I2_S:
@@ -447,7 +496,7 @@ MatmulKernel ternary_kernel_avx2(format::GgmlType type) {
 MatmulKernel ternary_kernel_avx2vnni(format::GgmlType type) {
   MatmulKernel k = ternary_kernel_avx2(type);
   if (!k.gemm_packed || (type != GgmlType::TQ1_0 && type != GgmlType::TQ2_0)) return {};
-  k.gemm_packed = gemm_packed_vnni;
+  k.gemm_packed = gemm_packed<true>;
   k.name = type == GgmlType::TQ1_0 ? "gemm_tq1_0_q8_K_avx2vnni_2bit" : "gemm_tq2_0_q8_K_avx2vnni";
   return k;
 }

@@ -400,12 +400,14 @@ CHIMERA_T_TQ512 void decode_pair_panel(const uint8_t* grp, size_t sc_bytes, int6
     CHIMERA_UNROLL for (int p = 0; p < P; ++p) {
       const __m512i x0 = _mm512_load_si512((const void*)(qs + (size_t)(sb * G + 2 * p) * 64));
       const __m512i x1 = _mm512_load_si512((const void*)(qs + (size_t)(sb * G + 2 * p + 1) * 64));
+      // Code half h of both rows in one vector (2 shuffles per pair and
+      // block, not one per output vector), then plane n of it is output 2n + h.
+      const __m512i y[2] = {_mm512_shuffle_i64x2(x0, x1, 0x44), _mm512_shuffle_i64x2(x0, x1, 0xEE)};
       __m512i* out = reinterpret_cast<__m512i*>(pp.v[(size_t)((p * nsb + sb) * 8)].b);
       CHIMERA_UNROLL for (int n = 0; n < 4; ++n) {
-        const __m512i t0 = _mm512_and_si512(_mm512_srli_epi16(x0, 2 * n), mask);
-        const __m512i t1 = _mm512_and_si512(_mm512_srli_epi16(x1, 2 * n), mask);
-        _mm512_store_si512((void*)(out + 2 * n), _mm512_shuffle_i64x2(t0, t1, 0x44));
-        _mm512_store_si512((void*)(out + 2 * n + 1), _mm512_shuffle_i64x2(t0, t1, 0xEE));
+        CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
+          _mm512_store_si512((void*)(out + 2 * n + h), _mm512_and_si512(n ? _mm512_srli_epi16(y[h], 2 * n) : y[h], mask));
+        }
       }
       const __m512 d = _mm512_insertf32x8(_mm512_set1_ps(_cvtsh_ss(sc[sb * G + 2 * p])),
                                           _mm256_set1_ps(_cvtsh_ss(sc[sb * G + 2 * p + 1])), 1);
