@@ -26,6 +26,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/gemv_prefetch.h"  // gemv_prefetch
 #include "kernels/ops.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -175,13 +176,6 @@ HWY_INLINE float SkipAdd(DF d, float y, float x, const float* d_skip, int64_t h)
 // session 16).
 constexpr uintptr_t kScan2PrefetchBytes = 8192;
 
-// Prefetches the lines of [p, p + bytes) that lie below `end` (addresses as
-// integers: p may be past the end of the thread's rows).
-HWY_INLINE void PrefetchLines(uintptr_t p, size_t bytes, uintptr_t end) {
-  const uintptr_t stop = std::min<uintptr_t>(p + bytes, end);
-  for (uintptr_t q = p & ~uintptr_t{63}; q < stop; q += 64) __builtin_prefetch(reinterpret_cast<const void*>(q), 0, 3);
-}
-
 // R state rows p .. p+R-1 of head h over all T tokens: R independent FMA
 // chains sharing the B/C loads, whole vectors first and the partial one last.
 // Every row gets the same operations in the same order whatever R is (the
@@ -190,12 +184,12 @@ HWY_INLINE void PrefetchLines(uintptr_t p, size_t bytes, uintptr_t end) {
 // further on (clipped to `end`, the thread's last head) is prefetched first.
 template <int R>
 HWY_INLINE void Scan2Rows(const Scan2Args& a, int64_t h, int64_t p, const float* dsp_buf, const float* dA_buf,
-                          uintptr_t end) {
+                          const uint8_t* end) {
   const DF d;
   const size_t NL = hn::Lanes(d), N = (size_t)a.N;
   const int64_t g = h / (a.H / a.G);
   float* s0 = a.state + (h * a.P + p) * a.N;
-  PrefetchLines(reinterpret_cast<uintptr_t>(s0) + kScan2PrefetchBytes, R * N * sizeof(float), end);
+  gemv_prefetch(reinterpret_cast<uintptr_t>(s0) + kScan2PrefetchBytes, R * N * sizeof(float), end);
   for (int64_t t = 0; t < a.T; ++t) {
     const float* xr = a.x + t * a.ldx + h * a.P + p;
     const float dsp = dsp_buf[t];
@@ -242,7 +236,7 @@ void Scan2Impl(const Scan2Args& a, int64_t h0, int64_t h1) {
     dsp_buf.resize((size_t)a.T);
     dA_buf.resize((size_t)a.T);
   }
-  const uintptr_t end = reinterpret_cast<uintptr_t>(a.state + h1 * P * a.N);
+  const uint8_t* end = reinterpret_cast<const uint8_t*>(a.state + h1 * P * a.N);
   for (int64_t h = h0; h < h1; ++h) {
     for (int64_t t = 0; t < a.T; ++t) {
       float dtv = a.dt[t * a.lddt + h];
