@@ -17,6 +17,8 @@
 
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "core/fp16.h"
 #include "kernels/matmul_q_legacy.h"
 
@@ -70,9 +72,10 @@ CHIMERA_T_QPACK void pack_act_avx2(const float* x, int64_t k, void* out) {
     t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 1));
     const int sum = _mm_cvtsi128_si32(t);
     const float s = info.has_min ? f16_to_f32(f32_to_f16(d * (float)sum)) : 0.f;
-    const __m256i total = _mm256_setr_epi32(0, -info.bias * sum, 0, 0, 0, 0, 0, 0);
-    _mm256_storeu_ps(sexp + 8 * b, _mm256_or_ps(_mm256_setr_ps(s, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f),
-                                                 _mm256_castsi256_ps(total)));
+    int32_t s_bits;
+    std::memcpy(&s_bits, &s, 4);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(sexp + 8 * b),
+                        _mm256_setr_epi32(s_bits, -info.bias * sum, 0, 0, 0, 0, 0, 0));
   }
 }
 
