@@ -63,7 +63,7 @@ void BM_Mamba2Scan(benchmark::State& st) {
   Mamba2ScanInputs in(T, H);
   const Scan2Args a = in.args();
   for (auto _ : st) {
-    layers::parallel_range(&pool, H, 1, [&](int64_t h0, int64_t h1) {
+    parallel_range(&pool, H, 1, [&](int64_t h0, int64_t h1) {
       if (chunk > 0)
         ssd_chunked(a, chunk, h0, h1);
       else
@@ -102,7 +102,7 @@ void BM_Mamba2DecodeScan(benchmark::State& st) {
   for (auto& v : states) v.assign(seq[0].state.size(), 0.25f);
   for (auto _ : st) {
     for (int64_t l = 0; l < L; ++l) {
-      layers::parallel_range(&pool, H, 1, [&](int64_t h0, int64_t h1) {
+      parallel_range(&pool, H, 1, [&](int64_t h0, int64_t h1) {
         for (int64_t i = 0; i < S; ++i) {
           Scan2Args a = seq[(size_t)i].args();
           a.state = states[(size_t)(l * S + i)].data();

@@ -96,6 +96,15 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   });
 }
 
+void parallel_range(ThreadPool* pool, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  if (!pool || pool->size() <= 1 || n <= grain) {
+    fn(0, n);
+    return;
+  }
+  pool->parallel_for(n, [&](int64_t b, int64_t e, int) { if (e > b) fn(b, e); }, grain);
+}
+
 namespace {
 std::unique_ptr<ThreadPool>& pool_slot() {
   static std::unique_ptr<ThreadPool> p;

@@ -47,6 +47,10 @@ class ThreadPool {
   std::atomic<bool> stop_{false};
 };
 
+// Runs fn(begin, end) over [0, n) split across the pool's threads in units of
+// `grain` (inline when pool is null, has one thread, or n <= grain).
+void parallel_range(ThreadPool* pool, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
 // Process-wide pool used by the CLI and server (size set once at start-up).
 ThreadPool& global_thread_pool();
 void set_global_thread_count(int n);

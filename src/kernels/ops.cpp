@@ -12,6 +12,7 @@
 //   softmax: float exp (hwy Exp, <= 1 ulp), sum in double; |err| <= 1e-6 * max|y| + 4 ulp.
 //   silu, silu_mul: x / (1 + Exp(-x)) (-x clamped to 100, where exp is already inf);
 //                   |err| <= 8 ulp of |ref| + 1e-37.
+//   relu_sqr_mul: exact (the reference's two multiplies in its order).
 //   add, scale: exact; axpy: fused multiply-add, |err| <= 1 ulp of |a*x| + |y|.
 //   dot: float, 4 independent vector accumulators; |err| <= (n/8 + 32) * 2^-24 * sum|a_i b_i|.
 //   argmax: exact (lowest index on ties, NaN never wins, 0 if all NaN, -1 if n <= 0).
@@ -181,6 +182,15 @@ void SiluMulImpl(const float* gate, const float* up, float* out, int64_t n) {
   ElementWise(n, out, [&](DF d, size_t j, size_t c) { return hn::Mul(Silu(d, Ld(d, gate + j, c)), Ld(d, up + j, c)); });
 }
 
+// r = g where g > 0, else +0 (NaN and -0 included, as the reference).
+void ReluSqrMulImpl(const float* gate, const float* up, float* out, int64_t n) {
+  ElementWise(n, out, [&](DF d, size_t j, size_t c) {
+    const auto g = Ld(d, gate + j, c);
+    const auto r = hn::IfThenElseZero(hn::Gt(g, hn::Zero(d)), g);
+    return hn::Mul(hn::Mul(r, r), Ld(d, up + j, c));
+  });
+}
+
 void SiluImpl(float* x, int64_t n) {
   ElementWise(n, x, [&](DF d, size_t j, size_t c) { return Silu(d, Ld(d, x + j, c)); });
 }
@@ -294,6 +304,7 @@ HWY_EXPORT(RmsNormImpl);
 HWY_EXPORT(LayerNormImpl);
 HWY_EXPORT(SoftmaxImpl);
 HWY_EXPORT(SiluMulImpl);
+HWY_EXPORT(ReluSqrMulImpl);
 HWY_EXPORT(SiluImpl);
 HWY_EXPORT(AddImpl);
 HWY_EXPORT(AxpyImpl);
@@ -312,6 +323,9 @@ void layer_norm(const float* x, const float* w, const float* b, float* y, int64_
 void softmax(float* x, int64_t n) { HWY_DYNAMIC_DISPATCH(SoftmaxImpl)(x, n); }
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   if (n > 0) HWY_DYNAMIC_DISPATCH(SiluMulImpl)(gate, up, out, n);
+}
+void relu_sqr_mul(const float* gate, const float* up, float* out, int64_t n) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(ReluSqrMulImpl)(gate, up, out, n);
 }
 void silu(float* x, int64_t n) {
   if (n > 0) HWY_DYNAMIC_DISPATCH(SiluImpl)(x, n);

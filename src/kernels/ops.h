@@ -15,6 +15,9 @@ void layer_norm(const float* x, const float* w, const float* b, float* y, int64_
 void softmax(float* x, int64_t n);
 // out = silu(gate) * up. out may alias gate or up.
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
+// out = max(gate, 0)^2 * up, evaluated as (r * r) * up (BitNet's squared-ReLU
+// GLU). out may alias gate or up.
+void relu_sqr_mul(const float* gate, const float* up, float* out, int64_t n);
 // x = silu(x).
 void silu(float* x, int64_t n);
 // y += x.

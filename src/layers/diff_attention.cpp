@@ -9,10 +9,10 @@
 #include <cstring>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "format/gguf/tensor_names.h"
 #include "kernels/diff_attention.h"
 #include "kernels/ops.h"
-#include "layers/mamba.h"  // parallel_range
 
 namespace chimera::layers {
 

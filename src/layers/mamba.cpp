@@ -66,15 +66,6 @@ Result<Conv1dWeights> bind_conv1d(const format::GgufFile& g, const std::string& 
   return cw;
 }
 
-void parallel_range(ThreadPool* pool, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
-  if (n <= 0) return;
-  if (!pool || pool->size() <= 1 || n <= grain) {
-    fn(0, n);
-    return;
-  }
-  pool->parallel_for(n, [&](int64_t b, int64_t e, int) { if (e > b) fn(b, e); }, grain);
-}
-
 Result<Mamba1Weights> bind_mamba1(const WeightBinder& b, const format::GgufFile& g, const std::string& p,
                                   const Mamba1Config& c) {
   if (c.n_embd < 1 || c.d_inner < 1 || c.d_state < 1 || c.d_conv < 1 || c.dt_rank < 1)

@@ -44,9 +44,6 @@ struct Conv1dWeights {
 Result<Conv1dWeights> bind_conv1d(const format::GgufFile& g, const std::string& prefix, int64_t channels, int64_t K,
                                   bool bias_optional);
 
-// Runs fn(begin, end) over [0, n) on the pool (or inline when pool is null).
-void parallel_range(ThreadPool* pool, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
-
 struct Mamba1Config {
   int64_t n_embd = 0;
   int64_t d_inner = 0;

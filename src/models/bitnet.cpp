@@ -37,8 +37,9 @@
 // Precision/tolerance: f32 everywhere outside the matmuls; golden cases
 // tiny-bitnet / tiny-bitnet-long hold llama.cpp logits to the quantized
 // tolerance (0.03 x scale).
-#include "kernels/ops.h"
+#include "core/thread_pool.h"
 #include "format/gguf/tensor_names.h"
+#include "kernels/ops.h"
 #include "layers/attention_block.h"
 #include "layers/linear.h"
 #include "layers/weights.h"
@@ -200,16 +201,15 @@ class BitnetModel final : public MicroBatchedModel {
     layers::apply_same_input({{&L.gate.lin, gt, n_ff_}, {&L.up.lin, up, n_ff_}}, h, T, n_embd_, s.packed_act, pool);
     L.gate.rescale(gt, T, n_ff_);
     L.up.rescale(up, T, n_ff_);
-    const int64_t n = T * n_ff_;
-    if (act_ == FfnAct::kSilu) {
-      kernels::silu_mul(gt, up, gt, n);
-    } else {
-      for (int64_t i = 0; i < n; ++i) {
-        const float r = gt[i] > 0.f ? gt[i] : 0.f;
-        gt[i] = r * r * up[i];
-      }
-    }
-    for (int64_t t = 0; t < T; ++t) kernels::rms_norm(gt + t * n_ff_, L.ffn_sub_norm.ptr(), gt + t * n_ff_, n_ff_, eps_);
+    // The activation and the sub-norm, row by row on the pool (element-wise, so
+    // the same bits for every split).
+    parallel_range(pool, T, 1, [&](int64_t t0, int64_t t1) {
+      float* g = gt + t0 * n_ff_;
+      const float* u = up + t0 * n_ff_;
+      if (act_ == FfnAct::kSilu) kernels::silu_mul(g, u, g, (t1 - t0) * n_ff_);
+      else kernels::relu_sqr_mul(g, u, g, (t1 - t0) * n_ff_);
+      for (int64_t t = t0; t < t1; ++t) kernels::rms_norm(gt + t * n_ff_, L.ffn_sub_norm.ptr(), gt + t * n_ff_, n_ff_, eps_);
+    });
     L.down.apply(gt, T, n_ff_, out, n_embd_, pool);
   }
 

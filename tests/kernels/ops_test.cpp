@@ -203,6 +203,27 @@ TEST(Ops, Silu) {
   }
 }
 
+// relu_sqr_mul: exact (bit for bit), signed zeros, NaN and huge gates included.
+TEST(Ops, ReluSqrMul) {
+  std::mt19937 rng(41);
+  FOR_EACH_ISA {
+    for (int64_t n : kSizes) {
+      for (int mis : {0, 1}) {
+        Buf g(n, mis), up(n, 0), out(n, 1), want(n, 0);
+        fill(g.data(), n, rng, 8.f);
+        fill(up.data(), n, rng, 3.f);
+        const float special[] = {0.f, -0.f, kNaN, -kNaN, 1e-30f, -1e-30f, 3e38f, -3e38f, 1e20f};
+        for (int64_t i = 0; i < n; i += 4) g[i] = special[(i / 4) % 9];
+        ref::relu_sqr_mul(g.data(), up.data(), want.data(), n);
+        relu_sqr_mul(g.data(), up.data(), out.data(), n);
+        ASSERT_EQ(0, std::memcmp(out.data(), want.data(), n * sizeof(float))) << "n=" << n;
+        relu_sqr_mul(g.data(), up.data(), g.data(), n);  // out aliases gate
+        ASSERT_EQ(0, std::memcmp(g.data(), want.data(), n * sizeof(float))) << "aliased n=" << n;
+      }
+    }
+  }
+}
+
 // add, scale: exact. axpy: fused vs unfused, |err| <= 1 ulp * (|a*x| + |y|).
 TEST(Ops, AddAxpyScale) {
   std::mt19937 rng(5);

@@ -56,6 +56,13 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = silu1(gate[i]) * up[i];
 }
 
+void relu_sqr_mul(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float r = gate[i] > 0.f ? gate[i] : 0.f;  // NaN and -0 give +0
+    out[i] = r * r * up[i];
+  }
+}
+
 void silu(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = silu1(x[i]);
 }

@@ -25,6 +25,7 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n, float eps);
 void softmax(float* x, int64_t n);
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
+void relu_sqr_mul(const float* gate, const float* up, float* out, int64_t n);
 void silu(float* x, int64_t n);
 void add(float* y, const float* x, int64_t n);
 void axpy(float a, const float* x, float* y, int64_t n);
