@@ -208,11 +208,13 @@ class Engine {
   void release_state(std::unique_ptr<layers::SequenceState> st, size_t reserved);
   void fork_choices(Sequence& s, const float* logits);
   void sample_and_emit(Sequence& s, float* logits);
+  int32_t draw(Sequence& s, float* logits) const;
+  void add_logprobs(Sequence& s, const float* raw_row, int32_t tok) const;
   bool ensure_room(size_t need);
   void restore_prefix(Sequence& s);
   std::vector<WorkItem> plan_step();
   Status execute_plan(std::vector<WorkItem>& plan);
-  void after_forward(WorkItem& w);
+  void after_forward(std::vector<WorkItem>& plan);
   void emit_token(Sequence& s, int32_t tok);
   void publish_token(Sequence& s, int32_t tok);
   void finish(Sequence& s, FinishReason r, const std::string& error = "");
