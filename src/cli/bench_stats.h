@@ -2,6 +2,7 @@
 // (shared by the `bench` variants).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -19,6 +20,14 @@ inline Stat stats(const std::vector<double>& v) {
   for (double x : v) s.sd += (x - s.mean) * (x - s.mean);
   s.sd = v.size() > 1 ? std::sqrt(s.sd / (double)(v.size() - 1)) : 0;
   return s;
+}
+
+// Median (the mean of the middle two for an even count); 0 for none.
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 }  // namespace chimera::cli

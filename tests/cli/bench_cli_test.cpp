@@ -36,6 +36,24 @@ TEST(BenchCli, JsonHasTheDocumentedKeys) {
   EXPECT_EQ(j["n_depth"], 0);
 }
 
+// With the probe: a probe after each timed decode run, and the % of bandwidth
+// is the median of the per-run ratios (so it need not equal decode_gbs /
+// bandwidth_gbs exactly, but both are positive and in the same ballpark).
+TEST(BenchCli, ProbesBandwidthBesideEachDecodeRun) {
+  CHIMERA_REQUIRE_SHARED(shared);
+  const Out o = bench("-m " + shared + "/models/stories260K.gguf -r 2 --threads 1 -p 0 -n 8 --probe-mib 64 -o json");
+  ASSERT_EQ(o.rc, 0) << o.output;
+  const json j = json::parse(o.output, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << o.output;
+  const double bw = j["bandwidth_gbs"].get<double>(), pct = j["decode_bandwidth_pct"].get<double>();
+  const double dec = j["decode_gbs"].get<double>();
+  EXPECT_GT(bw, 0);
+  EXPECT_GT(pct, 0);
+  EXPECT_GT(dec, 0);
+  EXPECT_LT(pct, 100.0 * dec / bw * 10) << j.dump();
+  EXPECT_GT(pct, 100.0 * dec / bw / 10) << j.dump();
+}
+
 TEST(BenchCli, ZeroSkipsATest) {
   CHIMERA_REQUIRE_SHARED(shared);
   const std::string model = shared + "/models/stories260K.gguf";
@@ -95,6 +113,7 @@ TEST(BenchCli, BadArgumentsAreErrors) {
   EXPECT_EQ(bench("-m " + model + " -d -1 --no-probe").rc, 1);
   EXPECT_EQ(bench("-m " + model + " -r 0 --no-probe").rc, 1);
   EXPECT_EQ(bench("-m " + model + " -o xml --no-probe").rc, 1);
+  EXPECT_EQ(bench("-m " + model + " --probe-mib 1").rc, 1);
   EXPECT_EQ(bench("-m /nonexistent.gguf --no-probe").rc, 1);
 }
 
