@@ -7,7 +7,6 @@
 // acceleration mode (cmd_bench_diffusion.h).
 #include <cmath>
 #include <cstdio>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -54,8 +53,6 @@ int run_diffusion(const BenchOptions& o, models::Model& m, const std::vector<int
   cfg.reps = o.reps;
   cfg.modes = std::move(*modes);
   nlohmann::json rows = nlohmann::json::array();
-  std::unique_ptr<BandwidthProbe> probe;  // allocated once, when decode runs are probed
-  if (!o.no_probe && o.n_gen > 0) probe = std::make_unique<BandwidthProbe>((size_t)o.probe_mib << 20);
   for (int32_t threads : thread_list) {
     ThreadPool pool(threads);
     if (Status s = bench_diffusion(m, cfg, pool, &rows); !s) return report_error(s);
@@ -100,8 +97,6 @@ int run(const BenchOptions& o) {
   auto cr = new_context(m);
   if (!cr) return report_error(cr.status());
   models::Context& ctx = *cr;
-  std::unique_ptr<BandwidthProbe> probe;  // allocated once, when decode runs are probed
-  if (!o.no_probe && o.n_gen > 0) probe = std::make_unique<BandwidthProbe>((size_t)o.probe_mib << 20);
   for (int32_t threads : thread_list) {
     ThreadPool pool(threads);
     BandwidthResult bw;
@@ -153,8 +148,10 @@ int run(const BenchOptions& o) {
         }
         if (r >= 0) {
           tg.push_back(o.n_gen / sw.elapsed());
-          if (probe) {
-            const double p = probe->measure(pool, 2).read_gbs;
+          if (!o.no_probe) {
+            // A fresh buffer each time, as the start-of-run probe had: a
+            // buffer kept across runs read slower in a quick check.
+            const double p = measure_read_bandwidth(pool, (size_t)o.probe_mib << 20, 2).read_gbs;
             probes.push_back(p);
             if (p > 0) pcts.push_back(100.0 * tg.back() * bytes_per_tok / 1e9 / p);
           }

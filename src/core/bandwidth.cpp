@@ -59,16 +59,11 @@ uint64_t read_streams(const uint8_t* buf, size_t b, size_t e) {
 }  // namespace
 
 BandwidthResult measure_read_bandwidth(ThreadPool& pool, size_t bytes, int reps) {
-  return BandwidthProbe(bytes).measure(pool, reps);
-}
-
-BandwidthProbe::BandwidthProbe(size_t bytes) : buf_(bytes / sizeof(uint64_t)) {
-  for (size_t i = 0; i < buf_.size(); ++i) buf_[i] = i;
-}
-
-BandwidthResult BandwidthProbe::measure(ThreadPool& pool, int reps) const {
-  const uint8_t* base = reinterpret_cast<const uint8_t*>(buf_.data());
-  const size_t total = buf_.size() * sizeof(uint64_t);
+  const size_t n = bytes / sizeof(uint64_t);
+  AlignedBuffer<uint64_t> buf(n);
+  for (size_t i = 0; i < n; ++i) buf[i] = i;
+  const uint8_t* base = reinterpret_cast<const uint8_t*>(buf.data());
+  const size_t total = n * sizeof(uint64_t);
   const int threads = std::max(1, pool.size());
   std::atomic<uint64_t> sink{0};
   double best = 0;

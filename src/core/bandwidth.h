@@ -5,7 +5,6 @@
 
 #include <cstddef>
 
-#include "core/memory.h"
 #include "core/thread_pool.h"
 
 namespace chimera {
@@ -16,18 +15,5 @@ struct BandwidthResult {
 };
 
 BandwidthResult measure_read_bandwidth(ThreadPool& pool, size_t bytes = (size_t)1 << 30, int reps = 5);
-
-// The same probe over a buffer allocated and written once, for callers that
-// measure again and again (chimera bench: a probe after every decode run).
-class BandwidthProbe {
- public:
-  explicit BandwidthProbe(size_t bytes = (size_t)1 << 30);
-  BandwidthProbe(const BandwidthProbe&) = delete;
-  BandwidthProbe& operator=(const BandwidthProbe&) = delete;
-  BandwidthResult measure(ThreadPool& pool, int reps) const;
-
- private:
-  AlignedBuffer<uint64_t> buf_;
-};
 
 }  // namespace chimera

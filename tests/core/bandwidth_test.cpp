@@ -21,18 +21,5 @@ TEST(Bandwidth, AnySizeAndThreadCountReadsTheWholeBuffer) {
   }
 }
 
-// One probe buffer measured again and again, on pools of any size.
-TEST(Bandwidth, ProbeMeasuresItsBufferRepeatedly) {
-  const BandwidthProbe probe((size_t{2} << 20) + 72);
-  for (int threads : {1, 2, 3}) {
-    ThreadPool pool(threads);
-    for (int k = 0; k < 3; ++k) {
-      const BandwidthResult r = probe.measure(pool, 1);
-      EXPECT_EQ(r.bytes, ((size_t{2} << 20) + 72) / 8 * 8);
-      EXPECT_GT(r.read_gbs, 0.0) << threads << " threads";
-    }
-  }
-}
-
 }  // namespace
 }  // namespace chimera
