@@ -150,18 +150,22 @@ CHIMERA_T_AVX2 void gemv_storage(const GemmArgs& g, int64_t r0, int64_t r1, int6
 // products of a block summed in int16, |lane| <= 8*768 = 6144), then one
 // vpmaddwd, the correction, convert and fma per (row, activation row, block);
 // Isa::kAvx2Vnni runs the same tiles with vpdpbusd (int32 sums, no adds, no
-// vpmaddwd). The products dy * d of a block come from one 4-wide multiply of
+// vpmaddwd). The products dy * d of a block come from 8-wide multiplies of
 // the tile's activation scales (kept transposed per activation block, `ad`)
-// by the row's scale. Blocking: activation rows in L2-sized blocks
+// by the panel rows' scales. Blocking: activation rows in L2-sized blocks
 // (detail::act_block_rows), within a tile the blocks in chunks of kKc
 // (activation tile + panel chunk ~ 23 KiB, L1-resident while the panel's
-// rows reuse them); the f32 accumulators of a tile live in a small buffer,
-// so each output still sees its blocks in order with the same operations
-// (bit-identical to the GEMV and the scalar kernel).
+// rows reuse them); the f32 accumulators of a tile stay in registers within
+// a chunk and in a small buffer between chunks, so each output still sees
+// its blocks in order with the same operations (bit-identical to the GEMV
+// and the scalar kernel).
 // Measured (1 thread, m = 64, loaded 2-vCPU SPR, docs/PERFORMANCE.md session
 // 10): 1.34-1.48x faster than the per-activation-row decode; session 14: the
 // scale products and base + offset addressing; session 16 (Zen 5): 2-row
-// tiles with both operands in registers, 1.15-1.2x (AVX-VNNI 1.3-1.5x).
+// tiles with both operands in registers, 1.15-1.2x (AVX-VNNI 1.3-1.5x);
+// session 17 (Zen 5): rows of a panel block adjacent, accumulators in
+// registers, correction as a memory operand, dp formed outside the tile:
+// 1.5-4% (tile alone ~49 -> ~46 cycles per 2 x 4 x 256).
 constexpr int kActs = 4;
 // Rows per panel: 8 measured no better than 4 (m = 256, sessions 14 and 16).
 constexpr int kPanelRows = kTqGroup;
@@ -171,20 +175,26 @@ struct alignas(32) Chunk32 {
   uint8_t b[32];
 };
 
+// Chunks of one block in a panel: the 8 of each of its kPanelRows rows, row
+// after row, so a tile's rows and blocks are constant offsets apart.
+constexpr size_t kPanelBlock = 8 * kPanelRows;
+
 struct Panel {
-  std::vector<Chunk32> t;  // [row][block][8]
-  std::vector<float> dd;   // [row][block]
+  std::vector<Chunk32> t;  // [block][row][8]
+  std::vector<float> dd;   // [block][row]
   std::vector<float> ad;   // activation scales [block][row of the activation block], kActs - 1 lanes of slack
+  std::vector<float> ddx;  // dd, each 4 times: [block][row][4]
 };
 
 inline Panel& panel(int64_t nsb, int64_t ib_rows) {
   thread_local Panel p;
   if (p.dd.size() < (size_t)(kPanelRows * nsb)) {
-    p.t.resize((size_t)(kPanelRows * nsb * 8));
+    p.t.resize((size_t)(nsb * kPanelBlock));
     p.dd.resize((size_t)(kPanelRows * nsb));
   }
   const size_t ad = (size_t)(nsb * (ib_rows + kActs));
   if (p.ad.size() < ad) p.ad.resize(ad, 0.f);
+  if (p.ddx.size() < (size_t)(nsb * kPanelRows * 4)) p.ddx.resize((size_t)(nsb * kPanelRows * 4));
   return p;
 }
 
@@ -201,37 +211,37 @@ CHIMERA_T_AVX2 inline void decode_block(const uint8_t* blk, Chunk32* out) {
   }
 }
 
-// The blocks [0, nb) of R panel rows (the first at t / dd, the next
-// row_chunks chunks / nsb scales further) x M activation rows (the first at
-// a, a_stride apart; their scales ad[sb * ad_stride + mm]). Both operands of
-// every product stay in registers: per chunk R panel loads and M activation
-// loads feed R x M vpmaddubsw (kVnni: vpdpbusd) into R x M sums, so the 2 x 4
-// tile loads 6 vectors per 256 weights x 1 activation row where a 1 x 4 tile
-// with memory operands loaded 10 (Zen 5 issues 2 loads per cycle and 2
-// multiply-class ops — vpmaddubsw, vpmaddwd, vpdpbusd, vfmadd — per cycle).
-// The f32 accumulators live in acc[r][mm] (L1): per block one load-fma-store
-// each. kFirst: they start at 0; kLast: each output's lanes are reduced into
-// y[mm * ldy + r].
+// The blocks [0, nb) of R panel rows (the first at t, the next 8 chunks
+// further, a block kPanelBlock chunks further) x M activation rows (the first
+// at a, a_stride apart); dp[sb][r][mm] = dy * d of block sb, row r,
+// activation row mm. Both operands of every product stay in registers: per
+// chunk R panel loads and M activation loads feed R x M vpmaddubsw (kVnni:
+// vpdpbusd) into R x M sums, so the 2 x 4 tile loads 6 vectors per 256
+// weights x 1 activation row where a 1 x 4 tile with memory operands loaded
+// 10 (Zen 5 issues 2 loads per cycle: folding the reused activation loads
+// into the products measured ~10% slower). Per output and block the rest is
+// vpmaddwd, vpsubd with the correction as a memory operand, convert, a
+// broadcast of dp and the fma into the f32 accumulator, kept in a register
+// (GCC spills some) and stored only when the call ends before the last
+// block. Zen 5 runs vpmaddubsw, vpmaddwd and vfmadd on the same 2 pipes: 80
+// of them per 2 x 4 tile and block, a 40-cycle floor; measured ~46 (the
+// vpaddw chains take some of those pipes: 64 vpmaddubsw + 56 vpaddw alone
+// run at ~1.7 pairs per cycle). kFirst: the accumulators start at 0; kLast:
+// each output's lanes are reduced into y[mm * ldy + r].
 template <int R, int M, bool kFirst, bool kLast, bool kVnni>
-CHIMERA_T_AVX2 void tile_dot(const Chunk32* t, size_t row_chunks, const float* dd, size_t nsb, const uint8_t* a,
-                             size_t a_stride, const float* ad, size_t ad_stride, int64_t nb, float (*acc)[kActs][8],
-                             float* y, int64_t ldy) {
+CHIMERA_T_AVX2 void tile_dot(const Chunk32* t, const uint8_t* a, size_t a_stride, const float (*dp)[kPanelRows][kActs],
+                             int64_t nb, float (*acc)[kActs][8], float* y, int64_t ldy) {
   static_assert(R * M + R + 2 <= 16, "tile sums + panel chunks + activation + product in 16 registers");
   const __m256i ones = _mm256_set1_epi16(1);
-  if (kFirst) {
-    CHIMERA_UNROLL for (int r = 0; r < R; ++r) {
-      CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) _mm256_store_ps(acc[r][mm], _mm256_setzero_ps());
-    }
+  __m256 av[R][M];
+  CHIMERA_UNROLL for (int r = 0; r < R; ++r) {
+    CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) av[r][mm] = kFirst ? _mm256_setzero_ps() : _mm256_load_ps(acc[r][mm]);
   }
   for (int64_t sb = 0; sb < nb; ++sb) {
-    alignas(16) float dp[R][4];  // dy * d per row and activation row (lanes >= M unused)
-    CHIMERA_UNROLL for (int r = 0; r < R; ++r) {
-      _mm_store_ps(dp[r], _mm_mul_ps(_mm_loadu_ps(ad), _mm_broadcast_ss(dd + r * nsb + sb)));
-    }
     __m256i s[R][M];
     CHIMERA_UNROLL for (int c = 0; c < 8; ++c) {
       __m256i w[R];
-      CHIMERA_UNROLL for (int r = 0; r < R; ++r) w[r] = _mm256_load_si256((const __m256i*)t[r * row_chunks + c].b);
+      CHIMERA_UNROLL for (int r = 0; r < R; ++r) w[r] = _mm256_load_si256((const __m256i*)t[8 * r + c].b);
       CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
         __m256i x = _mm256_load_si256((const __m256i*)(a + mm * a_stride + 32 * c));
         // One load per activation chunk: GCC otherwise folds it into each
@@ -251,26 +261,32 @@ CHIMERA_T_AVX2 void tile_dot(const Chunk32* t, size_t row_chunks, const float* d
       }
     }
     CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
-      const __m256i corr = _mm256_load_si256((const __m256i*)reinterpret_cast<const TqAct8*>(a + mm * a_stride)->corr);
       CHIMERA_UNROLL for (int r = 0; r < R; ++r) {
+        // The correction as a memory operand of each subtraction (the
+        // pointer hidden so GCC does not load it once into a register).
+        const __m256i* corr = (const __m256i*)reinterpret_cast<const TqAct8*>(a + mm * a_stride)->corr;
+        __asm__("" : "+r"(corr));
         const __m256i sl = kVnni ? s[r][mm] : _mm256_madd_epi16(s[r][mm], ones);
-        const __m256 f = _mm256_cvtepi32_ps(_mm256_sub_epi32(sl, corr));
-        _mm256_store_ps(acc[r][mm], _mm256_fmadd_ps(_mm256_broadcast_ss(&dp[r][mm]), f, _mm256_load_ps(acc[r][mm])));
+        const __m256 f = _mm256_cvtepi32_ps(_mm256_sub_epi32(sl, _mm256_load_si256(corr)));
+        av[r][mm] = _mm256_fmadd_ps(_mm256_broadcast_ss(&dp[sb][r][mm]), f, av[r][mm]);
       }
     }
-    t += 8;
+    t += kPanelBlock;
     a += sizeof(TqAct8);
-    ad += ad_stride;
   }
-  if (kLast) {
-    CHIMERA_UNROLL for (int r = 0; r < R; ++r) {
-      CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) y[mm * ldy + r] = lanes_finish(_mm256_load_ps(acc[r][mm]));
+  CHIMERA_UNROLL for (int r = 0; r < R; ++r) {
+    CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
+      if (kLast) {
+        y[mm * ldy + r] = lanes_finish(av[r][mm]);
+      } else {
+        _mm256_store_ps(acc[r][mm], av[r][mm]);
+      }
     }
   }
 }
 
-using TileDotFn = void (*)(const Chunk32*, size_t, const float*, size_t, const uint8_t*, size_t, const float*, size_t,
-                           int64_t, float (*)[kActs][8], float*, int64_t);
+using TileDotFn = void (*)(const Chunk32*, const uint8_t*, size_t, const float (*)[kPanelRows][kActs], int64_t,
+                           float (*)[kActs][8], float*, int64_t);
 constexpr int kTileRows = 2;
 // [first][last][R - 1][M - 1]
 template <bool kFirst, bool kLast, bool kVnni>
@@ -285,12 +301,15 @@ constexpr const TileDotFn (*kTileDot[2][2])[kActs] = {
     {kTileDotSet<true, false, kVnni>, kTileDotSet<true, true, kVnni>}};
 
 // y[i][r] for rows [r0, r1) x activation rows [i0, i1); fill_row(r, t, dd)
-// decodes row r's nsb blocks into t[8 sb + c] and their scales into dd[sb].
-// next_bytes(r) (packed weights): the bytes [p, p + n) the panel after the
-// one starting at row r decodes, or n = 0 — prefetched into L2 a few lines per
-// activation tile while this panel's tiles run (as one burst per panel, the
-// prefetches queued behind each other and the next decode still waited on
-// DRAM: ~10% of a BitNet prefill on Zen 5).
+// decodes row r's nsb blocks into t[kPanelBlock * sb + c] and their scales
+// into dd[kPanelRows * sb]. The scale products of a panel's 4 rows x an
+// activation tile are formed per block chunk (two 8-wide multiplies per
+// block, into an L1-resident dp shared by the tile's two row pairs).
+// next_bytes(r) (packed weights): the bytes [p, p + n) the
+// panel after the one starting at row r decodes, or n = 0 — prefetched into
+// L2 a few lines per activation tile while this panel's tiles run (as one
+// burst per panel, the prefetches queued behind each other and the next
+// decode still waited on DRAM: ~10% of a BitNet prefill on Zen 5).
 template <bool kVnni = false, class FillRow, class NextBytes>
 CHIMERA_T_AVX2 void gemm_panels(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1, FillRow fill_row,
                                 NextBytes next_bytes) {
@@ -299,6 +318,7 @@ CHIMERA_T_AVX2 void gemm_panels(const GemmArgs& g, int64_t r0, int64_t r1, int64
   Panel& p = panel(nsb, ib_rows);
   const size_t ad_stride = (size_t)(ib_rows + kActs);
   alignas(32) float acc[kPanelRows][kActs][8];
+  alignas(32) float dp[kKc][kPanelRows][kActs];
   for (int64_t ib = i0; ib < i1; ib += ib_rows) {
     const int64_t ie = std::min(i1, ib + ib_rows);
     for (int64_t i = ib; i < ie; ++i) {
@@ -307,7 +327,8 @@ CHIMERA_T_AVX2 void gemm_panels(const GemmArgs& g, int64_t r0, int64_t r1, int64
     }
     for (int64_t r = r0; r < r1; r += kPanelRows) {
       const int nr = (int)std::min<int64_t>(kPanelRows, r1 - r);
-      for (int j = 0; j < nr; ++j) fill_row(r + j, &p.t[(size_t)(j * nsb * 8)], &p.dd[(size_t)(j * nsb)]);
+      for (int j = 0; j < nr; ++j) fill_row(r + j, &p.t[(size_t)(8 * j)], &p.dd[(size_t)j]);
+      for (int64_t q = 0; q < nsb * kPanelRows; ++q) _mm_storeu_ps(&p.ddx[(size_t)(4 * q)], _mm_set1_ps(p.dd[(size_t)q]));
       // The next panel's lines, spread over this panel's activation tiles.
       const std::pair<const uint8_t*, size_t> nx = r + kPanelRows < r1 ? next_bytes(r) : std::pair<const uint8_t*, size_t>{};
       const size_t lines = (nx.second + 63) / 64;
@@ -323,11 +344,19 @@ CHIMERA_T_AVX2 void gemm_panels(const GemmArgs& g, int64_t r0, int64_t r1, int64
         for (int64_t kc = 0; kc < nsb; kc += kKc) {
           const int64_t nb = std::min(kKc, nsb - kc);
           const auto& fns = kTileDot<kVnni>[kc == 0][kc + nb == nsb];
+          // dp[b][j][mm] = ad * dd of block kc + b, panel row j, activation
+          // row i + mm: two 8-wide multiplies per block.
+          for (int64_t b = 0; b < nb; ++b) {
+            const __m256 a8 = _mm256_broadcast_ps((const __m128*)(ad + (size_t)(kc + b) * ad_stride));
+            const float* dx = &p.ddx[(size_t)((kc + b) * kPanelRows * 4)];
+            _mm256_store_ps(dp[b][0], _mm256_mul_ps(_mm256_loadu_ps(dx), a8));
+            _mm256_store_ps(dp[b][2], _mm256_mul_ps(_mm256_loadu_ps(dx + 8), a8));
+          }
           for (int j = 0; j < nr; j += kTileRows) {
             const int rr = std::min(kTileRows, nr - j);
-            fns[rr - 1][m - 1](&p.t[(size_t)((j * nsb + kc) * 8)], (size_t)(nsb * 8), &p.dd[(size_t)(j * nsb + kc)],
-                               (size_t)nsb, a + (size_t)kc * sizeof(TqAct8), g.a_stride, ad + (size_t)kc * ad_stride,
-                               ad_stride, nb, &acc[j], g.y + i * g.ldy + r + j, g.ldy);
+            fns[rr - 1][m - 1](&p.t[(size_t)kc * kPanelBlock + (size_t)(8 * j)], a + (size_t)kc * sizeof(TqAct8),
+                               g.a_stride, reinterpret_cast<const float (*)[kPanelRows][kActs]>(&dp[0][j][0]), nb, &acc[j],
+                               g.y + i * g.ldy + r + j, g.ldy);
           }
         }
       }
@@ -350,14 +379,14 @@ CHIMERA_T_AVX2 void gemm_planes(const GemmArgs& g, int64_t r0, int64_t r1, int64
     const uint8_t* w = g.w + (size_t)r * g.w_stride;
     for (int64_t sb = 0; sb < nsb; ++sb) {
       const uint8_t* blk = w + (size_t)sb * kBytes;
-      decode_block<kI2s>(blk, t + 8 * sb);
+      decode_block<kI2s>(blk, t + kPanelBlock * sb);
       float d = ts;
       if (!kI2s) {
         uint16_t h;
         std::memcpy(&h, blk + 64, 2);
         d = f16_bits(h);
       }
-      dd[sb] = d;
+      dd[kPanelRows * sb] = d;
     }
   }, no_next);
 }
@@ -444,8 +473,8 @@ CHIMERA_T_AVX2 void gemm_packed(const GemmArgs& g, int64_t r0, int64_t r1, int64
         const auto* sc = reinterpret_cast<const uint16_t*>(grp);
         const int64_t j = r % G;
         for (int64_t sb = 0; sb < nsb; ++sb) {
-          decode_block<false>(grp + sc_bytes + (size_t)(sb * G + j) * 64, t + 8 * sb);
-          dd[sb] = f16_bits(sc[sb * G + j]);
+          decode_block<false>(grp + sc_bytes + (size_t)(sb * G + j) * 64, t + kPanelBlock * sb);
+          dd[kPanelRows * sb] = f16_bits(sc[sb * G + j]);
         }
       },
       [&g, r1, group_bytes](int64_t r) {
@@ -463,8 +492,8 @@ CHIMERA_T_AVX2 void gemm_tq1_act8(const GemmArgs& g, int64_t r0, int64_t r1, int
     const uint8_t* w = g.w + (size_t)r * g.w_stride;
     for (int64_t sb = 0; sb < nsb; ++sb) {
       alignas(32) uint8_t qs[64];
-      dd[sb] = f16_bits(tq1_0_to_tq2_qs(w + (size_t)sb * sizeof(q::block_tq1_0), qs));
-      decode_block<false>(qs, t + 8 * sb);
+      dd[kPanelRows * sb] = f16_bits(tq1_0_to_tq2_qs(w + (size_t)sb * sizeof(q::block_tq1_0), qs));
+      decode_block<false>(qs, t + kPanelBlock * sb);
     }
   }, no_next);
 }
