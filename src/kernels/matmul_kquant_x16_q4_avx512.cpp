@@ -47,7 +47,10 @@ struct Geo {
   static constexpr size_t kQh = 256;
   static constexpr size_t kQs = kQ5 ? 768 : 256;
 };
-constexpr int kMaxActs = 6;
+constexpr int kMaxActs = 8;
+// Tiles of more activation rows than this take the halves of a chunk in two
+// passes (q4_block).
+constexpr int kOnePassActs = 4;
 
 // Partial sums P of 4 x 4 elements per row: VNNI vpdpbusd into int32 lanes;
 // plain AVX-512 vpmaddubsw pairs summed in int16 (|.| <= 4 * 2 * 15 * 128 <
@@ -79,6 +82,7 @@ CHIMERA_T_X16_INLINE void q4_block(const uint8_t* const* Bs, const uint8_t* cons
                                    __m512 (&acc)[S][M], __m512 (&accm)[S][M], size_t pf) {
   using GB = Geo<kQ5>;
   constexpr bool kDpbusd = kVnni && !kQ5;  // else int16 pair sums
+  constexpr bool kHalves = S == 1 && M > kOnePassActs;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   const __m512i m6 = _mm512_set1_epi8(0x3F);
   __m512i O0[S], O1[S];
@@ -133,26 +137,39 @@ CHIMERA_T_X16_INLINE void q4_block(const uint8_t* const* Bs, const uint8_t* cons
         const __m512i O = c < 2 ? O0[s] : O1[s];
         const __m512i SClo = _mm512_shuffle_epi8(O, pick_words((2 * c) % 4, kDpbusd ? -1 : (2 * c) % 4));
         const __m512i SChi = _mm512_shuffle_epi8(O, pick_words((2 * c + 1) % 4, kDpbusd ? -1 : (2 * c + 1) % 4));
-        __m512i Plo[M], Phi[M];
-        CHIMERA_UNROLL for (int m = 0; m < M; ++m) Plo[m] = Phi[m] = _mm512_setzero_si512();
-        CHIMERA_UNROLL for (int l = 4 * h; l < 4 * h + 4; ++l) {
-          const __m512i W = _mm512_load_si512(qs + 64 * (l - 4 * h));
-          __m512i lo = _mm512_and_si512(W, m4), hi = _mm512_and_si512(_mm512_srli_epi16(W, 4), m4);
-          if constexpr (kQ5) {
-            // qh byte 4l + u of each row: bit 2c -> low-nibble level, 2c + 1 -> high
-            const __m512i H = _mm512_load_si512(B + GB::kQh + 64 * l);
-            lo = _mm512_or_si512(lo, bit_to_4(H, 2 * c));
-            hi = _mm512_or_si512(hi, bit_to_4(H, 2 * c + 1));
+        // Tall tiles (kHalves): the low-nibble and the high-nibble halves in
+        // two passes over the 4 lines (reloaded from L1), so only M partial
+        // sums are live besides the M totals; else both halves in one pass.
+        CHIMERA_UNROLL for (int pass = 0; pass < (kHalves ? 2 : 1); ++pass) {
+          __m512i Plo[M], Phi[M];
+          CHIMERA_UNROLL for (int m = 0; m < M; ++m) Plo[m] = Phi[m] = _mm512_setzero_si512();
+          CHIMERA_UNROLL for (int l = 4 * h; l < 4 * h + 4; ++l) {
+            const __m512i W = _mm512_load_si512(qs + 64 * (l - 4 * h));
+            const bool do_lo = !kHalves || pass == 0, do_hi = !kHalves || pass == 1;
+            __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+            if (do_lo) lo = _mm512_and_si512(W, m4);
+            if (do_hi) hi = _mm512_and_si512(_mm512_srli_epi16(W, 4), m4);
+            if constexpr (kQ5) {
+              // qh byte 4l + u of each row: bit 2c -> low-nibble level, 2c + 1 -> high
+              const __m512i H = _mm512_load_si512(B + GB::kQh + 64 * l);
+              if (do_lo) lo = _mm512_or_si512(lo, bit_to_4(H, 2 * c));
+              if (do_hi) hi = _mm512_or_si512(hi, bit_to_4(H, 2 * c + 1));
+            }
+            CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+              const uint8_t* a = Am[m] + 4 + 64 * c + 4 * l;
+              if constexpr (kDpbusd) {
+                if (do_lo) Plo[m] = x16::dpbusd_bcast(Plo[m], lo, a);
+                if (do_hi) Phi[m] = x16::dpbusd_bcast(Phi[m], hi, a + 32);
+              } else {
+                if (do_lo) Plo[m] = psum<kDpbusd>(Plo[m], lo, bcast32(a));
+                if (do_hi) Phi[m] = psum<kDpbusd>(Phi[m], hi, bcast32(a + 32));
+              }
+            }
           }
           CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-            const uint8_t* a = Am[m] + 4 + 64 * c + 4 * l;
-            Plo[m] = psum<kDpbusd>(Plo[m], lo, bcast32(a));
-            Phi[m] = psum<kDpbusd>(Phi[m], hi, bcast32(a + 32));
+            if (!kHalves || pass == 0) Sx[s][m] = dpwssd<kVnni>(Sx[s][m], Plo[m], SClo);
+            if (!kHalves || pass == 1) Sx[s][m] = dpwssd<kVnni>(Sx[s][m], Phi[m], SChi);
           }
-        }
-        CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-          Sx[s][m] = dpwssd<kVnni>(Sx[s][m], Plo[m], SClo);
-          Sx[s][m] = dpwssd<kVnni>(Sx[s][m], Phi[m], SChi);
         }
       }
     }
@@ -219,7 +236,8 @@ template <bool kVnni, bool kQ5>
 void q4_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
   static constexpr KqX16TileFn kTiles[kMaxActs] = {q4_tile<kVnni, kQ5, 1>, q4_tile<kVnni, kQ5, 2>,
                                                    q4_tile<kVnni, kQ5, 3>, q4_tile<kVnni, kQ5, 4>,
-                                                   q4_tile<kVnni, kQ5, 5>, q4_tile<kVnni, kQ5, 6>};
+                                                   q4_tile<kVnni, kQ5, 5>, q4_tile<kVnni, kQ5, 6>,
+                                                   q4_tile<kVnni, kQ5, 7>, q4_tile<kVnni, kQ5, 8>};
   kq_x16_run(kTiles, g, r0, r1, i0, i1, q4_gemv<kVnni, kQ5>);
 }
 

@@ -40,6 +40,7 @@ namespace {
 
 namespace q = chimera::quant;
 using x16::bcast32;
+using x16::dpbusd_bcast;
 
 constexpr size_t kAb = sizeof(q::block_q8_K);
 constexpr size_t kAbsums = offsetof(q::block_q8_K, bsums);
@@ -48,13 +49,6 @@ constexpr size_t kQ6D = 0, kQ6Scales = 32, kQ6Levels = 288;
 constexpr int kMaxActs = 8;
 // GEMM tiles' L2 prefetch distance, in group blocks (q6_run).
 constexpr size_t kPfTile = 3;
-
-// s += u8 . (the 4 bytes at p, broadcast): vpdpbusd with an embedded
-// broadcast (inline asm: the plain AVX-512 instantiation never uses VNNI).
-CHIMERA_T_X16_INLINE __m512i dpbusd_bcast(__m512i s, __m512i u8, const uint8_t* p) {
-  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(s) : "v"(u8), "m"(*(const int32_t*)p));
-  return s;
-}
 
 // The int32 at p in every lane, loaded by vpbroadcastd (asm: keeps the table
 // it reads in memory; GCC otherwise holds it in registers and extracts each

@@ -47,6 +47,15 @@ CHIMERA_T_X16_INLINE __m512i dpbusd(__m512i s, __m512i u8, __m512i s8) {
   return s;
 }
 
+// s += u8 . (the 4 bytes at p in every 32-bit lane), VNNI only: one vpdpbusd
+// with an embedded {1to16} broadcast of the memory dword, where a register
+// operand costs a separate vpbroadcastd per product.
+CHIMERA_T_X16_INLINE __m512i dpbusd_bcast(__m512i s, __m512i u8, const void* p) {
+  typedef int32_t __attribute__((may_alias)) i32a;
+  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(s) : "v"(u8), "m"(*(const i32a*)p));
+  return s;
+}
+
 // vpshufb control: dword i of every 128-bit lane = 16-bit words (byte 4i + u0,
 // byte 4i + u1) of that lane, zero-extended; u1 < 0 gives a zero high word.
 // On a scale plane (byte 16q + 4i + u = value u of row 4q + i) that is, in
