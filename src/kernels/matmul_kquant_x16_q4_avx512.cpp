@@ -141,11 +141,11 @@ CHIMERA_T_X16_INLINE void q4_block(const uint8_t* const* Bs, const uint8_t* cons
         // two passes over the 4 lines (reloaded from L1), so only M partial
         // sums are live besides the M totals; else both halves in one pass.
         CHIMERA_UNROLL for (int pass = 0; pass < (kHalves ? 2 : 1); ++pass) {
+          const bool do_lo = !kHalves || pass == 0, do_hi = !kHalves || pass == 1;
           __m512i Plo[M], Phi[M];
           CHIMERA_UNROLL for (int m = 0; m < M; ++m) Plo[m] = Phi[m] = _mm512_setzero_si512();
           CHIMERA_UNROLL for (int l = 4 * h; l < 4 * h + 4; ++l) {
             const __m512i W = _mm512_load_si512(qs + 64 * (l - 4 * h));
-            const bool do_lo = !kHalves || pass == 0, do_hi = !kHalves || pass == 1;
             __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
             if (do_lo) lo = _mm512_and_si512(W, m4);
             if (do_hi) hi = _mm512_and_si512(_mm512_srli_epi16(W, 4), m4);
@@ -161,14 +161,14 @@ CHIMERA_T_X16_INLINE void q4_block(const uint8_t* const* Bs, const uint8_t* cons
                 if (do_lo) Plo[m] = x16::dpbusd_bcast(Plo[m], lo, a);
                 if (do_hi) Phi[m] = x16::dpbusd_bcast(Phi[m], hi, a + 32);
               } else {
-                if (do_lo) Plo[m] = psum<kDpbusd>(Plo[m], lo, bcast32(a));
-                if (do_hi) Phi[m] = psum<kDpbusd>(Phi[m], hi, bcast32(a + 32));
+                if (do_lo) Plo[m] = psum<false>(Plo[m], lo, bcast32(a));
+                if (do_hi) Phi[m] = psum<false>(Phi[m], hi, bcast32(a + 32));
               }
             }
           }
           CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-            if (!kHalves || pass == 0) Sx[s][m] = dpwssd<kVnni>(Sx[s][m], Plo[m], SClo);
-            if (!kHalves || pass == 1) Sx[s][m] = dpwssd<kVnni>(Sx[s][m], Phi[m], SChi);
+            if (do_lo) Sx[s][m] = dpwssd<kVnni>(Sx[s][m], Plo[m], SClo);
+            if (do_hi) Sx[s][m] = dpwssd<kVnni>(Sx[s][m], Phi[m], SChi);
           }
         }
       }
