@@ -1,5 +1,6 @@
-// Internal to the AVX-512 x16 K-quant kernels (matmul_kquant_x16_*_avx512.cpp):
-// target attributes and the small vector helpers they share. x86-64 only.
+// Internal to the AVX-512 x16 K-quant kernels (matmul_kquant_x16_*_avx512.cpp)
+// and the packed Q4_0 / Q8_0 zmm tiles (matmul_legacy_packed_zmm.h): target
+// attributes and the small vector helpers they share. x86-64 only.
 #pragma once
 
 #if defined(__x86_64__)

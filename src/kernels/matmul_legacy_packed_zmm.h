@@ -23,27 +23,14 @@
 
 #include <array>
 #include <cstdint>
-#include <cstring>
 
+#include "kernels/matmul_kquant_x16_simd.h"  // x16::bcast32, and the GCC 12 warning pragmas
 #include "kernels/matmul_q_legacy.h"
 #include "kernels/matmul_tile.h"
-
-// GCC 12 warns about the intrinsics' own undefined upper halves.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 
 #define CHIMERA_T_LZMM __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
 
 namespace chimera::kernels::legacy::zmm {
-
-// The 4 activation bytes at p in every 32-bit lane.
-CHIMERA_T_LZMM inline __m512i bcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
 
 template <class Codes>
 struct PackedTile {

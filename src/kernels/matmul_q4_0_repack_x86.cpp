@@ -130,8 +130,8 @@ struct Q4Codes {
     const __m512i lo = _mm512_and_si512(wv, m4);
     const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(wv, 4), m4);
     CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm) {
-      sum[mm] = _mm512_dpbusd_epi32(sum[mm], lo, zmm::bcast4(av[mm].qs + 32 * b + 4 * c));
-      sum[mm] = _mm512_dpbusd_epi32(sum[mm], hi, zmm::bcast4(av[mm].qs + 32 * b + 16 + 4 * c));
+      sum[mm] = _mm512_dpbusd_epi32(sum[mm], lo, x16::bcast32(av[mm].qs + 32 * b + 4 * c));
+      sum[mm] = _mm512_dpbusd_epi32(sum[mm], hi, x16::bcast32(av[mm].qs + 32 * b + 16 + 4 * c));
     }
   }
 };

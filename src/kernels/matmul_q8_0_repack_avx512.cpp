@@ -88,7 +88,7 @@ struct Q8Codes {
   template <int M>
   CHIMERA_T_LZMM static void dot(__m512i (&sum)[M], __m512i wv, const ActView (&av)[M], int64_t b, int c) {
     CHIMERA_UNROLL for (int mm = 0; mm < M; ++mm)
-      sum[mm] = _mm512_dpbusd_epi32(sum[mm], wv, zmm::bcast4(av[mm].qs + 32 * b + 4 * c));
+      sum[mm] = _mm512_dpbusd_epi32(sum[mm], wv, x16::bcast32(av[mm].qs + 32 * b + 4 * c));
   }
 };
 
