@@ -4,8 +4,13 @@
 // decode GEMV: q4_block8, both halves of a group per super-block; GEMM tiles
 // of 2..4 rows: q4g_tile8, further down). The decode GEMV reads
 // kX16StreamsAvx2 groups at once, chunk-interleaved, with an L2 prefetch of
-// the next ones (kq_x16_run, gemv_prefetch.h); leftover groups run it on one
-// group with the near prefetch.
+// the next ones (gemv_stream_steps, gemv_prefetch.h); leftover groups run it
+// on one group with the near prefetch. The GEMV reads a widened copy of the
+// activation row (widen_act) and keeps its loads, chains and loop order
+// explicit: on Zen 3 (two vector loads per cycle) GCC's free choice of
+// memory operands, reloads and product trees made it load-bound. llvm-mca
+// -mcpu=znver3, 2 groups x 8 rows x 256 elements: Q4_K 214.8 -> 149.5
+// cycles, Q5_K 315.8 -> 252.3, Q4_K AVX-VNNI 181.9 -> 134.6.
 //
 // Same arithmetic as the AVX-512 x16 kernels (bit-identical to
 // kq_x16_dot_ref): for each 16-element half of sub-block j, four
@@ -33,6 +38,7 @@
 #include <algorithm>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "kernels/gemv_prefetch.h"
 #include "kernels/matmul_kquant_x16_simd_avx2.h"
@@ -44,6 +50,7 @@ namespace {
 
 using x16a2::pick_words;
 using x16a2::bcast32;
+using x16a2::load_reg;
 
 using format::GgmlType;
 namespace q = chimera::quant;
@@ -101,15 +108,41 @@ CHIMERA_T_X16A2_INLINE __m256i scale_pairs(__m256i O, int u) {
 }
 // Dwords each P may sum before scale_add (|P| < 2^15): plain AVX2 int16
 // pair lanes hold 2 products per 4-element dword, VNNI int32 lanes 4.
-//   GEMV (chunks of 4 dwords): AVX2 4 (Q4_K: 4 * 2 * 15 * 128, Q5_K:
-//   4 * 2 * 31 * 128); VNNI (Q4_K only) 4 (16 * 15 * 128).
-//   GEMM: AVX2 Q4_K 8, Q5_K 4; VNNI 4.
+//   AVX2 Q4_K 8 (8 * 2 * 15 * 128 = 30720), Q5_K 4 (4 * 2 * 31 * 128);
+//   VNNI (Q4_K only) 4 (16 * 15 * 128); GEMV and GEMM alike.
 // The VNNI level has no Q5_K kernel (kq_x16_gemm_avx2vnni): its 8-element
 // chains measured no faster than the AVX2 order.
-template <bool kVnni, bool kQ5, bool kGemm>
-constexpr int kChain = kVnni ? 4 : (kGemm && !kQ5 ? 8 : 4);
+template <bool kVnni, bool kQ5>
+constexpr int kChain = kVnni ? 4 : (!kQ5 ? 8 : 4);
 
 CHIMERA_T_X16A2_INLINE __m256i load(const uint8_t* p) { return _mm256_load_si256((const __m256i*)p); }
+// The decode GEMV's activation row, widened once per call (widen_act): per
+// super-block the Q8_K block itself (d and bsums read in place), padded to
+// kXHead bytes, then its 64 activation dwords, each repeated in the 8 lanes
+// of a 32-byte vector, so the GEMV loads a ready vector where it would
+// broadcast a dword (a load plus a vector uop on Zen 3). llvm-mca
+// -mcpu=znver3, one group's 8-row half super-block: 90.0 -> 84.5 cycles.
+constexpr size_t kXHead = 320;
+constexpr size_t kAbX = kXHead + 64 * 32;
+static_assert(kXHead >= kAb && kXHead % 32 == 0);
+
+// Activation dword t (elements 4t .. 4t + 3) of super-block A in every lane:
+// kX, A is a widened block; else a Q8_K block.
+template <bool kX>
+CHIMERA_T_X16A2_INLINE __m256i act_dword(const uint8_t* A, int t) {
+  if constexpr (kX) {
+    return load_reg(A + kXHead + 32 * (size_t)t);
+  } else {
+    return bcast32(A + 4 + 4 * t);
+  }
+}
+
+CHIMERA_T_X16A2 void widen_act(const uint8_t* a, int64_t nsb, uint8_t* out) {
+  for (int64_t sb = 0; sb < nsb; ++sb, a += kAb, out += kAbX) {
+    std::memcpy(out, a, kAb);
+    for (int t = 0; t < 64; ++t) _mm256_store_si256((__m256i*)(out + kXHead + 32 * t), bcast32(a + 4 + 4 * t));
+  }
+}
 
 // Per byte: bit b moved to bit 4 (the fifth bit of a Q5_K level).
 CHIMERA_T_X16A2_INLINE __m256i bit_to_4(__m256i h, int b) {
@@ -149,7 +182,7 @@ CHIMERA_T_X16A2_INLINE __m256i min_sum(const __m256i (&Mk)[4], const uint8_t* a)
 // Q5_K qh) chunks of 4 lines are read in turn, and pf != 0 fetches the same
 // lines pf bytes further into L2 (gemv_prefetch.h). Each group's arithmetic
 // is the same for every S. (The GEMM tiles are q4g_tile8 below.)
-template <bool kVnni, bool kQ5, int S>
+template <bool kVnni, bool kQ5, int S, bool kX>
 CHIMERA_T_X16A2_INLINE void q4_block8(const uint8_t* const (&Bs)[S], int half, const uint8_t* A, float dy,
                                       __m256 (&acc)[S], __m256 (&accm)[S], size_t pf) {
   using GB = Geo<kQ5>;
@@ -167,38 +200,46 @@ CHIMERA_T_X16A2_INLINE void q4_block8(const uint8_t* const (&Bs)[S], int half, c
   }
   __m256i Sx[S];
   CHIMERA_UNROLL for (int s = 0; s < S; ++s) Sx[s] = _mm256_setzero_si256();
+  // Each activation dword is fetched once and used by every group at once
+  // (with the groups as the outer loop, GCC kept a whole pass's dwords live
+  // for the next group and spilled them); the empty asm keeps each P a chain
+  // (GCC otherwise sums the products as a tree, with every product live).
+  constexpr int kL = kChain<kVnni, kQ5>;
+  static_assert(kL == 4 || kL == 8);
   CHIMERA_UNROLL for (int c = 0; c < 4; ++c) {
-    CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
+    __m256i Plo[S], Phi[S];
+    CHIMERA_UNROLL for (int l = 0; l < 8; ++l) {
+      if (l % kL == 0) {
+        __asm__ volatile("" ::: "memory");  // no loads hoisted across chains
+        CHIMERA_UNROLL for (int s = 0; s < S; ++s) Plo[s] = Phi[s] = _mm256_setzero_si256();
+      }
+      if (l % 4 == 0 && pf) {
+        CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+          gemv_prefetch_l2(Bs[s] + GB::kQs + 64 * (8 * c + l) + pf, 4 * 64);
+          if (kQ5 && c == 0) gemv_prefetch_l2(Bs[s] + GB::kQh + 64 * l + pf, 4 * 64);
+        }
+      }
+      const __m256i alo = act_dword<kX>(A, 16 * c + l), ahi = act_dword<kX>(A, 16 * c + 8 + l);
       CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
         const uint8_t* B = Bs[s];
-        const uint8_t* qs = B + GB::kQs + ho;
-        if (pf) {
-          gemv_prefetch_l2(B + GB::kQs + 64 * (8 * c + 4 * h) + pf, 4 * 64);
-          if (kQ5 && c == 0) gemv_prefetch_l2(B + GB::kQh + 64 * 4 * h + pf, 4 * 64);
+        const __m256i W = load_reg(B + GB::kQs + ho + 64 * (8 * c + l));
+        __m256i lo = _mm256_and_si256(W, m4), hi = _mm256_and_si256(_mm256_srli_epi16(W, 4), m4);
+        if constexpr (kQ5) {
+          // qh byte 4l + u of each row: bit 2c -> low-nibble level, 2c + 1 -> high
+          const __m256i H = load(B + GB::kQh + 64 * l + ho);
+          lo = _mm256_or_si256(lo, bit_to_4(H, 2 * c));
+          hi = _mm256_or_si256(hi, bit_to_4(H, 2 * c + 1));
         }
-        // (sc_j, sc_j) word pairs of sub-blocks 2c (low nibbles) and 2c + 1 (high)
-        const __m256i O = _mm256_and_si256(load(B + 64 + 64 * (c / 2) + ho), m6);
-        const __m256i SClo = scale_pairs<kVnni>(O, (2 * c) % 4);
-        const __m256i SChi = scale_pairs<kVnni>(O, (2 * c + 1) % 4);
-        constexpr int kL = kChain<kVnni, kQ5, false>;
-        __m256i Plo = _mm256_setzero_si256(), Phi = _mm256_setzero_si256();
-        CHIMERA_UNROLL for (int l = 4 * h; l < 4 * h + 4; ++l) {
-          const __m256i W = load(qs + 64 * (8 * c + l));
-          __m256i lo = _mm256_and_si256(W, m4), hi = _mm256_and_si256(_mm256_srli_epi16(W, 4), m4);
-          if constexpr (kQ5) {
-            // qh byte 4l + u of each row: bit 2c -> low-nibble level, 2c + 1 -> high
-            const __m256i H = load(B + GB::kQh + 64 * l + ho);
-            lo = _mm256_or_si256(lo, bit_to_4(H, 2 * c));
-            hi = _mm256_or_si256(hi, bit_to_4(H, 2 * c + 1));
-          }
-          const uint8_t* a = A + 4 + 64 * c + 4 * l;
-          Plo = psum<kVnni>(Plo, lo, bcast32(a));
-          Phi = psum<kVnni>(Phi, hi, bcast32(a + 32));
-          if ((l + 1) % kL == 0) {
-            Sx[s] = scale_add<kVnni>(Sx[s], Plo, SClo);
-            Sx[s] = scale_add<kVnni>(Sx[s], Phi, SChi);
-            Plo = Phi = _mm256_setzero_si256();
-          }
+        Plo[s] = psum<kVnni>(Plo[s], lo, alo);
+        Phi[s] = psum<kVnni>(Phi[s], hi, ahi);
+        __asm__("" : "+x"(Plo[s]), "+x"(Phi[s]));
+      }
+      if ((l + 1) % kL == 0) {
+        CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+          // (sc_j, sc_j) word pairs of sub-blocks 2c (low nibbles) and 2c + 1 (high)
+          const __m256i O = _mm256_and_si256(load(Bs[s] + 64 + 64 * (c / 2) + ho), m6);
+          Sx[s] = scale_add<kVnni>(Sx[s], Plo[s], scale_pairs<kVnni>(O, (2 * c) % 4));
+          Sx[s] = scale_add<kVnni>(Sx[s], Phi[s], scale_pairs<kVnni>(O, (2 * c + 1) % 4));
         }
       }
     }
@@ -214,7 +255,7 @@ CHIMERA_T_X16A2_INLINE void q4_block8(const uint8_t* const (&Bs)[S], int half, c
 // once (the second half from L1). S = 1: the M = 1 tile (the groups left
 // over after the multi-stream steps), with the near prefetch of
 // gemv_prefetch.h; S = kX16StreamsAvx2: kq_x16_run's multi-stream step.
-template <bool kVnni, bool kQ5, int S>
+template <bool kVnni, bool kQ5, int S, bool kX>
 CHIMERA_T_X16A2 void q4_gemv(const uint8_t* G, size_t gbytes, const uint8_t* A, int64_t nsb, float* y, size_t pf) {
   using GB = Geo<kQ5>;
   __m256 acc[2][S], accm[2][S];
@@ -225,11 +266,11 @@ CHIMERA_T_X16A2 void q4_gemv(const uint8_t* G, size_t gbytes, const uint8_t* A, 
     const uint8_t* Bs[S];
     CHIMERA_UNROLL for (int s = 0; s < S; ++s) Bs[s] = G + s * gbytes + (size_t)sb * GB::kBlock;
     if constexpr (S == 1) gemv_prefetch_ahead<GB::kBlock, kPfX16>(Bs[0], G + (size_t)nsb * GB::kBlock);
-    const uint8_t* a = A + (size_t)sb * kAb;
+    const uint8_t* a = A + (size_t)sb * (kX ? kAbX : kAb);
     float dy;
     std::memcpy(&dy, a, 4);
-    q4_block8<kVnni, kQ5, S>(Bs, 0, a, dy, acc[0], accm[0], pf);
-    q4_block8<kVnni, kQ5, S>(Bs, 1, a, dy, acc[1], accm[1], 0);
+    q4_block8<kVnni, kQ5, S, kX>(Bs, 0, a, dy, acc[0], accm[0], pf);
+    q4_block8<kVnni, kQ5, S, kX>(Bs, 1, a, dy, acc[1], accm[1], 0);
   }
   CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
     CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
@@ -241,7 +282,7 @@ CHIMERA_T_X16A2 void q4_gemv(const uint8_t* G, size_t gbytes, const uint8_t* A, 
 // The M = 1 tile (KqX16TileFn): one group.
 template <bool kVnni, bool kQ5>
 void q4_tile1(const uint8_t* G, const uint8_t* A, size_t, int64_t nsb, float* y, int64_t) {
-  q4_gemv<kVnni, kQ5, 1>(G, 0, A, nsb, y, 0);
+  q4_gemv<kVnni, kQ5, 1, false>(G, 0, A, nsb, y, 0);
 }
 
 // ---- GEMM tiles (M >= 2 activation rows): the same integer sums and f32
@@ -263,7 +304,7 @@ template <bool kVnni, bool kQ5, bool kHi, int M>
 CHIMERA_T_X16A2_INLINE void q4g_pass(const uint8_t* B, size_t ho, int c, const uint8_t* const* Am, __m256i SC,
                                      __m256i* S) {
   using GB = Geo<kQ5>;
-  constexpr int kL = kChain<kVnni, kQ5, true>;  // l per chain (bounds above)
+  constexpr int kL = kChain<kVnni, kQ5>;  // l per chain (bounds above)
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const uint8_t* qs = B + GB::kQs + ho + 64 * 8 * c;
   CHIMERA_UNROLL for (int l0 = 0; l0 < 8; l0 += kL) {
@@ -353,11 +394,35 @@ struct Q4Tiles<kVnni, kQ5, std::integer_sequence<int, I...>> {
   static constexpr KqX16TileFn kTiles[kGemmActs] = {q4_tile1<kVnni, kQ5>, q4g_tile16<kVnni, kQ5, I + 2>...};
 };
 
+// The decode GEMV (one activation row): kq_x16_run's stream steps over the
+// widened row (kAbX), kX16StreamsAvx2 groups at a time, leftovers one group.
+template <bool kVnni, bool kQ5>
+void q4_gemv_rows(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i) {
+  const int64_t nsb = g.k / 256;
+  struct alignas(32) Line {
+    uint8_t b[32];
+  };
+  thread_local std::vector<Line> wide;
+  const size_t need = (size_t)nsb * (kAbX / 32);
+  if (wide.size() < need) wide.resize(need);
+  const uint8_t* X = reinterpret_cast<const uint8_t*>(wide.data());
+  widen_act(g.a + (size_t)i * g.a_stride, nsb, reinterpret_cast<uint8_t*>(wide.data()));
+  const size_t group_bytes = (size_t)kX16Rows * g.w_stride;
+  float* y = g.y + i * g.ldy;
+  gemv_stream_steps<kX16StreamsAvx2, kX16Rows>(
+      r0, r1, group_bytes,
+      [&](int64_t r, size_t pf) {
+        q4_gemv<kVnni, kQ5, kX16StreamsAvx2, true>(g.w + (size_t)r * g.w_stride, group_bytes, X, nsb, y + r, pf);
+      },
+      [&](int64_t r) { q4_gemv<kVnni, kQ5, 1, true>(g.w + (size_t)r * g.w_stride, 0, X, nsb, y + r, 0); });
+}
+
 template <bool kVnni, bool kQ5>
 void q4_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
   static_assert(!(kVnni && kQ5), "no VNNI Q5_K kernel (kChain)");
+  if (i1 - i0 == 1) return q4_gemv_rows<kVnni, kQ5>(g, r0, r1, i0);
   kq_x16_run<kX16StreamsAvx2>(Q4Tiles<kVnni, kQ5, std::make_integer_sequence<int, kGemmActs - 1>>::kTiles, g, r0, r1,
-                              i0, i1, q4_gemv<kVnni, kQ5, kX16StreamsAvx2>);
+                              i0, i1);
 }
 
 }  // namespace

@@ -38,6 +38,7 @@ namespace chimera::kernels {
 namespace {
 
 using x16a2::bcast32;
+using x16a2::load_reg;
 using x16a2::loadu;
 
 namespace q = chimera::quant;
@@ -61,7 +62,7 @@ CHIMERA_T_X16A2_INLINE __m256i pick_hi_bytes(int u) {
 // The four level dwords of a scale group from its chunk halves X0..X2 (X, X + 64, X + 128).
 CHIMERA_T_X16A2_INLINE void levels4(const uint8_t* X, __m256i lv[4]) {
   const __m256i m6 = _mm256_set1_epi8(0x3F);
-  const __m256i X0 = loadu(X), X1 = loadu(X + 64), X2 = loadu(X + 128);
+  const __m256i X0 = load_reg(X), X1 = load_reg(X + 64), X2 = load_reg(X + 128);
   lv[0] = _mm256_and_si256(X0, m6);
   lv[1] = _mm256_and_si256(X1, m6);
   lv[2] = _mm256_and_si256(X2, m6);
@@ -175,9 +176,9 @@ CHIMERA_T_X16A2_INLINE void q6_block(const uint8_t* const (&Bs)[S], const int (&
           const __m256i t1 =
               _mm256_add_epi16(_mm256_maddubs_epi16(lv[2], bcast32(a + 8)), _mm256_maddubs_epi16(lv[3], bcast32(a + 12)));
           Sx[s][m] = _mm256_add_epi32(Sx[s][m], _mm256_add_epi32(_mm256_madd_epi16(t0, Vg), _mm256_madd_epi16(t1, Vg)));
-          // GEMM tiles: keeps each sum a chain (GCC otherwise reassociates
-          // the products into trees and spills them).
-          if constexpr (M > 1) __asm__("" : "+x"(Sx[s][m]));
+          // keeps each sum a chain (GCC otherwise reassociates the products
+          // into trees and spills them)
+          __asm__("" : "+x"(Sx[s][m]));
         }
       }
     }

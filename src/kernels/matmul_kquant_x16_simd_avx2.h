@@ -32,6 +32,17 @@ CHIMERA_T_X16A2_INLINE __m256i bcast32(const uint8_t* p) {
 
 CHIMERA_T_X16A2_INLINE __m256i loadu(const uint8_t* p) { return _mm256_loadu_si256((const __m256i*)p); }
 
+// The same load as an opaque register value (asm): GCC neither folds it into
+// each of its users as a memory operand (loading it again per user) nor
+// merges it with the same load elsewhere and keeps it live. The x16 GEMVs
+// are bound by their vector loads on Zen 3 (two per cycle; llvm-mca
+// -mcpu=znver3) where GCC does either.
+CHIMERA_T_X16A2_INLINE __m256i load_reg(const uint8_t* p) {
+  __m256i v;
+  __asm__("vmovdqu %1, %0" : "=x"(v) : "m"(*(const __m256i*)p));
+  return v;
+}
+
 // matmul_kquant.h's reduction of a tile's 8 f32 lane accumulators c[0..7]
 // (one output row per 32-bit lane), in its fixed order.
 CHIMERA_T_X16A2_INLINE __m256 lane_sum8(const __m256* c) {

@@ -542,8 +542,8 @@ void expect_x16_bits(GgmlType t, const std::vector<uint8_t>& w, int64_t rows, in
   }
 }
 
-// Q4_K / Q5_K x16 GEMM tiles sum several vpmaddubsw products in int16 before
-// widening (AVX2: 8 of Q4_K's, 4 of Q5_K's). At the largest levels (Q4_K 15,
+// Q4_K / Q5_K x16 GEMV and GEMM tiles sum several vpmaddubsw products in
+// int16 before widening (AVX2: 8 of Q4_K's, 4 of Q5_K's). At the largest levels (Q4_K 15,
 // Q5_K 31), the largest scales and mins (63) and activations at the Q8_K
 // extremes (every element of a row -127, or 127) the sums reach 30480 and
 // 31496; one more product per sum would wrap.
