@@ -69,7 +69,7 @@ CHIMERA_T_AVX2 inline __m256i act_chunk(const TqAct8& a, int c) {
 // exact int16 sum of the block's 8 products (|.| <= 6144). Per 64 weights
 // 1 shift + 4 and + 4 vpmaddubsw instead of 3 + 4 + 4.
 //
-// kVnni (Isa::kAvx2Vnni, the packed GEMV's packed_rows_block, which orders
+// kVnni (Isa::kAvx2Vnni, the packed GEMV's packed_rows_sums, which orders
 // the same products for several rows): each product goes straight into
 // int32 lanes by the VEX vpdpbusd (4 bytes of one lane class per dword, as
 // vpmaddubsw + vpmaddwd(1) sum them): s1 + (s4 >> 2) is the same exact S_l,
@@ -429,14 +429,13 @@ CHIMERA_T_AVX2 inline __m256i load_reg(const void* p) {
 }
 
 // R rows' blocks of the packed GEMV (rows 64 bytes apart from blk): block_dot's
-// products (same planes, same exact S_l) and block_update. Each activation
+// products (same planes), out[r] = the exact S_l - corr_l of row r, which
+// block_update's convert and fma take (gemv_packed_step). Each activation
 // chunk is loaded once for the R rows; the sums are kept chains (the empty
-// asm; GCC otherwise sums the 8 products as a tree), d is broadcast from
-// memory (on Zen 3 one FP1/FP2 uop where vpermps took FP1 for a cycle) and
-// with kVnni s1 starts at -corr_l (ncorr), which saves the subtraction.
+// asm; GCC otherwise sums the 8 products as a tree), and with kVnni s1
+// starts at -corr_l (ncorr), which saves the subtraction.
 template <int R, bool kVnni>
-CHIMERA_T_AVX2 inline void packed_rows_block(const uint8_t* blk, const TqAct8& a, __m256i ncorr, const float* d,
-                                             __m256* acc) {
+CHIMERA_T_AVX2 inline void packed_rows_sums(const uint8_t* blk, const TqAct8& a, __m256i ncorr, __m256i* out) {
   const __m256i m3 = _mm256_set1_epi8(3);
   const __m256i mc = _mm256_set1_epi8(0x0C);
   __m256i s1[R], s4[R];
@@ -467,7 +466,7 @@ CHIMERA_T_AVX2 inline void packed_rows_block(const uint8_t* blk, const TqAct8& a
       s = _mm256_madd_epi16(_mm256_add_epi16(s1[r], _mm256_srai_epi16(s4[r], 2)), _mm256_set1_epi16(1));
       s = _mm256_sub_epi32(s, _mm256_load_si256((const __m256i*)a.corr));
     }
-    acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(d + r), _mm256_cvtepi32_ps(s), acc[r]);
+    out[r] = s;
   }
 }
 
@@ -476,14 +475,14 @@ CHIMERA_T_AVX2 inline void packed_rows_block(const uint8_t* blk, const TqAct8& a
 // together); pf != 0: the same lines of the groups pf bytes further (the next
 // step's) are prefetched into L2. A group's block scales are converted and
 // multiplied by the activation scale with one vector op each, stored, and
-// broadcast per row from memory. Every row gets the same operations for
-// every S.
+// broadcast per row from memory (on Zen 3 one FP1/FP2 uop, where vpermps
+// held FP1 for a cycle). Every row gets the same operations for every S.
 template <int S, bool kVnni = false>
 CHIMERA_T_AVX2 void gemv_packed_step(const uint8_t* grp, size_t gbytes, const TqAct8* act, int64_t k, float* y,
                                      size_t pf) {
   constexpr int G = kTqGroup;
   static_assert(G == 4);
-  constexpr int kPair = 2;  // rows per activation load (packed_rows_block)
+  constexpr int kPair = 2;  // rows per activation load (packed_rows_sums)
   const int64_t nsb = k / q::kQK_K;
   const size_t sc_bytes = tq_packed_scale_bytes(k);
   __m256 acc[S][G];
@@ -501,14 +500,26 @@ CHIMERA_T_AVX2 void gemv_packed_step(const uint8_t* grp, size_t gbytes, const Tq
       const uint16_t* sc = reinterpret_cast<const uint16_t*>(grp + s * gbytes) + sb * G;
       _mm_store_ps(dd[s], _mm_mul_ps(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i*)sc)), _mm_set1_ps(a.d)));
     }
+    // The f32 update of pair p runs after the sums of pair p + 1 (pend), so
+    // the next pair's loads and products do not wait behind it.
+    __m256i pend[kPair];
+    const auto update = [&](int s, int j) CHIMERA_T_AVX2 {
+      CHIMERA_UNROLL for (int r = 0; r < kPair; ++r) {
+        acc[s][j + r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&dd[s][j + r]), _mm256_cvtepi32_ps(pend[r]), acc[s][j + r]);
+      }
+    };
     CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
       const uint8_t* blk = grp + s * gbytes + sc_bytes + (size_t)sb * G * 64;
       if (pf) gemv_prefetch_l2(blk + pf, G * 64);
       CHIMERA_UNROLL for (int j = 0; j < G; j += kPair) {
         __asm__ volatile("" ::: "memory");  // each row pair loads its own activations
-        packed_rows_block<kPair, kVnni>(blk + (size_t)j * 64, a, ncorr, &dd[s][j], &acc[s][j]);
+        __m256i cur[kPair];
+        packed_rows_sums<kPair, kVnni>(blk + (size_t)j * 64, a, ncorr, cur);
+        if (s > 0 || j > 0) update(j > 0 ? s : s - 1, j > 0 ? j - kPair : G - kPair);
+        CHIMERA_UNROLL for (int r = 0; r < kPair; ++r) pend[r] = cur[r];
       }
     }
+    update(S - 1, G - kPair);
   }
   CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
     CHIMERA_UNROLL for (int j = 0; j < G; ++j) y[G * s + j] = lanes_finish(acc[s][j]);
