@@ -501,7 +501,9 @@ CHIMERA_T_AVX2 void gemv_packed_step(const uint8_t* grp, size_t gbytes, const Tq
       _mm_store_ps(dd[s], _mm_mul_ps(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i*)sc)), _mm_set1_ps(a.d)));
     }
     // The f32 update of pair p runs after the sums of pair p + 1 (pend), so
-    // the next pair's loads and products do not wait behind it.
+    // the next pair's loads and products do not wait behind it (S = 1, the
+    // leftover groups: in place, 35.4 -> 33.3 cycles per block on znver3).
+    constexpr bool kDefer = S > 1;
     __m256i pend[kPair];
     const auto update = [&](int s, int j) CHIMERA_T_AVX2 {
       CHIMERA_UNROLL for (int r = 0; r < kPair; ++r) {
@@ -515,11 +517,12 @@ CHIMERA_T_AVX2 void gemv_packed_step(const uint8_t* grp, size_t gbytes, const Tq
         __asm__ volatile("" ::: "memory");  // each row pair loads its own activations
         __m256i cur[kPair];
         packed_rows_sums<kPair, kVnni>(blk + (size_t)j * 64, a, ncorr, cur);
-        if (s > 0 || j > 0) update(j > 0 ? s : s - 1, j > 0 ? j - kPair : G - kPair);
+        if (kDefer && (s > 0 || j > 0)) update(j > 0 ? s : s - 1, j > 0 ? j - kPair : G - kPair);
         CHIMERA_UNROLL for (int r = 0; r < kPair; ++r) pend[r] = cur[r];
+        if (!kDefer) update(s, j);
       }
     }
-    update(S - 1, G - kPair);
+    if (kDefer) update(S - 1, G - kPair);
   }
   CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
     CHIMERA_UNROLL for (int j = 0; j < G; ++j) y[G * s + j] = lanes_finish(acc[s][j]);
