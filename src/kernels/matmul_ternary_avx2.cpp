@@ -10,12 +10,18 @@
 //   GEMM (m > 1) decodes up to kTqGroup rows once into a panel and runs
 //   register tiles of 2 rows x up to 4 activation rows over it (gemm_panels).
 //   Repacked TQ2_0 / TQ1_0 (2-bit grouped layout, matmul_ternary.h): GEMV
-//   kTqGroup rows per pass, kTqStreams groups at once (tq_packed_gemv), GEMM
-//   the same panels.
+//   kTqGroup rows per pass, kTqStreams groups at once (tq_packed_gemv), rows
+//   in pairs sharing each activation load (packed_rows_sums); GEMM the same
+//   panels. The GEMV keeps its loads, chains and f32 updates explicit: GCC's
+//   own order (activations spilled, product trees, vpermps per row) cost
+//   llvm-mca -mcpu=znver3 150.5 cycles per 4 groups x 256 where this takes
+//   135.7 (AVX-VNNI 124.0 -> 103.5, approximate: znver3 has no VNNI); the
+//   vector ALU pipes are then ~97% busy (32 pipe-cycles per row block, a
+//   quarter of them the f32 update).
 //   TQ1_0 runs on TqAct8 (repacked, or re-encoded per block when not).
 //   Isa::kAvx2Vnni (ternary_kernel_avx2vnni, repacked TQ2_0 / TQ1_0): the
 //   same, the packed GEMV's and GEMM tiles' products summed by the VEX
-//   vpdpbusd (block_dot, tile_dot).
+//   vpdpbusd (packed_rows_sums, tile_dot).
 //   TQ1_0 with CHIMERA_TQ1_2BIT=0: block_q8_K activations, each weight row
 //   decoded once per call into natural-order trits (shared scalar decoder),
 //   8 chunks of 32 per block.
