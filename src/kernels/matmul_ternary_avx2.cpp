@@ -10,12 +10,18 @@
 //   GEMM (m > 1) decodes up to kTqGroup rows once into a panel and runs
 //   register tiles of 2 rows x up to 4 activation rows over it (gemm_panels).
 //   Repacked TQ2_0 / TQ1_0 (2-bit grouped layout, matmul_ternary.h): GEMV
-//   kTqGroup rows per pass, kTqStreams groups at once (tq_packed_gemv), GEMM
-//   the same panels.
+//   kTqGroup rows per pass, kTqStreams groups at once (tq_packed_gemv), rows
+//   in pairs sharing each activation load (packed_rows_sums); GEMM the same
+//   panels. The GEMV keeps its loads, chains and f32 updates explicit: GCC's
+//   own order (activations spilled, product trees, vpermps per row) cost
+//   llvm-mca -mcpu=znver3 150.5 cycles per 4 groups x 256 where this takes
+//   135.7 (AVX-VNNI 124.0 -> 103.5, approximate: znver3 has no VNNI); the
+//   vector ALU pipes are then ~97% busy (32 pipe-cycles per row block, a
+//   quarter of them the f32 update).
 //   TQ1_0 runs on TqAct8 (repacked, or re-encoded per block when not).
 //   Isa::kAvx2Vnni (ternary_kernel_avx2vnni, repacked TQ2_0 / TQ1_0): the
 //   same, the packed GEMV's and GEMM tiles' products summed by the VEX
-//   vpdpbusd (block_dot, tile_dot).
+//   vpdpbusd (packed_rows_sums, tile_dot).
 //   TQ1_0 with CHIMERA_TQ1_2BIT=0: block_q8_K activations, each weight row
 //   decoded once per call into natural-order trits (shared scalar decoder),
 //   8 chunks of 32 per block.
@@ -69,7 +75,8 @@ CHIMERA_T_AVX2 inline __m256i act_chunk(const TqAct8& a, int c) {
 // exact int16 sum of the block's 8 products (|.| <= 6144). Per 64 weights
 // 1 shift + 4 and + 4 vpmaddubsw instead of 3 + 4 + 4.
 //
-// kVnni (Isa::kAvx2Vnni, the packed GEMV): each product goes straight into
+// kVnni (Isa::kAvx2Vnni, the packed GEMV's packed_rows_sums, which orders
+// the same products for several rows): each product goes straight into
 // int32 lanes by the VEX vpdpbusd (4 bytes of one lane class per dword, as
 // vpmaddubsw + vpmaddwd(1) sum them): s1 + (s4 >> 2) is the same exact S_l,
 // with 8 instead of 17 multiply / add instructions per 256 weights.
@@ -78,7 +85,7 @@ __attribute__((target("avx2,fma,f16c"), always_inline)) inline __m256i trit_dot(
   if constexpr (kVnni) return avxvnni::dpbusd(s, t, act);
   else return _mm256_add_epi16(s, _mm256_maddubs_epi16(t, act));
 }
-template <bool kI2s, bool kVnni = false>
+template <bool kI2s>
 CHIMERA_T_AVX2 inline __m256i block_dot(const uint8_t* blk, const TqAct8& a) {
   const __m256i m3 = _mm256_set1_epi8(3);
   const __m256i mc = _mm256_set1_epi8(0x0C);
@@ -88,12 +95,11 @@ CHIMERA_T_AVX2 inline __m256i block_dot(const uint8_t* blk, const TqAct8& a) {
   CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
     const __m256i x = _mm256_loadu_si256((const __m256i*)(blk + 32 * h));
     const __m256i y = _mm256_srli_epi16(x, 4);
-    s1 = trit_dot<kVnni>(s1, _mm256_and_si256(x, m3), act_chunk(a, 2 * p0 + h));
-    s4 = trit_dot<kVnni>(s4, _mm256_and_si256(x, mc), act_chunk(a, 2 * p1 + h));
-    s1 = trit_dot<kVnni>(s1, _mm256_and_si256(y, m3), act_chunk(a, 2 * p2 + h));
-    s4 = trit_dot<kVnni>(s4, _mm256_and_si256(y, mc), act_chunk(a, 2 * p3 + h));
+    s1 = trit_dot<false>(s1, _mm256_and_si256(x, m3), act_chunk(a, 2 * p0 + h));
+    s4 = trit_dot<false>(s4, _mm256_and_si256(x, mc), act_chunk(a, 2 * p1 + h));
+    s1 = trit_dot<false>(s1, _mm256_and_si256(y, m3), act_chunk(a, 2 * p2 + h));
+    s4 = trit_dot<false>(s4, _mm256_and_si256(y, mc), act_chunk(a, 2 * p3 + h));
   }
-  if constexpr (kVnni) return _mm256_add_epi32(s1, _mm256_srai_epi32(s4, 2));
   return _mm256_madd_epi16(_mm256_add_epi16(s1, _mm256_srai_epi16(s4, 2)), _mm256_set1_epi16(1));
 }
 
@@ -419,17 +425,70 @@ CHIMERA_T_AVX2 float dot_avx2(const TqDecoded* w, const float* wd, const uint8_t
 // TQ1_0 on TqAct8 in storage layout: the same block_dot / tile_dot
 // arithmetic as gemm_planes, bit-identical to it and to Isa::kScalar.
 
+// The same load as an opaque register value (asm): GCC neither folds it into
+// each user as a memory operand nor merges it with the same load of another
+// row and keeps it live (spilled) across the step.
+CHIMERA_T_AVX2 inline __m256i load_reg(const void* p) {
+  __m256i v;
+  __asm__("vmovdqu %1, %0" : "=x"(v) : "m"(*(const __m256i*)p));
+  return v;
+}
+
+// R rows' blocks of the packed GEMV (rows 64 bytes apart from blk): block_dot's
+// products (same planes), out[r] = the exact S_l - corr_l of row r, which
+// block_update's convert and fma take (gemv_packed_step). Each activation
+// chunk is loaded once for the R rows; the sums are kept chains (the empty
+// asm; GCC otherwise sums the 8 products as a tree), and with kVnni s1
+// starts at -corr_l (ncorr), which saves the subtraction.
+template <int R, bool kVnni>
+CHIMERA_T_AVX2 inline void packed_rows_sums(const uint8_t* blk, const TqAct8& a, __m256i ncorr, __m256i* out) {
+  const __m256i m3 = _mm256_set1_epi8(3);
+  const __m256i mc = _mm256_set1_epi8(0x0C);
+  __m256i s1[R], s4[R];
+  CHIMERA_UNROLL for (int r = 0; r < R; ++r) {
+    s1[r] = kVnni ? ncorr : _mm256_setzero_si256();
+    s4[r] = _mm256_setzero_si256();
+  }
+  CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
+    __m256i x[R];
+    CHIMERA_UNROLL for (int r = 0; r < R; ++r) x[r] = load_reg(blk + 64 * r + 32 * h);
+    CHIMERA_UNROLL for (int n = 0; n < 4; ++n) {
+      if (n == 2) {
+        CHIMERA_UNROLL for (int r = 0; r < R; ++r) x[r] = _mm256_srli_epi16(x[r], 4);
+      }
+      const __m256i an = load_reg(a.qs + 32 * (2 * n + h));
+      CHIMERA_UNROLL for (int r = 0; r < R; ++r) {
+        __m256i& sn = n % 2 ? s4[r] : s1[r];
+        sn = trit_dot<kVnni>(sn, _mm256_and_si256(x[r], n % 2 ? mc : m3), an);
+        __asm__("" : "+x"(sn));
+      }
+    }
+  }
+  CHIMERA_UNROLL for (int r = 0; r < R; ++r) {
+    __m256i s;
+    if constexpr (kVnni) {
+      s = _mm256_add_epi32(s1[r], _mm256_srai_epi32(s4[r], 2));  // s1 started at -corr
+    } else {
+      s = _mm256_madd_epi16(_mm256_add_epi16(s1[r], _mm256_srai_epi16(s4[r], 2)), _mm256_set1_epi16(1));
+      s = _mm256_sub_epi32(s, _mm256_load_si256((const __m256i*)a.corr));
+    }
+    out[r] = s;
+  }
+}
+
 // GEMV step (tq_packed_gemv, matmul_ternary.h): S groups read at once, block
 // by block (block sb of group 0, then of group 1, ...: S pages streamed
 // together); pf != 0: the same lines of the groups pf bytes further (the next
 // step's) are prefetched into L2. A group's block scales are converted and
-// multiplied by the activation scale with one vector op each, then broadcast
-// per row. Every row gets the same operations for every S.
+// multiplied by the activation scale with one vector op each, stored, and
+// broadcast per row from memory (on Zen 3 one FP1/FP2 uop, where vpermps
+// held FP1 for a cycle). Every row gets the same operations for every S.
 template <int S, bool kVnni = false>
 CHIMERA_T_AVX2 void gemv_packed_step(const uint8_t* grp, size_t gbytes, const TqAct8* act, int64_t k, float* y,
                                      size_t pf) {
   constexpr int G = kTqGroup;
   static_assert(G == 4);
+  constexpr int kPair = 2;  // rows per activation load (packed_rows_sums)
   const int64_t nsb = k / q::kQK_K;
   const size_t sc_bytes = tq_packed_scale_bytes(k);
   __m256 acc[S][G];
@@ -439,17 +498,37 @@ CHIMERA_T_AVX2 void gemv_packed_step(const uint8_t* grp, size_t gbytes, const Tq
   }
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const TqAct8& a = act[sb];
+    alignas(16) float dd[S][G];
+    // VNNI: the correction subtracted by starting s1 at -corr_l
+    const __m256i ncorr =
+        kVnni ? _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_load_si256((const __m256i*)a.corr)) : __m256i{};
     CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
       const uint16_t* sc = reinterpret_cast<const uint16_t*>(grp + s * gbytes) + sb * G;
+      _mm_store_ps(dd[s], _mm_mul_ps(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i*)sc)), _mm_set1_ps(a.d)));
+    }
+    // The f32 update of pair p runs after the sums of pair p + 1 (pend), so
+    // the next pair's loads and products do not wait behind it (S = 1, the
+    // leftover groups: in place, 35.4 -> 33.3 cycles per block on znver3).
+    constexpr bool kDefer = S > 1;
+    __m256i pend[kPair];
+    const auto update = [&](int s, int j) CHIMERA_T_AVX2 {
+      CHIMERA_UNROLL for (int r = 0; r < kPair; ++r) {
+        acc[s][j + r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&dd[s][j + r]), _mm256_cvtepi32_ps(pend[r]), acc[s][j + r]);
+      }
+    };
+    CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
       const uint8_t* blk = grp + s * gbytes + sc_bytes + (size_t)sb * G * 64;
       if (pf) gemv_prefetch_l2(blk + pf, G * 64);
-      const __m128 d4 = _mm_mul_ps(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i*)sc)), _mm_set1_ps(a.d));
-      const __m256 d8 = _mm256_castps128_ps256(d4);
-      CHIMERA_UNROLL for (int j = 0; j < G; ++j) {
-        const __m256 d = _mm256_permutevar8x32_ps(d8, _mm256_set1_epi32(j));
-        acc[s][j] = block_update(block_dot<false, kVnni>(blk + (size_t)j * 64, a), a, d, acc[s][j]);
+      CHIMERA_UNROLL for (int j = 0; j < G; j += kPair) {
+        __asm__ volatile("" ::: "memory");  // each row pair loads its own activations
+        __m256i cur[kPair];
+        packed_rows_sums<kPair, kVnni>(blk + (size_t)j * 64, a, ncorr, cur);
+        if (kDefer && (s > 0 || j > 0)) update(j > 0 ? s : s - 1, j > 0 ? j - kPair : G - kPair);
+        CHIMERA_UNROLL for (int r = 0; r < kPair; ++r) pend[r] = cur[r];
+        if (!kDefer) update(s, j);
       }
     }
+    if (kDefer) update(S - 1, G - kPair);
   }
   CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
     CHIMERA_UNROLL for (int j = 0; j < G; ++j) y[G * s + j] = lanes_finish(acc[s][j]);
