@@ -2,7 +2,8 @@
 // chunk of a group block is two 256-bit halves (rows 0..7, rows 8..15), so a
 // tile is 8 weight rows (one per 32-bit lane) x M <= 3 activation rows, and
 // both tiles of a group run per super-block (one pass over the group). The
-// decode GEMV reads kX16StreamsAvx2 groups at once (iq4_block, gemv_prefetch.h).
+// decode GEMV (iq4_gemv_block) reads kX16StreamsAvx2 groups at once
+// (gemv_prefetch.h); the GEMM tiles are iq4_block.
 //
 // Keeps matmul_iq4xs.h's arithmetic lane for lane (bit-identical to the
 // scalar and storage AVX2 kernels): qs chunk 4j + l' holds the index bytes
@@ -32,6 +33,10 @@ namespace chimera::kernels {
 namespace {
 
 using x16a2::bcast32;
+using x16a2::bcast32_reg;
+using x16a2::load_reg;
+using x16a2::madd_mem;
+using x16a2::pick_words;
 
 namespace q = chimera::quant;
 
@@ -108,6 +113,120 @@ CHIMERA_T_X16A2_INLINE void iq4_block(const uint8_t* const (&Bs)[S], const uint8
   }
 }
 
+// (ls_j - 32, ls_j - 32) word pairs of the 8 rows of half `half` of group
+// block B, j = 0..7, from per-byte planes: byte k of a row's dword holds
+// nibble k of its scales_h (hn) and ls of sub-block 2k (E) / 2k + 1 (O); one
+// vpshufb + vpsubw per j (the decode GEMV; 29 vector ops per tile, the
+// per-j shifts of iq4_block 67).
+CHIMERA_T_X16A2_INLINE void iq4_scales(const uint8_t* B, int half, __m256i (&sc)[8]) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  const __m256i x = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i*)(B + kSh + 16 * half)));
+  const __m256i hn = _mm256_and_si256(_mm256_or_si256(x, _mm256_slli_epi16(x, 4)), m4);
+  const __m256i sl = _mm256_loadu_si256((const __m256i*)(B + kSl + 32 * half));
+  const __m256i E = _mm256_or_si256(_mm256_and_si256(sl, m4), _mm256_and_si256(_mm256_slli_epi16(hn, 4), m30));
+  const __m256i O =
+      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(sl, 4), m4), _mm256_and_si256(_mm256_slli_epi16(hn, 2), m30));
+  CHIMERA_UNROLL for (int j = 0; j < 8; ++j) {
+    sc[j] = _mm256_sub_epi16(_mm256_shuffle_epi8(j % 2 ? O : E, pick_words(j / 2, j / 2)), _mm256_set1_epi16(32));
+  }
+}
+
+// The decode GEMV's super-block (one activation row A, scale dy): S groups,
+// both 8-row halves (T = 2 S tiles) into acc[s][half][0..7]. Per lane l and
+// sub-block j the activation dword a of each nibble set is broadcast once
+// for all T tiles, and every tile's product is vpmaddubsw(|a|, sign(w, a))
+// (= w * a exactly, as iq4_block's vpmaddubsw(|w|, sign(a, w)); |pair| <=
+// 2 * 127 * 127): |a| is shared by the T tiles where |w| was one vpsignb
+// per tile. Loads, chains and order are explicit (load_reg, the empty asm
+// pins, the memory barrier per step): with iq4_block's schedule GCC loaded
+// each weight vector twice, moved the activation dwords through the stack
+// and spilled ~140 vectors per 2-group half super-block. The lanes' low
+// nibbles, then their high ones: 4 sums live, not 8. llvm-mca
+// -mcpu=znver3 per super-block: the 2-group step 787 (2 x 393.7 per half)
+// -> 556 cycles, one group 426 -> 293; vector ALU bound (FPP1/FPP2).
+// Groups are interleaved by lane (the lane's 8 chunks of each group in
+// turn); pf != 0 fetches into L2, per lane, 8 qs lines of the groups pf bytes
+// further (gemv_prefetch.h).
+template <int S>
+CHIMERA_T_X16A2_INLINE void iq4_gemv_block(const uint8_t* const (&Bs)[S], const uint8_t* A, float dy,
+                                           __m256 (&acc)[S][2][8], size_t pf) {
+  const __m256i values = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)q::kIq4nlValues));
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  alignas(32) __m256i sc[S][2][8];
+  __m256 dd[S][2];
+  CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+    if (pf) gemv_prefetch_l2(Bs[s] + pf, kQs);  // d and the scales
+    CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
+      const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(Bs[s] + kD + 16 * h)));
+      dd[s][h] = _mm256_mul_ps(d8, _mm256_set1_ps(dy));
+      iq4_scales(Bs[s], h, sc[s][h]);
+    }
+  }
+  constexpr int kH = 2;  // halves per pass (1: one half of every group, then the other)
+  CHIMERA_UNROLL for (int h0 = 0; h0 < 2; h0 += kH) {
+    CHIMERA_UNROLL for (int l = 0; l < 4; ++l) {
+      if (pf && h0 == 0) {
+        CHIMERA_UNROLL for (int s = 0; s < S; ++s) gemv_prefetch_l2(Bs[s] + kQs + 64 * 8 * l + pf, 64 * 8);
+      }
+      __m256i Slo[S][kH], Shi[S][kH];
+      CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+        CHIMERA_UNROLL for (int h = 0; h < kH; ++h) Slo[s][h] = Shi[s][h] = _mm256_setzero_si256();
+      }
+      CHIMERA_UNROLL for (int n = 0; n < 2; ++n) {  // low nibbles (lane l), high (lane l + 4)
+        CHIMERA_UNROLL for (int j = 0; j < 8; ++j) {
+          __asm__ volatile("" ::: "memory");  // no loads hoisted across steps
+          const __m256i a = bcast32_reg(A + 4 + 32 * j + 16 * n + 4 * l);
+          const __m256i u = _mm256_abs_epi8(a);
+          CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+            CHIMERA_UNROLL for (int h = 0; h < kH; ++h) {
+              const __m256i W = load_reg(Bs[s] + kQs + 64 * (4 * j + l) + 32 * (h0 + h));
+              const __m256i idx = _mm256_and_si256(n ? _mm256_srli_epi16(W, 4) : W, m4);
+              const __m256i w = _mm256_shuffle_epi8(values, idx);
+              const __m256i p = _mm256_maddubs_epi16(u, _mm256_sign_epi8(w, a));
+              __m256i& Sx = n ? Shi[s][h] : Slo[s][h];
+              Sx = _mm256_add_epi32(Sx, madd_mem(p, &sc[s][h0 + h][j]));
+              __asm__("" : "+x"(Sx));
+            }
+          }
+        }
+      }
+      CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+        CHIMERA_UNROLL for (int h = 0; h < kH; ++h) {
+          __m256* ac = acc[s][h0 + h];
+          ac[l] = _mm256_fmadd_ps(dd[s][h0 + h], _mm256_cvtepi32_ps(Slo[s][h]), ac[l]);
+          ac[l + 4] = _mm256_fmadd_ps(dd[s][h0 + h], _mm256_cvtepi32_ps(Shi[s][h]), ac[l + 4]);
+        }
+      }
+    }
+  }
+}
+
+// The decode GEMV: S groups (gbytes apart) x one activation row ->
+// y[16 s + 0..15]. S = 1 (the M = 1 tile: the groups left over after the
+// multi-stream steps) with the near prefetch; S = kX16StreamsAvx2: the step.
+template <int S>
+CHIMERA_T_X16A2 void iq4_gemv_run(const uint8_t* G, size_t gbytes, const uint8_t* A, int64_t nsb, float* y,
+                                  size_t pf) {
+  __m256 acc[S][2][8];
+  CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+    CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
+      CHIMERA_UNROLL for (int l = 0; l < 8; ++l) acc[s][h][l] = _mm256_setzero_ps();
+    }
+  }
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* Bs[S];
+    CHIMERA_UNROLL for (int s = 0; s < S; ++s) Bs[s] = G + s * gbytes + (size_t)sb * kBlock;
+    if constexpr (S == 1) gemv_prefetch_ahead<kBlock, kPfX16>(Bs[0], G + (size_t)nsb * kBlock);  // gemv_prefetch.h
+    const uint8_t* a = A + (size_t)sb * kAb;
+    float dy;
+    std::memcpy(&dy, a, 4);
+    iq4_gemv_block<S>(Bs, a, dy, acc, pf);
+  }
+  CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+    CHIMERA_UNROLL for (int h = 0; h < 2; ++h) _mm256_storeu_ps(y + kX16Rows * s + kHalfRows * h, x16a2::lane_sum8(acc[s][h]));
+  }
+}
+
 // S groups (gbytes apart) x M activation rows -> y[m * ldy + 16 s + 0..15]:
 // the GEMM tiles and the one-group GEMV (S = 1), the decode GEMV's
 // multi-stream step (S = kX16StreamsAvx2, M = 1).
@@ -151,11 +270,15 @@ CHIMERA_T_X16A2 void iq4_run(const uint8_t* G, size_t gbytes, const uint8_t* A, 
 
 template <int M>
 void iq4_tile16(const uint8_t* G, const uint8_t* A, size_t a_stride, int64_t nsb, float* y, int64_t ldy) {
-  iq4_run<1, M>(G, 0, A, a_stride, nsb, y, ldy, 0);
+  if constexpr (M == 1) {
+    iq4_gemv_run<1>(G, 0, A, nsb, y, 0);
+  } else {
+    iq4_run<1, M>(G, 0, A, a_stride, nsb, y, ldy, 0);
+  }
 }
 
 void iq4_gemv(const uint8_t* G, size_t gbytes, const uint8_t* A, int64_t nsb, float* y, size_t pf) {
-  iq4_run<kX16StreamsAvx2, 1>(G, gbytes, A, 0, nsb, y, 0, pf);
+  iq4_gemv_run<kX16StreamsAvx2>(G, gbytes, A, nsb, y, pf);
 }
 
 void iq4_gemm(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
