@@ -37,6 +37,9 @@ namespace {
 using x16a2::pick_words;
 using x16a2::bcast32;
 using x16a2::loadu;
+using x16a2::load_reg;
+using x16a2::bcast32_reg;
+using x16a2::madd_mem;
 
 using format::GgmlType;
 namespace q = chimera::quant;
@@ -99,14 +102,14 @@ CHIMERA_T_X16A2_INLINE __m256i top2(__m256i u2, int s) {
 // groups are interleaved by lane; pf != 0 fetches the same lines of the
 // groups pf bytes further into L2 (gemv_prefetch.h). Each tile's arithmetic
 // is the same for every S.
+// The per-super-block setup of S tiles x M rows: V[s][g] = (sc, sc) of group
+// g of tile s's 8 rows, dv[s][m] = dy[m] * d, and Q2_K's mins into acc
+// (first, as llama.cpp).
 template <bool kQ3, int S, int M>
-CHIMERA_T_X16A2_INLINE void q23_block8(const uint8_t* const (&Bs)[S], const int (&hs)[S],
-                                       const uint8_t* const (&Am)[M], const uint8_t* const (&Om)[M],
-                                       const float (&dy)[M], __m256 (&acc)[S][M][8], size_t pf) {
+CHIMERA_T_X16A2_INLINE void q23_setup(const uint8_t* const (&Bs)[S], const int (&hs)[S],
+                                      const uint8_t* const (&Am)[M], const float (&dy)[M], __m256i (&V)[S][16],
+                                      __m256 (&dv)[S][M], __m256 (&acc)[S][M][8], size_t pf) {
   using GB = Geo<kQ3>;
-  const __m256i m3 = _mm256_set1_epi8(0x03);
-  alignas(32) __m256i V[S][16];  // (sc, sc) of group g of the tile's 8 rows
-  __m256 dv[S][M];
   CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
     const uint8_t* B = Bs[s];
     const size_t ho = 32 * (size_t)hs[s];  // byte offset of this half in a 64-byte chunk
@@ -146,6 +149,17 @@ CHIMERA_T_X16A2_INLINE void q23_block8(const uint8_t* const (&Bs)[S], const int 
       V[s][gi] = kQ3 ? _mm256_sub_epi16(w, _mm256_set1_epi16(32)) : _mm256_and_si256(w, _mm256_set1_epi16(0x0F));
     }
   }
+}
+
+template <bool kQ3, int S, int M>
+CHIMERA_T_X16A2_INLINE void q23_block8(const uint8_t* const (&Bs)[S], const int (&hs)[S],
+                                       const uint8_t* const (&Am)[M], const uint8_t* const (&Om)[M],
+                                       const float (&dy)[M], __m256 (&acc)[S][M][8], size_t pf) {
+  using GB = Geo<kQ3>;
+  const __m256i m3 = _mm256_set1_epi8(0x03);
+  alignas(32) __m256i V[S][16];  // (sc, sc) of group g of the tile's 8 rows
+  __m256 dv[S][M];
+  q23_setup<kQ3, S, M>(Bs, hs, Am, dy, V, dv, acc, pf);
   // Broadcast dwords straight from memory (a load-port vpbroadcastd), not
   // extracted from the registers that computed them.
   const uint8_t* Ab[M];
@@ -196,6 +210,94 @@ CHIMERA_T_X16A2_INLINE void q23_block8(const uint8_t* const (&Bs)[S], const int 
   }
 }
 
+// Q3_K level of quarter 4h + j of one lane of a tile (q3_quarters' formulas;
+// X: the lane's level chunks at the tile's half), its chunks loaded as used.
+CHIMERA_T_X16A2_INLINE __m256i q3_level(const uint8_t* X, int h, int j) {
+  const __m256i m7 = _mm256_set1_epi8(7), m3 = _mm256_set1_epi8(3), b2 = _mm256_set1_epi8(4);
+  if (h == 0) {
+    const __m256i Xk = load_reg(X + 64 * (j / 2));  // X0: quarters 0, 1; X1: 2, 3
+    return _mm256_and_si256(j % 2 ? _mm256_srli_epi16(Xk, 3) : Xk, m7);
+  }
+  const __m256i X2 = load_reg(X + 128);
+  if (j < 2) return _mm256_and_si256(j % 2 ? _mm256_srli_epi16(X2, 3) : X2, m7);
+  const __m256i Xk = load_reg(X + 64 * (j - 2));
+  return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(Xk, 6), m3),
+                         _mm256_and_si256(_mm256_srli_epi16(X2, j + 2), b2));
+}
+
+// The decode GEMV's super-block (one activation row A, scale dy; Q3_K's
+// offsets O): S tiles, both halves of S / 2 groups, with q23_block8's
+// arithmetic and order per tile. The activation is the shared operand, read
+// once per (lane, quarter) for all tiles (q23_block8 read it per tile and
+// GCC kept whole passes of broadcasts on the stack); loads, sums and order
+// are explicit (load_reg, bcast32_reg, madd_mem, the empty asm pins, a
+// memory barrier per step). Q2_K keeps each tile's qs line of the lane in a
+// register for its 4 quarters; Q3_K loads its level chunks per quarter.
+template <bool kQ3, int S>
+CHIMERA_T_X16A2_INLINE void q23_gemv_block(const uint8_t* const (&Bs)[S], const int (&hs)[S], const uint8_t* A,
+                                           const uint8_t* O, float dy, __m256 (&acc)[S][1][8], size_t pf) {
+  using GB = Geo<kQ3>;
+  alignas(32) __m256i V[S][16];
+  __m256 dv[S][1];
+  const uint8_t* const Am[1] = {A};
+  const float dym[1] = {dy};
+  q23_setup<kQ3, S, 1>(Bs, hs, Am, dym, V, dv, acc, pf);
+  const __m256i m3 = _mm256_set1_epi8(0x03);
+  CHIMERA_UNROLL for (int l = 0; l < 8; ++l) {
+    const int lh = l / 4;
+    __m256i Sm[S];
+    CHIMERA_UNROLL for (int s = 0; s < S; ++s) Sm[s] = _mm256_setzero_si256();
+    CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
+      __m256i W[S];
+      CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+        const size_t ho = 32 * (size_t)hs[s];
+        if constexpr (kQ3) {
+          if (pf && hs[s] == 0 && h == 0) gemv_prefetch_l2(Bs[s] + GB::kLevels + 64 * 3 * (size_t)l + pf, 3 * 64);
+        } else {
+          const uint8_t* Q = Bs[s] + GB::kQs + 64 * (size_t)(8 * h + l);
+          if (pf && hs[s] == 0) gemv_prefetch_l2(Q + pf, 64);
+          W[s] = load_reg(Q + ho);
+        }
+      }
+      CHIMERA_UNROLL for (int j = 0; j < 4; ++j) {
+        __asm__ volatile("" ::: "memory");  // no loads hoisted across steps
+        const int e = 128 * h + 32 * j + 4 * l;
+        const __m256i a = bcast32_reg(A + 4 + e);
+        [[maybe_unused]] __m256i o;
+        if constexpr (kQ3) o = bcast32_reg(O + e);
+        CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+          __m256i lv;
+          if constexpr (kQ3) {
+            lv = q3_level(Bs[s] + GB::kLevels + 64 * 3 * (size_t)l + 32 * (size_t)hs[s], h, j);
+          } else {
+            lv = _mm256_and_si256(j == 0 ? W[s] : _mm256_srli_epi16(W[s], 2 * j), m3);
+          }
+          __m256i p = _mm256_maddubs_epi16(lv, a);
+          if constexpr (kQ3) p = _mm256_sub_epi16(p, o);
+          Sm[s] = _mm256_add_epi32(Sm[s], madd_mem(p, &V[s][8 * h + 2 * j + lh]));
+          __asm__("" : "+x"(Sm[s]));
+        }
+      }
+    }
+    CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+      acc[s][0][l] = _mm256_fmadd_ps(dv[s][0], _mm256_cvtepi32_ps(Sm[s]), acc[s][0][l]);
+    }
+  }
+}
+
+// One super-block: the decode GEMV's (M = 1, both halves of the groups:
+// S > 1) or a GEMM tile's.
+template <bool kQ3, int S, int M>
+CHIMERA_T_X16A2_INLINE void q23_super_block(const uint8_t* const (&Bs)[S], const int (&hs)[S],
+                                            const uint8_t* const (&Am)[M], const uint8_t* const (&Om)[M],
+                                            const float (&dy)[M], __m256 (&acc)[S][M][8], size_t pf) {
+  if constexpr (M == 1 && S > 1) {
+    q23_gemv_block<kQ3, S>(Bs, hs, Am[0], Om[0], dy[0], acc, pf);
+  } else {
+    q23_block8<kQ3, S, M>(Bs, hs, Am, Om, dy, acc, pf);
+  }
+}
+
 // S 8-row tiles x M activation rows -> y[m * ldy + 8 s + 0..7]. S = 1: rows
 // 8 * rh .. + 7 of the group at G; S > 1: both halves of S / 2 groups,
 // gbytes apart (tile s = half s % 2 of group s / 2).
@@ -213,6 +315,10 @@ CHIMERA_T_X16A2 void q23_run8(const uint8_t* G, size_t gbytes, int rh, const uin
       CHIMERA_UNROLL for (int l = 0; l < 8; ++l) acc[s][m][l] = _mm256_setzero_ps();
     }
   }
+  // The decode GEMV's f32 lane sums live on the stack (its address escapes, so
+  // its memory barriers keep them there): GCC otherwise held 9 of the 32 in
+  // registers across super-blocks and spilled the int32 sums instead.
+  if constexpr (M == 1 && S > 1) __asm__ volatile("" : : "r"(&acc[0][0][0]) : "memory");
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* Bs[S];
     CHIMERA_UNROLL for (int s = 0; s < S; ++s) Bs[s] = G + (size_t)(s / 2) * gbytes + (size_t)sb * GB::kBlock;
@@ -233,7 +339,7 @@ CHIMERA_T_X16A2 void q23_run8(const uint8_t* G, size_t gbytes, int rh, const uin
         Om[m] = (const uint8_t*)off[m];
       }
     }
-    q23_block8<kQ3, S, M>(Bs, hs, Am, Om, dy, acc, pf);
+    q23_super_block<kQ3, S, M>(Bs, hs, Am, Om, dy, acc, pf);
   }
   // matmul_kquant.h's reduction (Q2_K's mins are in the lanes), lane (= row) for lane
   CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
