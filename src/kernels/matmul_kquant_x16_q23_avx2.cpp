@@ -15,9 +15,11 @@
 // g = 8h + 2j + l / 4 (one vpshufb of its scale plane). No decoded panel,
 // no per-element shuffles.
 // The decode GEMV reads kX16StreamsQ23Avx2 groups at once, lane-interleaved,
-// with an L2 prefetch of the next ones (kq_x16_run, gemv_prefetch.h): one
-// body q23_block8<S tiles, M rows> for the GEMM tiles (S = 1), the one-group
-// GEMV (S = 2, the groups left over) and the step (S = 2 * kX16StreamsQ23Avx2).
+// with an L2 prefetch of the next ones (kq_x16_run, gemv_prefetch.h). The
+// GEMM tiles (S = 1 tile, M rows) run q23_block8; the one-group GEMV (S = 2,
+// the groups left over) and the step (S = 2 * kX16StreamsQ23Avx2) run
+// q23_gemv_block, the same arithmetic with the activation as the shared
+// operand; both take their scales from q23_setup.
 #include "kernels/matmul_kquant_x16.h"
 
 #if defined(__x86_64__)
@@ -144,9 +146,13 @@ CHIMERA_T_X16A2_INLINE void q23_setup(const uint8_t* const (&Bs)[S], const int (
         }
       }
     }
+    // Q2_K: the scale nibbles masked once per plane (4 vpand, not one per group)
+    if constexpr (!kQ3) {
+      CHIMERA_UNROLL for (int t = 0; t < 4; ++t) P[t] = _mm256_and_si256(P[t], _mm256_set1_epi8(0x0F));
+    }
     CHIMERA_UNROLL for (int gi = 0; gi < 16; ++gi) {
       const __m256i w = _mm256_shuffle_epi8(P[gi / 4], pick_words(gi % 4, gi % 4));
-      V[s][gi] = kQ3 ? _mm256_sub_epi16(w, _mm256_set1_epi16(32)) : _mm256_and_si256(w, _mm256_set1_epi16(0x0F));
+      V[s][gi] = kQ3 ? _mm256_sub_epi16(w, _mm256_set1_epi16(32)) : w;
     }
   }
 }
