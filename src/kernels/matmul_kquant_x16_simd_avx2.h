@@ -43,6 +43,14 @@ CHIMERA_T_X16A2_INLINE __m256i load_reg(const uint8_t* p) {
   return v;
 }
 
+// *p (an f32 vector kept on the stack) loaded where it is used (asm), so
+// that GCC does not hold it in a register across a whole block.
+CHIMERA_T_X16A2_INLINE __m256 load_reg_ps(const __m256* p) {
+  __m256 v;
+  __asm__("vmovaps %1, %0" : "=x"(v) : "m"(*p));
+  return v;
+}
+
 // bcast32 as an opaque register value (asm vpbroadcastd from memory): GCC
 // otherwise may move the dword through a general register and the stack.
 CHIMERA_T_X16A2_INLINE __m256i bcast32_reg(const uint8_t* p) {
