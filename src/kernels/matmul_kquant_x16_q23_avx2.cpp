@@ -16,7 +16,7 @@
 // no per-element shuffles.
 // The decode GEMV reads kX16StreamsQ23Avx2 groups at once, lane-interleaved,
 // with an L2 prefetch of the next ones (kq_x16_run, gemv_prefetch.h): one
-// body q23_block8<S tiles, M rows> for the GEMM tiles (S = 1), the one-group
+// body q23_block<S tiles, M rows> for the GEMM tiles (S = 1), the one-group
 // GEMV (S = 2, the groups left over) and the step (S = 2 * kX16StreamsQ23Avx2).
 #include "kernels/matmul_kquant_x16.h"
 
@@ -37,6 +37,9 @@ namespace {
 using x16a2::pick_words;
 using x16a2::bcast32;
 using x16a2::loadu;
+using x16a2::load_reg;
+using x16a2::bcast32_reg;
+using x16a2::madd_mem;
 
 using format::GgmlType;
 namespace q = chimera::quant;
@@ -56,57 +59,19 @@ struct Geo {
   static constexpr size_t kQs = 320;     // Q2_K: 16 qs chunks
 };
 
-// Q3_K levels of quarters 4h .. 4h + 3 of one lane from its level chunks at X
-// (matmul_kquant_x16.h: X0 = q0 | q1 << 3 | (q6 & 3) << 6, X1 likewise with
-// q2, q3, q7, X2 = q4 | q5 << 3 | (q6 >> 2) << 6 | (q7 >> 2) << 7).
-CHIMERA_T_X16A2_INLINE void q3_quarters(const uint8_t* X, int h, __m256i lv[4]) {
-  const __m256i m7 = _mm256_set1_epi8(7), m3 = _mm256_set1_epi8(3), b2 = _mm256_set1_epi8(4);
-  const __m256i X0 = loadu(X), X1 = loadu(X + 64);
-  if (h == 0) {
-    lv[0] = _mm256_and_si256(X0, m7);
-    lv[1] = _mm256_and_si256(_mm256_srli_epi16(X0, 3), m7);
-    lv[2] = _mm256_and_si256(X1, m7);
-    lv[3] = _mm256_and_si256(_mm256_srli_epi16(X1, 3), m7);
-  } else {
-    const __m256i X2 = loadu(X + 128);
-    lv[0] = _mm256_and_si256(X2, m7);
-    lv[1] = _mm256_and_si256(_mm256_srli_epi16(X2, 3), m7);
-    lv[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(X0, 6), m3),
-                            _mm256_and_si256(_mm256_srli_epi16(X2, 4), b2));
-    lv[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(X1, 6), m3),
-                            _mm256_and_si256(_mm256_srli_epi16(X2, 5), b2));
-  }
-}
-
 // Per byte: bits s, s + 1 moved to bits 4, 5 (a Q3_K scale's top two bits).
 CHIMERA_T_X16A2_INLINE __m256i top2(__m256i u2, int s) {
   return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(u2, s), _mm256_set1_epi8(0x03)), 4);
 }
 
-// One super-block of S 8-row tiles x M activation rows (Am[m]: row m's Q8_K
-// block, scale dy[m]; Om[m]: Q3_K's vpmaddubsw(4, activations) words) into
-// acc[s][m][0..7]; tile s is rows 8 * hs[s] .. + 7 (byte offset 32 * hs[s] in
-// every chunk / plane) of group block Bs[s]. Per tile: the 16 (sc, sc) word
-// pairs of its rows from the scale planes (on the stack: vpmaddwd memory
-// operands) and Q2_K's mins; then lane by lane, S_l of the M activation rows
-// over both halves h, so that only the M sums, a lane's levels and
-// temporaries are live (the f32 lane accumulators wait on the stack).
-// The GEMM tiles are S = 1 (one half of a group, M <= 3). The decode GEMV
-// (M = 1) runs both halves of each group (S = 2: the group's bytes are read
-// once per super-block) and its multi-stream step kX16StreamsQ23Avx2 groups
-// (S = 2 * kX16StreamsQ23Avx2): lane by lane, the lane's chunk halves of
-// every tile in turn (Q2_K: its 2 qs lines, Q3_K: its 3 level lines), so the
-// groups are interleaved by lane; pf != 0 fetches the same lines of the
-// groups pf bytes further into L2 (gemv_prefetch.h). Each tile's arithmetic
-// is the same for every S.
+// The per-super-block setup of S tiles x M rows: V[s][g] = (sc, sc) of group
+// g of tile s's 8 rows, dv[s][m] = dy[m] * d, and Q2_K's mins into acc
+// (first, as llama.cpp).
 template <bool kQ3, int S, int M>
-CHIMERA_T_X16A2_INLINE void q23_block8(const uint8_t* const (&Bs)[S], const int (&hs)[S],
-                                       const uint8_t* const (&Am)[M], const uint8_t* const (&Om)[M],
-                                       const float (&dy)[M], __m256 (&acc)[S][M][8], size_t pf) {
+CHIMERA_T_X16A2_INLINE void q23_setup(const uint8_t* const (&Bs)[S], const int (&hs)[S],
+                                      const uint8_t* const (&Am)[M], const float (&dy)[M], __m256i (&V)[S][16],
+                                      __m256 (&dv)[S][M], __m256 (&acc)[S][M][8], size_t pf) {
   using GB = Geo<kQ3>;
-  const __m256i m3 = _mm256_set1_epi8(0x03);
-  alignas(32) __m256i V[S][16];  // (sc, sc) of group g of the tile's 8 rows
-  __m256 dv[S][M];
   CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
     const uint8_t* B = Bs[s];
     const size_t ho = 32 * (size_t)hs[s];  // byte offset of this half in a 64-byte chunk
@@ -141,56 +106,112 @@ CHIMERA_T_X16A2_INLINE void q23_block8(const uint8_t* const (&Bs)[S], const int 
         }
       }
     }
+    // Q2_K: the scale nibbles masked once per plane (4 vpand, not one per group)
+    if constexpr (!kQ3) {
+      CHIMERA_UNROLL for (int t = 0; t < 4; ++t) P[t] = _mm256_and_si256(P[t], _mm256_set1_epi8(0x0F));
+    }
     CHIMERA_UNROLL for (int gi = 0; gi < 16; ++gi) {
       const __m256i w = _mm256_shuffle_epi8(P[gi / 4], pick_words(gi % 4, gi % 4));
-      V[s][gi] = kQ3 ? _mm256_sub_epi16(w, _mm256_set1_epi16(32)) : _mm256_and_si256(w, _mm256_set1_epi16(0x0F));
+      V[s][gi] = kQ3 ? _mm256_sub_epi16(w, _mm256_set1_epi16(32)) : w;
     }
   }
-  // Broadcast dwords straight from memory (a load-port vpbroadcastd), not
-  // extracted from the registers that computed them.
-  const uint8_t* Ab[M];
-  const uint8_t* Ob[M];
-  CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-    Ab[m] = Am[m] + 4;
-    Ob[m] = Om[m];
-    __asm__("" : "+r"(Ab[m]), "+r"(Ob[m]));
+}
+
+// Q3_K level of quarter 4h + j of one lane of a tile (X: the lane's level
+// chunks at the tile's half; matmul_kquant_x16.h: X0 = q0 | q1 << 3 |
+// (q6 & 3) << 6, X1 likewise with q2, q3, q7, X2 = q4 | q5 << 3 |
+// (q6 >> 2) << 6 | (q7 >> 2) << 7), its chunks loaded as used.
+CHIMERA_T_X16A2_INLINE __m256i q3_level(const uint8_t* X, int h, int j) {
+  const __m256i m7 = _mm256_set1_epi8(7), m3 = _mm256_set1_epi8(3), b2 = _mm256_set1_epi8(4);
+  if (h == 0) {
+    const __m256i Xk = load_reg(X + 64 * (j / 2));  // X0: quarters 0, 1; X1: 2, 3
+    return _mm256_and_si256(j % 2 ? _mm256_srli_epi16(Xk, 3) : Xk, m7);
   }
-  CHIMERA_UNROLL for (int lh = 0; lh < 2; ++lh) {
-    CHIMERA_UNROLL for (int i = 0; i < 4; ++i) {
-      const int l = 4 * lh + i;
+  const __m256i X2 = load_reg(X + 128);
+  if (j < 2) return _mm256_and_si256(j % 2 ? _mm256_srli_epi16(X2, 3) : X2, m7);
+  const __m256i Xk = load_reg(X + 64 * (j - 2));
+  return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(Xk, 6), m3),
+                         _mm256_and_si256(_mm256_srli_epi16(X2, j + 2), b2));
+}
+
+// One super-block of S 8-row tiles x M activation rows (Am[m]: row m's Q8_K
+// block, scale dy[m]; Om[m]: Q3_K's vpmaddubsw(4, activations) words) into
+// acc[s][m][0..7]; tile s is rows 8 * hs[s] .. + 7 (byte offset 32 * hs[s] in
+// every chunk / plane) of group block Bs[s]. After q23_setup (the scale
+// pairs on the stack, vpmaddwd memory operands), lane by lane: S_l of every
+// tile and row over both halves h and the 4 quarters j, the activation
+// dwords broadcast once per (h, j) for all tiles. Loads, sums and order are
+// explicit (load_reg, bcast32_reg, madd_mem, the empty asm pins, a memory
+// barrier per step): with GCC's own schedule the GEMV was load-bound on Zen
+// 3 (activation broadcasts kept on the stack, sums spilled). Q2_K keeps a
+// tile's qs line of the lane in a register for its 4 quarters; Q3_K loads
+// its level chunks per quarter (q3_level).
+// The GEMM tiles are S = 1 (one half of a group, M <= 3). The decode GEMV
+// (M = 1) runs both halves of each group (S = 2: the group's bytes are read
+// once per super-block) and its multi-stream step kX16StreamsQ23Avx2 groups
+// (S = 2 * kX16StreamsQ23Avx2): lane by lane, the lane's chunk halves of
+// every tile in turn (Q2_K: its 2 qs lines, Q3_K: its 3 level lines), so the
+// groups are interleaved by lane; pf != 0 fetches the same lines of the
+// groups pf bytes further into L2 (gemv_prefetch.h). Each tile's arithmetic
+// is the same for every S and M.
+template <bool kQ3, int S, int M>
+CHIMERA_T_X16A2_INLINE void q23_block(const uint8_t* const (&Bs)[S], const int (&hs)[S],
+                                      const uint8_t* const (&Am)[M], const uint8_t* const (&Om)[M],
+                                      const float (&dy)[M], __m256 (&acc)[S][M][8], size_t pf) {
+  using GB = Geo<kQ3>;
+  alignas(32) __m256i V[S][16];
+  __m256 dv[S][M];
+  q23_setup<kQ3, S, M>(Bs, hs, Am, dy, V, dv, acc, pf);
+  const __m256i m3 = _mm256_set1_epi8(0x03);
+  CHIMERA_UNROLL for (int l = 0; l < 8; ++l) {
+    const int lh = l / 4;
+    __m256i Sm[S][M];
+    CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+      CHIMERA_UNROLL for (int m = 0; m < M; ++m) Sm[s][m] = _mm256_setzero_si256();
+    }
+    CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
+      __m256i W[S];
       CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
-        const uint8_t* B = Bs[s];
         const size_t ho = 32 * (size_t)hs[s];
-        __m256i Sm[M];
-        CHIMERA_UNROLL for (int m = 0; m < M; ++m) Sm[m] = _mm256_setzero_si256();
-        CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
-          __m256i lv[4];
-          if constexpr (kQ3) {
-            const uint8_t* X = B + GB::kLevels + 64 * 3 * (size_t)l;
-            if (pf && hs[s] == 0 && h == 0) gemv_prefetch_l2(X + pf, 3 * 64);
-            q3_quarters(X + ho, h, lv);
-          } else {
-            const uint8_t* Q = B + GB::kQs + 64 * (size_t)(8 * h + l);
-            if (pf && hs[s] == 0) gemv_prefetch_l2(Q + pf, 64);
-            const __m256i W = loadu(Q + ho);
-            CHIMERA_UNROLL for (int j = 0; j < 4; ++j) {
-              lv[j] = _mm256_and_si256(j == 0 ? W : _mm256_srli_epi16(W, 2 * j), m3);
-            }
-          }
-          CHIMERA_UNROLL for (int j = 0; j < 4; ++j) {
-            const int e = 128 * h + 32 * j + 4 * l;
-            CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-              __m256i p = _mm256_maddubs_epi16(lv[j], bcast32(Ab[m] + e));
-              if constexpr (kQ3) p = _mm256_sub_epi16(p, bcast32(Ob[m] + e));
-              Sm[m] = _mm256_add_epi32(Sm[m], _mm256_madd_epi16(p, V[s][8 * h + 2 * j + lh]));
-              // GEMM tiles: keeps the sums chains (GCC otherwise builds spilled trees).
-              if constexpr (M > 1) __asm__("" : "+x"(Sm[m]));
-            }
-          }
+        if constexpr (kQ3) {
+          if (pf && hs[s] == 0 && h == 0) gemv_prefetch_l2(Bs[s] + GB::kLevels + 64 * 3 * (size_t)l + pf, 3 * 64);
+        } else {
+          const uint8_t* Q = Bs[s] + GB::kQs + 64 * (size_t)(8 * h + l);
+          if (pf && hs[s] == 0) gemv_prefetch_l2(Q + pf, 64);
+          W[s] = load_reg(Q + ho);
         }
+      }
+      CHIMERA_UNROLL for (int j = 0; j < 4; ++j) {
+        __asm__ volatile("" ::: "memory");  // no loads hoisted across steps
+        const int e = 128 * h + 32 * j + 4 * l;
+        __m256i a[M], o[M];
         CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
-          acc[s][m][l] = _mm256_fmadd_ps(dv[s][m], _mm256_cvtepi32_ps(Sm[m]), acc[s][m][l]);
+          a[m] = bcast32_reg(Am[m] + 4 + e);
+          if constexpr (kQ3) o[m] = bcast32_reg(Om[m] + e);
         }
+        CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+          __m256i lv;
+          if constexpr (kQ3) {
+            lv = q3_level(Bs[s] + GB::kLevels + 64 * 3 * (size_t)l + 32 * (size_t)hs[s], h, j);
+          } else {
+            lv = _mm256_and_si256(j == 0 ? W[s] : _mm256_srli_epi16(W[s], 2 * j), m3);
+          }
+          // one row: the scale pair as vpmaddwd's memory operand; M rows: loaded once
+          [[maybe_unused]] __m256i Vr;
+          if constexpr (M > 1) Vr = load_reg((const uint8_t*)&V[s][8 * h + 2 * j + lh]);
+          CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+            __m256i p = _mm256_maddubs_epi16(lv, a[m]);
+            if constexpr (kQ3) p = _mm256_sub_epi16(p, o[m]);
+            const __m256i q = M > 1 ? _mm256_madd_epi16(p, Vr) : madd_mem(p, &V[s][8 * h + 2 * j + lh]);
+            Sm[s][m] = _mm256_add_epi32(Sm[s][m], q);
+            __asm__("" : "+x"(Sm[s][m]));
+          }
+        }
+      }
+    }
+    CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
+      CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
+        acc[s][m][l] = _mm256_fmadd_ps(dv[s][m], _mm256_cvtepi32_ps(Sm[s][m]), acc[s][m][l]);
       }
     }
   }
@@ -213,6 +234,11 @@ CHIMERA_T_X16A2 void q23_run8(const uint8_t* G, size_t gbytes, int rh, const uin
       CHIMERA_UNROLL for (int l = 0; l < 8; ++l) acc[s][m][l] = _mm256_setzero_ps();
     }
   }
+  // The decode GEMV's f32 lane sums live on the stack (their address escapes,
+  // so the memory barriers keep them there): GCC otherwise held 9 of the 32
+  // in registers across super-blocks and spilled the int32 sums. (The GEMM
+  // tiles measured faster without: llvm-mca -mcpu=znver3.)
+  if constexpr (M == 1) __asm__ volatile("" : : "r"(&acc[0][0][0]) : "memory");
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* Bs[S];
     CHIMERA_UNROLL for (int s = 0; s < S; ++s) Bs[s] = G + (size_t)(s / 2) * gbytes + (size_t)sb * GB::kBlock;
@@ -233,7 +259,7 @@ CHIMERA_T_X16A2 void q23_run8(const uint8_t* G, size_t gbytes, int rh, const uin
         Om[m] = (const uint8_t*)off[m];
       }
     }
-    q23_block8<kQ3, S, M>(Bs, hs, Am, Om, dy, acc, pf);
+    q23_block<kQ3, S, M>(Bs, hs, Am, Om, dy, acc, pf);
   }
   // matmul_kquant.h's reduction (Q2_K's mins are in the lanes), lane (= row) for lane
   CHIMERA_UNROLL for (int s = 0; s < S; ++s) {

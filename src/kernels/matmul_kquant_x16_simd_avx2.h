@@ -43,6 +43,31 @@ CHIMERA_T_X16A2_INLINE __m256i load_reg(const uint8_t* p) {
   return v;
 }
 
+// *p (an f32 vector kept on the stack) loaded where it is used (asm), so
+// that GCC does not hold it in a register across a whole block.
+CHIMERA_T_X16A2_INLINE __m256 load_reg_ps(const __m256* p) {
+  __m256 v;
+  __asm__("vmovaps %1, %0" : "=x"(v) : "m"(*p));
+  return v;
+}
+
+// bcast32 as an opaque register value (asm vpbroadcastd from memory): GCC
+// otherwise may move the dword through a general register and the stack.
+CHIMERA_T_X16A2_INLINE __m256i bcast32_reg(const uint8_t* p) {
+  __m256i v;
+  __asm__("vpbroadcastd %1, %0" : "=x"(v) : "m"(*(const int32_t*)p));
+  return v;
+}
+
+// vpmaddwd(p, *m) with *m as its memory operand (asm): for word pairs kept on
+// the stack, which GCC otherwise loads or recomputes into registers early
+// and keeps live, spilling the sums instead.
+CHIMERA_T_X16A2_INLINE __m256i madd_mem(__m256i p, const __m256i* m) {
+  __m256i v;
+  __asm__("vpmaddwd %2, %1, %0" : "=x"(v) : "x"(p), "m"(*m));
+  return v;
+}
+
 // matmul_kquant.h's reduction of a tile's 8 f32 lane accumulators c[0..7]
 // (one output row per 32-bit lane), in its fixed order.
 CHIMERA_T_X16A2_INLINE __m256 lane_sum8(const __m256* c) {
