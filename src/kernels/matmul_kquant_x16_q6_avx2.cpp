@@ -38,6 +38,7 @@ namespace chimera::kernels {
 namespace {
 
 using x16a2::bcast32;
+using x16a2::bcast32_reg;
 using x16a2::load_reg;
 using x16a2::loadu;
 
@@ -88,14 +89,6 @@ CHIMERA_T_X16A2_INLINE __m256i dpbusd(__m256i s, __m256i u8, __m256i s8) {
   return s;
 }
 
-// The int32 at p in every lane, loaded by vpbroadcastd (asm: keeps the table
-// it reads in memory instead of in registers and shuffles).
-CHIMERA_T_X16A2_INLINE __m256i bcast_mem32(const int32_t* p) {
-  __m256i v;
-  __asm__("vpbroadcastd %1, %0" : "=x"(v) : "m"(*p));
-  return v;
-}
-
 // One super-block of S 8-row tiles x M activation rows (Am[m]: row m's Q8_K
 // block) into acc[s][m]; tile s is rows 8 * hs[s] .. + 7 (byte offset
 // 32 * hs[s] in every chunk / plane) of group block Bs[s]. Per tile: the 16
@@ -136,7 +129,7 @@ CHIMERA_T_X16A2_INLINE void q6_block(const uint8_t* const (&Bs)[S], const int (&
         const __m256i sc = _mm256_srai_epi32(g % 4 == 3 ? P8 : _mm256_slli_epi32(P8, 24 - 8 * (g % 4)), 24);
         CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
           const uint8_t* a = Am[m] + 4 + 16 * g;
-          __m256i P = bcast_mem32(&off[m][g]);
+          __m256i P = bcast32_reg(&off[m][g]);  // asm: the table stays in memory
           CHIMERA_UNROLL for (int c = 0; c < 4; ++c) P = dpbusd(P, lv[c], bcast32(a + 4 * c));
           Sx[s][m] = _mm256_add_epi32(Sx[s][m], _mm256_mullo_epi32(P, sc));
           __asm__("" : "+x"(Sx[s][m]));  // a chain per row (see below)

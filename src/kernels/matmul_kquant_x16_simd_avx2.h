@@ -1,6 +1,7 @@
 // Internal to the AVX2 x16 kernels (matmul_kquant_x16_*_avx2.cpp,
-// matmul_iq4xs_x16_avx2.cpp): target attributes and the small vector helpers
-// they share (the AVX-512 ones are matmul_kquant_x16_simd.h). x86-64 only.
+// matmul_iq4xs_x16_avx2.cpp; the packed ternary GEMV takes load_reg): target
+// attributes and the small vector helpers they share (the AVX-512 ones are
+// matmul_kquant_x16_simd.h). x86-64 only.
 #pragma once
 
 #if defined(__x86_64__)
@@ -37,7 +38,7 @@ CHIMERA_T_X16A2_INLINE __m256i loadu(const uint8_t* p) { return _mm256_loadu_si2
 // merges it with the same load elsewhere and keeps it live. The x16 GEMVs
 // are bound by their vector loads on Zen 3 (two per cycle; llvm-mca
 // -mcpu=znver3) where GCC does either.
-CHIMERA_T_X16A2_INLINE __m256i load_reg(const uint8_t* p) {
+CHIMERA_T_X16A2_INLINE __m256i load_reg(const void* p) {
   __m256i v;
   __asm__("vmovdqu %1, %0" : "=x"(v) : "m"(*(const __m256i*)p));
   return v;
@@ -53,7 +54,7 @@ CHIMERA_T_X16A2_INLINE __m256 load_reg_ps(const __m256* p) {
 
 // bcast32 as an opaque register value (asm vpbroadcastd from memory): GCC
 // otherwise may move the dword through a general register and the stack.
-CHIMERA_T_X16A2_INLINE __m256i bcast32_reg(const uint8_t* p) {
+CHIMERA_T_X16A2_INLINE __m256i bcast32_reg(const void* p) {
   __m256i v;
   __asm__("vpbroadcastd %1, %0" : "=x"(v) : "m"(*(const int32_t*)p));
   return v;

@@ -40,6 +40,7 @@
 #include "kernels/avx_vnni.h"
 #include "kernels/gemv_prefetch.h"
 #include "kernels/matmul_kquant.h"
+#include "kernels/matmul_kquant_x16_simd_avx2.h"
 #include "kernels/matmul_tile.h"
 
 #define CHIMERA_T_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -50,6 +51,7 @@ namespace {
 
 using format::GgmlType;
 namespace q = chimera::quant;
+using x16a2::load_reg;
 
 // ---- TQ2_0 / I2_S on plane-order activations.
 // Chunk c = 2n + h (0..7) of a block is plane n of code half h (bytes 32h..32h+31
@@ -424,15 +426,6 @@ CHIMERA_T_AVX2 float dot_avx2(const TqDecoded* w, const float* wd, const uint8_t
 // ---- Repacked TQ2_0 / TQ1_0 (2-bit grouped layout, matmul_ternary.h) and
 // TQ1_0 on TqAct8 in storage layout: the same block_dot / tile_dot
 // arithmetic as gemm_planes, bit-identical to it and to Isa::kScalar.
-
-// The same load as an opaque register value (asm): GCC neither folds it into
-// each user as a memory operand nor merges it with the same load of another
-// row and keeps it live (spilled) across the step.
-CHIMERA_T_AVX2 inline __m256i load_reg(const void* p) {
-  __m256i v;
-  __asm__("vmovdqu %1, %0" : "=x"(v) : "m"(*(const __m256i*)p));
-  return v;
-}
 
 // R rows' blocks of the packed GEMV (rows 64 bytes apart from blk): block_dot's
 // products (same planes), out[r] = the exact S_l - corr_l of row r, which
