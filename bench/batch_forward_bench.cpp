@@ -60,13 +60,14 @@ void BM_DecodeStep(benchmark::State& state) {
   models::Context ctx = m->new_context();
   std::vector<std::unique_ptr<layers::SequenceState>> st;
   std::vector<int32_t> prefix(64);
-  for (size_t i = 0; i < prefix.size(); ++i) prefix[i] = (int32_t)((i * 7919) % (size_t)nv);
+  std::vector<int32_t> tok((size_t)n_seq);
   for (int64_t i = 0; i < n_seq; ++i) {
+    for (size_t j = 0; j < prefix.size(); ++j) prefix[j] = (int32_t)((j * 7919 + (size_t)i * 104729 + 3) % (size_t)nv);
+    tok[(size_t)i] = (int32_t)(((size_t)i * 15485863 + 1) % (size_t)nv);
     st.push_back(ctx.new_state(4096));
     (void)ctx.forward(*st.back(), prefix.data(), (int64_t)prefix.size(), models::Logits::kNone, nullptr, nullptr);
   }
   std::vector<float> logits((size_t)(n_seq * nv));
-  std::vector<int32_t> tok((size_t)n_seq, 1);
   for (auto _ : state) {
     if (fused) {
       std::vector<models::BatchItem> items;

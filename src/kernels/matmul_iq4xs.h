@@ -25,7 +25,8 @@
 
 namespace chimera::kernels::iq4xs {
 
-// Activation packing shared by every ISA: ggml block_q8_K rows.
+// Activation packing: ggml block_q8_K rows, the same bytes on every ISA (the
+// scalar entry quantizes with this, the x86 ones with kq_pack_act_avx2).
 size_t act_bytes(int64_t k);
 void pack_act(const float* x, int64_t k, void* out);
 

@@ -33,6 +33,7 @@
 #include <utility>
 
 #include "core/fp16.h"
+#include "kernels/matmul_kquant.h"
 #include "kernels/matmul_kquant_x16.h"
 
 #define CHIMERA_T_IQ4512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")))
@@ -93,7 +94,7 @@ CHIMERA_T_IQ4512_INLINE __m512i block_scales(const block_iq4_xs& blk) {
 // 16-byte chunks in the order 0,2,4,6,1,3,5,7 (d and bsums unchanged; same
 // integers as quantize_row_q8_K, so results match the other ISAs).
 void pack_act_regrouped(const float* x, int64_t k, void* out) {
-  pack_act(x, k, out);
+  kq_pack_act_avx2(x, k, out);
   auto* blk = static_cast<block_q8_K*>(out);
   for (int64_t b = 0; b < k / quant::kQK_K; ++b) {
     for (int h = 0; h < 2; ++h) {

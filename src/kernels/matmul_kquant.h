@@ -64,6 +64,9 @@ const KqTypeInfo* kq_type_info(format::GgmlType type);
 // Activation packing shared by every ISA: ggml block_q8_K layout.
 size_t kq_act_bytes(int64_t k);
 void kq_pack_act(const float* x, int64_t k, void* out);
+// The same bytes from AVX2 code (q8k_pack_avx2.cpp; x86-64 only): the packer of
+// the AVX2 and AVX-512 K-quant, IQ4_XS and TQ1_0 kernels.
+void kq_pack_act_avx2(const float* x, int64_t k, void* out);
 
 // Per-ISA providers (empty kernel for non-K-quant types / other architectures).
 MatmulKernel kquant_kernel_scalar(format::GgmlType type);

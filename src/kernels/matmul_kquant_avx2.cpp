@@ -301,19 +301,19 @@ MatmulKernel kquant_kernel_avx2(format::GgmlType type) {
   switch (type) {
     case GgmlType::Q2_K:
       return with_repack<GgmlType::Q2_K>(
-          {kq_pack_act, kq_act_bytes, gemm_avx2<GgmlType::Q2_K>, "gemm_q2_K_q8_K_avx2", GgmlType::Q8_K});
+          {kq_pack_act_avx2, kq_act_bytes, gemm_avx2<GgmlType::Q2_K>, "gemm_q2_K_q8_K_avx2", GgmlType::Q8_K});
     case GgmlType::Q3_K:
       return with_repack<GgmlType::Q3_K>(
-          {kq_pack_act, kq_act_bytes, gemm_avx2<GgmlType::Q3_K>, "gemm_q3_K_q8_K_avx2", GgmlType::Q8_K});
+          {kq_pack_act_avx2, kq_act_bytes, gemm_avx2<GgmlType::Q3_K>, "gemm_q3_K_q8_K_avx2", GgmlType::Q8_K});
     case GgmlType::Q4_K:
       return with_repack<GgmlType::Q4_K>(
-          {kq_pack_act, kq_act_bytes, gemm_avx2<GgmlType::Q4_K>, "gemm_q4_K_q8_K_avx2", GgmlType::Q8_K});
+          {kq_pack_act_avx2, kq_act_bytes, gemm_avx2<GgmlType::Q4_K>, "gemm_q4_K_q8_K_avx2", GgmlType::Q8_K});
     case GgmlType::Q5_K:
       return with_repack<GgmlType::Q5_K>(
-          {kq_pack_act, kq_act_bytes, gemm_avx2<GgmlType::Q5_K>, "gemm_q5_K_q8_K_avx2", GgmlType::Q8_K});
+          {kq_pack_act_avx2, kq_act_bytes, gemm_avx2<GgmlType::Q5_K>, "gemm_q5_K_q8_K_avx2", GgmlType::Q8_K});
     case GgmlType::Q6_K:
       return with_repack<GgmlType::Q6_K>(
-          {kq_pack_act, kq_act_bytes, gemm_avx2<GgmlType::Q6_K>, "gemm_q6_K_q8_K_avx2", GgmlType::Q8_K});
+          {kq_pack_act_avx2, kq_act_bytes, gemm_avx2<GgmlType::Q6_K>, "gemm_q6_K_q8_K_avx2", GgmlType::Q8_K});
     default: return {};
   }
 }

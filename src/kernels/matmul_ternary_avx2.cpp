@@ -576,7 +576,7 @@ MatmulKernel ternary_kernel_avx2(format::GgmlType type) {
   switch (type) {
     case GgmlType::TQ1_0: {
       if (!tq1_as_2bit()) {
-        return {kq_pack_act, kq_act_bytes, detail::tq_gemm<tq1_0_decode, sizeof(q::block_tq1_0), dot_avx2>,
+        return {kq_pack_act_avx2, kq_act_bytes, detail::tq_gemm<tq1_0_decode, sizeof(q::block_tq1_0), dot_avx2>,
                 "gemm_tq1_0_q8_K_avx2", GgmlType::Q8_K};
       }
       MatmulKernel k{tq_pack_act8_avx2, tq_act8_bytes, gemm_tq1_act8, "gemm_tq1_0_q8_K_avx2_2bit", GgmlType::Q8_K};

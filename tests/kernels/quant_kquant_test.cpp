@@ -17,12 +17,15 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "core/fp16.h"
 #include "core/thread_pool.h"
 #include "kernels/block_quant_budget.h"
 #include "kernels/dispatch.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_kquant.h"
 #include "kernels/matmul_kquant_x16.h"
+#include "kernels/q8k_inputs.h"
 #include "kernels/repack.h"
 #include "kernels/type_traits.h"
 #include "quant/kquant_blocks.h"
@@ -404,6 +407,39 @@ std::vector<float> run(const Problem& p, int64_t m, const float* x, ThreadPool* 
   std::vector<float> y((size_t)(m * p.rows), -12345.f);
   matmul(w, x, m, p.k, y.data(), p.rows, pool);
   return y;
+}
+
+// The SIMD Q8_K packers (kq_pack_act_avx2 behind the AVX2 / AVX-512 K-quant
+// and TQ1_0 entries) against quantize_row_q8_K on rows with NaN payloads,
+// +-inf, -0.0, denormal maxima, tied maxima and .5 ties (q8k_inputs.h).
+TEST(KQuantQ8K, EveryIsaPackerMatchesScalarOnHostileRows) {
+  const std::vector<float> x = test_inputs::q8k_hostile_blocks(11);
+  const int64_t k = (int64_t)x.size();
+  std::vector<q::block_q8_K> want((size_t)(k / 256));
+  q::quantize_row_q8_K(x.data(), want.data(), k);
+  const size_t bytes = want.size() * sizeof(q::block_q8_K);
+  int compared = 0;
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_K, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::TQ1_0}) {
+    for (Isa isa : available_isas()) {
+      const MatmulKernel* kern = matmul_kernel(t, isa);
+      ASSERT_NE(kern, nullptr);
+      if (t == GgmlType::TQ1_0 && kern->act_bytes(k) != bytes) continue;  // its own TqAct8 layout
+      ASSERT_EQ(kern->act_bytes(k), bytes) << kern->name;
+      std::vector<uint8_t> got(bytes, 0xAB);
+      kern->pack_act(x.data(), k, got.data());
+      for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(got[i], reinterpret_cast<const uint8_t*>(want.data())[i]) << kern->name << " byte " << i;
+      compared += kern->pack_act != kq_pack_act;
+    }
+  }
+#if defined(__x86_64__)
+  if (cpu_features().avx2) {
+    std::vector<uint8_t> got(bytes, 0xCD);
+    kq_pack_act_avx2(x.data(), k, got.data());
+    ASSERT_EQ(std::memcmp(got.data(), want.data(), bytes), 0);
+    ++compared;
+  }
+#endif
+  if (compared == 0) GTEST_SKIP() << "no SIMD Q8_K packer on this machine";
 }
 
 TEST(KQuantMatmul, EveryIsaMatchesReference) {

@@ -21,6 +21,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_ternary.h"
+#include "kernels/q8k_inputs.h"
 #include "kernels/type_traits.h"
 #include "quant/kquant_blocks.h"
 #include "quant/ternarize.h"
@@ -219,29 +220,10 @@ TEST(TernaryMatmul, EveryIsaMatchesLlamaOrderAndReference) {
 }
 
 // Every ISA's TQ2_0 activation packer (TqAct8) writes the same bytes as the
-// scalar one (the exact Q8_K quantizer, permuted): random blocks of many
-// magnitudes, ties of the first-occurrence maximum (+x and -x), a zero block,
-// blocks with NaN (several payloads), +-inf, -0.0 and a denormal maximum.
+// scalar one (the exact Q8_K quantizer, permuted) on the rows of
+// q8k_inputs.h (NaN, inf, -0.0, denormal and tied maxima, zero blocks).
 TEST(TernaryActivation, EveryIsaPacksTheScalarBytes) {
-  constexpr int64_t kB = q::kQK_K;
-  std::vector<float> x;
-  std::mt19937 rng(5);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  for (int b = 0; b < 24; ++b) {
-    const float scale = std::ldexp(1.f, (b % 12) * 3 - 18);
-    for (int j = 0; j < kB; ++j) x.push_back(scale * u(rng));
-  }
-  for (int j = 0; j < kB; ++j) x.push_back(j == 40 ? -3.f : j == 200 ? 3.f : 0.25f * (float)(j % 9) - 1.f);
-  for (int j = 0; j < kB; ++j) x.push_back(0.f);
-  uint32_t nan_bits[3] = {0x7fc00000u, 0x7fc12345u, 0xffc0abcdu};
-  for (int j = 0; j < kB; ++j) {
-    float v = 0.01f * (float)(j % 17) - 0.08f;
-    if (j % 50 == 7) std::memcpy(&v, &nan_bits[(j / 50) % 3], 4);
-    x.push_back(v);
-  }
-  for (int j = 0; j < kB; ++j) x.push_back(j == 77 ? INFINITY : j == 78 ? -INFINITY : (float)j);
-  for (int j = 0; j < kB; ++j) x.push_back(j == 3 ? 1e-39f : j % 2 ? -0.f : 1e-41f);
-  for (int j = 0; j < kB; ++j) x.push_back(NAN);
+  const std::vector<float> x = test_inputs::q8k_hostile_blocks();
   const int64_t k = (int64_t)x.size();
   std::vector<uint8_t> want(tq_act8_bytes(k), 0xAB);
   tq_pack_act8(x.data(), k, want.data());
