@@ -41,7 +41,8 @@ for MODEL in "$@"; do
     >"$TMP/server.log" 2>&1 &
   SERVER=$!
   for _ in $(seq 600); do
-    curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break
+    python3 -c 'import sys,urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
+      "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break
     kill -0 $SERVER 2>/dev/null || { cat "$TMP/server.log" >&2; exit 1; }
     sleep 0.1
   done
