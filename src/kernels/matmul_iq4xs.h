@@ -25,10 +25,8 @@
 
 namespace chimera::kernels::iq4xs {
 
-// Activation packing: ggml block_q8_K rows, the same bytes on every ISA (the
-// scalar entry quantizes with this, the x86 ones with kq_pack_act_avx2).
-size_t act_bytes(int64_t k);
-void pack_act(const float* x, int64_t k, void* out);
+// Activations: ggml block_q8_K rows, packed by the K-quant packers
+// (matmul_kquant.h: kq_pack_act, kq_pack_act_avx2; kq_act_bytes).
 
 // Final reduction of one output's 8 lanes (order above).
 inline float finish8(const float* acc) {

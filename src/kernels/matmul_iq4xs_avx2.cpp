@@ -105,7 +105,7 @@ CHIMERA_T_IQ4AVX2 void gemm_avx2(const GemmArgs& g, int64_t r0, int64_t r1, int6
 // (matmul_kquant_x16.h; kernel in matmul_iq4xs_x16_avx2.cpp, same bits).
 MatmulKernel kernel_avx2(GgmlType type) {
   if (type != GgmlType::IQ4_XS) return {};
-  MatmulKernel k{kq_pack_act_avx2, act_bytes, gemm_avx2, "gemm_iq4_xs_q8_K_avx2", GgmlType::Q8_K};
+  MatmulKernel k{kq_pack_act_avx2, kq_act_bytes, gemm_avx2, "gemm_iq4_xs_q8_K_avx2", GgmlType::Q8_K};
   kq_x16_set_repack(type, kq_x16_gemm_avx2(type), k);
   return k;
 }

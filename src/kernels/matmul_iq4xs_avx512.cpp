@@ -215,14 +215,14 @@ CHIMERA_T_IQ4512 void gemm_avx512(const GemmArgs& g, int64_t r0, int64_t r1, int
 // activations, same bits).
 MatmulKernel kernel_avx512(GgmlType type) {
   if (type != GgmlType::IQ4_XS) return {};
-  MatmulKernel k{pack_act_regrouped, act_bytes, gemm_avx512<false>, "gemm_iq4_xs_q8_K_avx512", GgmlType::Q8_K};
+  MatmulKernel k{pack_act_regrouped, kq_act_bytes, gemm_avx512<false>, "gemm_iq4_xs_q8_K_avx512", GgmlType::Q8_K};
   kq_x16_set_repack(type, kq_x16_gemm_avx512(type, false), k);
   return k;
 }
 
 MatmulKernel kernel_avx512vnni(GgmlType type) {
   if (type != GgmlType::IQ4_XS) return {};
-  MatmulKernel k{pack_act_regrouped, act_bytes, gemm_avx512<true>, "gemm_iq4_xs_q8_K_avx512vnni", GgmlType::Q8_K};
+  MatmulKernel k{pack_act_regrouped, kq_act_bytes, gemm_avx512<true>, "gemm_iq4_xs_q8_K_avx512vnni", GgmlType::Q8_K};
   kq_x16_set_repack(type, kq_x16_gemm_avx512(type, true), k);
   return k;
 }

@@ -5,6 +5,7 @@
 
 #include "core/fp16.h"
 #include "kernels/matmul_iq4xs.h"
+#include "kernels/matmul_kquant.h"
 #include "quant/legacy_blocks.h"
 
 namespace chimera::kernels::iq4xs {
@@ -46,15 +47,9 @@ void gemm_scalar(const GemmArgs& g, int64_t r0, int64_t r1, int64_t i0, int64_t 
 
 }  // namespace
 
-size_t act_bytes(int64_t k) { return (size_t)(k / quant::kQK_K) * sizeof(block_q8_K); }
-
-void pack_act(const float* x, int64_t k, void* out) {
-  quant::quantize_row_q8_K(x, static_cast<block_q8_K*>(out), k);
-}
-
 MatmulKernel kernel_scalar(GgmlType type) {
   if (type != GgmlType::IQ4_XS) return {};
-  return {pack_act, act_bytes, gemm_scalar, "gemm_iq4_xs_q8_K_scalar", GgmlType::Q8_K};
+  return {kq_pack_act, kq_act_bytes, gemm_scalar, "gemm_iq4_xs_q8_K_scalar", GgmlType::Q8_K};
 }
 
 }  // namespace chimera::kernels::iq4xs

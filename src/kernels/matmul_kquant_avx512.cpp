@@ -601,7 +601,7 @@ template <bool kVnni>
 MatmulKernel make_kernel(format::GgmlType type) {
 #define CHIMERA_KQ_ENTRY(T, NAME)                                                                              \
   case GgmlType::T:                                                                                            \
-    return with_repack<GgmlType::T, kVnni>({kq_pack_act_avx2, kq_act_bytes, gemm_kq512<GgmlType::T, kVnni>,         \
+    return with_repack<GgmlType::T, kVnni>({kq_pack_act_avx2, kq_act_bytes, gemm_kq512<GgmlType::T, kVnni>,    \
                                             kVnni ? "gemm_" NAME "_q8_K_avx512vnni" : "gemm_" NAME "_q8_K_avx512", \
                                             GgmlType::Q8_K});
   switch (type) {
