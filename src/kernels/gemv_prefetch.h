@@ -61,6 +61,21 @@
 //                         (Q3_K) of each group in turn. 4 groups measured
 //                         slower than 2 (on a loaded machine; PERFORMANCE.md).
 //
+// Session 20 (2-vCPU Zen 5, paired in-process A/B: the two policies on
+// alternate calls over 512 MiB of cold copies, so host drift hits both
+// alike): the far L2 prefetch above left Q4_K's compute and its DRAM reads
+// mostly serial (AVX2, 1 thread: 42 GB/s from L2, 31 from L3, 18 from DRAM
+// against a 27 GB/s read probe). Fetching each group's next super-block
+// into L1 instead (the near policy, gemv_step_pf / gemv_step_prefetch below)
+// gave, 4096 x 4096 cold, 1 / 2 threads: Q4_K AVX2 1.21-1.34x / 1.10-1.34x
+// (2 threads ~35 -> ~41-47 GB/s), Q4_K AVX-VNNI 1.29x / 1.17x, Q5_K AVX2
+// 1.16x / 1.18x, Q6_K AVX-VNNI 1.15-1.17x / 1.05-1.21x, Q4_K AVX-512 VNNI
+// 1.05x / 1.09x, Q6_K AVX-512 VNNI 1.16x / 1.13x (2 threads 52 -> 59
+// GB/s); Q5_K AVX-512 VNNI 1.00x. Two super-blocks ahead, or the next one
+// into L2 only, gained less. Plain AVX2 Q6_K (compute-bound: ~32 GB/s per
+// core even from L2) read 0.88-1.06x and keeps the far policy. The other
+// multi-stream GEMVs below keep the far policy until measured.
+//
 // The packed TQ2_0 / TQ1_0 GEMVs read kTqStreams = 4 groups at once, block by
 // block (4 lines of each group in turn), with the L2 prefetch of the next 4
 // (matmul_ternary.h, tq_packed_gemv; session 12); their groups left over
@@ -139,7 +154,7 @@ __attribute__((always_inline)) inline void gemv_prefetch(uintptr_t p, size_t byt
 }
 
 // Prefetches the lines of [p, p + bytes) into L2 (the multi-stream GEMVs'
-// next groups: p is inside the thread's rows, checked by the caller).
+// far prefetch: p is inside the thread's rows, checked by the caller).
 __attribute__((always_inline)) inline void gemv_prefetch_l2(const uint8_t* p, size_t bytes) {
   for_each_prefetch_line(reinterpret_cast<uintptr_t>(p), bytes, p + bytes,
                          [](uintptr_t a) CHIMERA_PF_INLINE {
@@ -152,6 +167,35 @@ __attribute__((always_inline)) inline void gemv_prefetch_l2(const uint8_t* p, si
 template <size_t kBlock, int kAhead>
 __attribute__((always_inline)) inline void gemv_prefetch_ahead(const uint8_t* block, const uint8_t* end) {
   gemv_prefetch(reinterpret_cast<uintptr_t>(block) + (size_t)kAhead * kBlock, kBlock, end);
+}
+
+// The multi-stream GEMVs' two prefetch policies (kNear, per kernel; see the
+// table above):
+//  - far (kNear = false): each chunk of the step's groups one run ahead
+//    (pf = the step's next_run, kStreams group blocks further) into L2;
+//  - near (kNear = true): each chunk of the groups' next super-block (pf =
+//    one group block further) into L1. At the groups' last super-block that
+//    is the next group: the run's own, or for its last stream the next run's
+//    first block, so it is fetched only when next_run says that run is the
+//    caller's.
+// The offset a kernel adds to a chunk's address at super-block sb of nsb
+// (block: its group block's bytes; 0: no prefetch):
+template <bool kNear>
+__attribute__((always_inline)) inline size_t gemv_step_pf(int64_t sb, int64_t nsb, size_t next_run, size_t block) {
+  if constexpr (kNear) {
+    return sb + 1 < nsb || next_run ? block : 0;
+  } else {
+    return next_run;
+  }
+}
+// ... and the prefetch of that chunk's lines (p = its address + the offset).
+template <bool kNear>
+__attribute__((always_inline)) inline void gemv_step_prefetch(const uint8_t* p, size_t bytes) {
+  if constexpr (kNear) {
+    for (size_t i = 0; i < bytes; i += 64) __builtin_prefetch(p + i, 0, 3);
+  } else {
+    gemv_prefetch_l2(p, bytes);
+  }
 }
 
 }  // namespace chimera::kernels

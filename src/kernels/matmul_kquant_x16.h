@@ -199,16 +199,16 @@ using KqX16TileFn = void (*)(const uint8_t* group, const uint8_t* a, size_t a_st
 // default kX16Streams) groups at group, group + group_bytes, ... x one
 // activation row -> y[0 .. 16 * kStreams),
 // interleaved chunk by chunk, each group with the M = 1 tile's arithmetic;
-// pf != 0: also fetch into L2 the same chunks pf bytes further
-// (gemv_prefetch.h).
+// pf != 0 (the next run of groups is the caller's): prefetch by the
+// kernel's policy (gemv_step_pf / gemv_step_prefetch, gemv_prefetch.h).
 using KqX16GemvFn = void (*)(const uint8_t* group, size_t group_bytes, const uint8_t* a, int64_t nsb, float* y,
                              size_t pf);
 
 // The blocking every x16 GEMM shares: activation rows in blocks that stay
 // L2-resident while the row groups stream past, each group run against the
 // block kMaxActs rows at a time. The decode GEMV (one activation row, `gemv`
-// given) reads kStreams groups at once and prefetches the next kStreams
-// into L2 (gemv_prefetch.h); the groups left over, and the GEMV
+// given) reads kStreams groups at once and prefetches ahead of them by the
+// kernel's policy (gemv_prefetch.h); the groups left over, and the GEMV
 // of a type without `gemv`, run the M = 1 tile, which prefetches kPfX16
 // group blocks ahead in its one stream, clipped to the group.
 // kBalanced: the block's rows in tiles of equal height (within one) rather

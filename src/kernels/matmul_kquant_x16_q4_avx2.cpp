@@ -3,8 +3,8 @@
 // tile is 8 weight rows (one per 32-bit lane) x M activation rows (M = 1, the
 // decode GEMV: q4_block8, both halves of a group per super-block; GEMM tiles
 // of 2..4 rows: q4g_tile8, further down). The decode GEMV reads
-// kX16StreamsAvx2 groups at once, chunk-interleaved, with an L2 prefetch of
-// the next ones (gemv_stream_steps, gemv_prefetch.h); leftover groups run it
+// kX16StreamsAvx2 groups at once, chunk-interleaved, with an L1 prefetch of
+// each group's next super-block (gemv_stream_steps, gemv_prefetch.h); leftover groups run it
 // on one group with the near prefetch. The GEMV reads a widened copy of the
 // activation row (widen_act) and keeps its loads, chains and loop order
 // explicit: on Zen 3 (two vector loads per cycle) GCC's free choice of
@@ -180,7 +180,7 @@ CHIMERA_T_X16A2_INLINE __m256i min_sum(const __m256i (&Mk)[4], const uint8_t* a)
 // activation block A (scale dy) into acc[s] / accm[s]. S > 1 is the decode
 // GEMV's multi-stream step: the groups' header lines, then their qs (and
 // Q5_K qh) chunks of 4 lines are read in turn, and pf != 0 fetches the same
-// lines pf bytes further into L2 (gemv_prefetch.h). Each group's arithmetic
+// lines pf bytes further (one group block: the near policy of gemv_prefetch.h). Each group's arithmetic
 // is the same for every S. (The GEMM tiles are q4g_tile8 below.)
 template <bool kVnni, bool kQ5, int S, bool kX>
 CHIMERA_T_X16A2_INLINE void q4_block8(const uint8_t* const (&Bs)[S], int half, const uint8_t* A, float dy,
@@ -190,7 +190,7 @@ CHIMERA_T_X16A2_INLINE void q4_block8(const uint8_t* const (&Bs)[S], int half, c
   const __m256i m6 = _mm256_set1_epi8(0x3F);
   const size_t ho = 32 * (size_t)half;  // byte offset of this half in a 64-byte chunk / plane
   CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
-    if (pf) gemv_prefetch_l2(Bs[s] + pf, 256);  // d, dmin and the scale planes
+    if (pf) gemv_step_prefetch<true>(Bs[s] + pf, 256);  // d, dmin and the scale planes
     const __m256 dmin8 = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(Bs[s] + 32 + 16 * half)));
     __m256i Mk[4];
     min_words(Bs[s], ho, Mk);
@@ -215,8 +215,8 @@ CHIMERA_T_X16A2_INLINE void q4_block8(const uint8_t* const (&Bs)[S], int half, c
       }
       if (l % 4 == 0 && pf) {
         CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
-          gemv_prefetch_l2(Bs[s] + GB::kQs + 64 * (8 * c + l) + pf, 4 * 64);
-          if (kQ5 && c == 0) gemv_prefetch_l2(Bs[s] + GB::kQh + 64 * l + pf, 4 * 64);
+          gemv_step_prefetch<true>(Bs[s] + GB::kQs + 64 * (8 * c + l) + pf, 4 * 64);
+          if (kQ5 && c == 0) gemv_step_prefetch<true>(Bs[s] + GB::kQh + 64 * l + pf, 4 * 64);
         }
       }
       const __m256i alo = act_dword<kX>(A, 16 * c + l), ahi = act_dword<kX>(A, 16 * c + 8 + l);
@@ -269,7 +269,7 @@ CHIMERA_T_X16A2 void q4_gemv(const uint8_t* G, size_t gbytes, const uint8_t* A, 
     const uint8_t* a = A + (size_t)sb * (kX ? kAbX : kAb);
     float dy;
     std::memcpy(&dy, a, 4);
-    q4_block8<kVnni, kQ5, S, kX>(Bs, 0, a, dy, acc[0], accm[0], pf);
+    q4_block8<kVnni, kQ5, S, kX>(Bs, 0, a, dy, acc[0], accm[0], S > 1 ? gemv_step_pf<true>(sb, nsb, pf, GB::kBlock) : 0);
     q4_block8<kVnni, kQ5, S, kX>(Bs, 1, a, dy, acc[1], accm[1], 0);
   }
   CHIMERA_UNROLL for (int s = 0; s < S; ++s) {

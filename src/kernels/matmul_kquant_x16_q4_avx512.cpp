@@ -1,8 +1,8 @@
 // AVX-512 Q4_K / Q5_K kernels over the x16 layout (matmul_kquant_x16.h):
 // GEMV and GEMM in tiles of 16 weight rows (one per 32-bit lane) x M
 // activation rows, straight from the packed bytes (no decoded panel). The
-// decode GEMV reads kX16Streams groups at once, chunk-interleaved, with an L2
-// prefetch of the next ones (kq_x16_run, gemv_prefetch.h): q4_block with
+// decode GEMV reads kX16Streams groups at once, chunk-interleaved, with an L1
+// prefetch of each group's next super-block (kq_x16_run, gemv_prefetch.h): q4_block with
 // S = kX16Streams, M = 1; the GEMM tiles and leftover groups are S = 1.
 // Q5_K adds the fifth bit of each level from its qh chunks, and its levels
 // (<= 31) always take the int16 path below (a 16-element vpdpbusd sum could
@@ -75,8 +75,8 @@ CHIMERA_T_X16_INLINE __m512i bit_to_4(__m512i h, int b) {
 // M = 1) is the decode GEMV's multi-stream step (kq_x16_run): the groups are
 // interleaved chunk by chunk (the 4 header lines of each group, then 4 qs
 // lines — and for Q5_K the 4 qh lines they need — of each group in turn), and
-// pf != 0 fetches the same chunks of the groups pf bytes further into L2
-// (gemv_prefetch.h). Each group's arithmetic is the same for every S.
+// pf != 0 fetches the same chunks of the groups pf bytes further (one group
+// block: the near policy of gemv_prefetch.h). Each group's arithmetic is the same for every S.
 template <bool kVnni, bool kQ5, int S, int M>
 CHIMERA_T_X16_INLINE void q4_block(const uint8_t* const* Bs, const uint8_t* const* Am, const float (&dy)[M],
                                    __m512 (&acc)[S][M], __m512 (&accm)[S][M], size_t pf) {
@@ -88,7 +88,7 @@ CHIMERA_T_X16_INLINE void q4_block(const uint8_t* const* Bs, const uint8_t* cons
   __m512i O0[S], O1[S];
   CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
     const uint8_t* B = Bs[s];
-    if (pf) gemv_prefetch_l2(B + pf, 256);  // d, dmin and the scale planes
+    if (pf) gemv_step_prefetch<true>(B + pf, 256);  // d, dmin and the scale planes
     const __m512 dmin16 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i*)(B + 32)));
     const __m512i X0 = _mm512_load_si512(B + 64), X1 = _mm512_load_si512(B + 128), X2 = _mm512_load_si512(B + 192);
     {
@@ -128,8 +128,8 @@ CHIMERA_T_X16_INLINE void q4_block(const uint8_t* const* Bs, const uint8_t* cons
         const uint8_t* B = Bs[s];
         const uint8_t* qs = B + GB::kQs + 64 * (8 * c + 4 * h);
         if (pf) {
-          gemv_prefetch_l2(qs + pf, 4 * 64);
-          if (kQ5 && c == 0) gemv_prefetch_l2(B + GB::kQh + 64 * 4 * h + pf, 4 * 64);
+          gemv_step_prefetch<true>(qs + pf, 4 * 64);
+          if (kQ5 && c == 0) gemv_step_prefetch<true>(B + GB::kQh + 64 * 4 * h + pf, 4 * 64);
         }
         // Scales of sub-blocks 2c (low nibbles) and 2c + 1 (high) per row: the
         // word pair (sc_j, 0) against VNNI's int32 P, (sc_j, sc_j) against the
@@ -213,7 +213,7 @@ CHIMERA_T_X16 void q4_run(const uint8_t* G, size_t gbytes, const uint8_t* A, siz
       Am[m] = A + (size_t)m * a_stride + (size_t)sb * kAb;
       std::memcpy(&dy[m], Am[m], 4);
     }
-    q4_block<kVnni, kQ5, S, M>(Bs, Am, dy, acc, accm, pf);
+    q4_block<kVnni, kQ5, S, M>(Bs, Am, dy, acc, accm, S > 1 ? gemv_step_pf<true>(sb, nsb, pf, GB::kBlock) : 0);
   }
   CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) {

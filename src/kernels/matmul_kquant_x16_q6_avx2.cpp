@@ -73,12 +73,21 @@ CHIMERA_T_X16A2_INLINE void levels4(const uint8_t* X, __m256i lv[4]) {
   lv[3] = _mm256_srli_epi16(_mm256_or_si256(_mm256_or_si256(_mm256_srli_epi16(T0, 4), _mm256_srli_epi16(T1, 2)), T2), 2);
 }
 
+// The decode GEMV's prefetch policy (gemv_prefetch.h): the AVX-VNNI level
+// fetches each group's next super-block into L1 (near); plain AVX2, whose
+// loop is compute-bound here (L2-resident weights ~32 GB/s on one Zen 5
+// core, about what DRAM gives it), keeps the far L2 prefetch: near measured
+// 0.88-1.06x of it, against 1.05-1.21x at the VNNI level.
+template <bool kVnni>
+constexpr bool kNearPf = kVnni;
+
 // Scale group g's four level dwords of the 8-row tile hs (0, 1) of group block
-// B; pf != 0 (the decode GEMV): also the group's 3 chunks pf bytes further into
-// L2, once per group (by tile 0).
+// B; pf != 0 (the decode GEMV): also the group's 3 chunks pf bytes further
+// (gemv_step_prefetch), once per group (by tile 0).
+template <bool kNear>
 CHIMERA_T_X16A2_INLINE void group_levels(const uint8_t* B, int hs, int g, size_t pf, __m256i lv[4]) {
   const uint8_t* X = B + kQ6Levels + 3 * 64 * (size_t)g;
-  if (pf && hs == 0) gemv_prefetch_l2(X + pf, 3 * 64);
+  if (pf && hs == 0) gemv_step_prefetch<kNear>(X + pf, 3 * 64);
   levels4(X + 32 * (size_t)hs, lv);
 }
 
@@ -101,7 +110,7 @@ CHIMERA_T_X16A2_INLINE __m256i dpbusd(__m256i s, __m256i u8, __m256i s8) {
 // super-block) and its multi-stream step kX16StreamsAvx2 groups (S = 2 *
 // kX16StreamsAvx2): group by group, the scale group's 3 chunk halves of
 // every tile in turn; pf != 0 fetches the same lines of the groups pf bytes
-// further into L2 (gemv_prefetch.h). Each tile's arithmetic is the same for
+// further (kNearPf's policy, gemv_prefetch.h). Each tile's arithmetic is the same for
 // every S and M.
 template <bool kVnni, int S, int M>
 CHIMERA_T_X16A2_INLINE void q6_block(const uint8_t* const (&Bs)[S], const int (&hs)[S], const uint8_t* const (&Am)[M],
@@ -118,13 +127,13 @@ CHIMERA_T_X16A2_INLINE void q6_block(const uint8_t* const (&Bs)[S], const int (&
       }
     }
     CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
-      if (pf && hs[s] == 0) gemv_prefetch_l2(Bs[s] + pf, kQ6Levels);  // d and the scale planes
+      if (pf && hs[s] == 0) gemv_step_prefetch<kNearPf<kVnni>>(Bs[s] + pf, kQ6Levels);  // d and the scale planes
       CHIMERA_UNROLL for (int m = 0; m < M; ++m) Sx[s][m] = _mm256_setzero_si256();
     }
     CHIMERA_UNROLL for (int g = 0; g < 16; ++g) {
       CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
         __m256i lv[4];
-        group_levels(Bs[s], hs[s], g, pf, lv);
+        group_levels<kNearPf<kVnni>>(Bs[s], hs[s], g, pf, lv);
         const __m256i P8 = loadu(Bs[s] + kQ6Scales + 64 * (g / 4) + 32 * (size_t)hs[s]);
         const __m256i sc = _mm256_srai_epi32(g % 4 == 3 ? P8 : _mm256_slli_epi32(P8, 24 - 8 * (g % 4)), 24);
         CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
@@ -140,7 +149,7 @@ CHIMERA_T_X16A2_INLINE void q6_block(const uint8_t* const (&Bs)[S], const int (&
     alignas(32) __m256i V[S][16];
     CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
       const size_t ho = 32 * (size_t)hs[s];
-      if (pf && hs[s] == 0) gemv_prefetch_l2(Bs[s] + pf, kQ6Levels);  // d and the scale planes
+      if (pf && hs[s] == 0) gemv_step_prefetch<kNearPf<kVnni>>(Bs[s] + pf, kQ6Levels);  // d and the scale planes
       CHIMERA_UNROLL for (int k = 0; k < 4; ++k) {
         const __m256i P = loadu(Bs[s] + kQ6Scales + 64 * k + ho);
         CHIMERA_UNROLL for (int u = 0; u < 4; ++u) {
@@ -160,7 +169,7 @@ CHIMERA_T_X16A2_INLINE void q6_block(const uint8_t* const (&Bs)[S], const int (&
     CHIMERA_UNROLL for (int g = 0; g < 16; ++g) {
       CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
         __m256i lv[4];
-        group_levels(Bs[s], hs[s], g, pf, lv);
+        group_levels<kNearPf<kVnni>>(Bs[s], hs[s], g, pf, lv);
         const __m256i& Vg = V[s][g];
         CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
           const uint8_t* a = Am[m] + 4 + 16 * g;
@@ -212,7 +221,7 @@ CHIMERA_T_X16A2 void q6_run(const uint8_t* G, size_t gbytes, int rh, const uint8
     }
     const uint8_t* Am[M];
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) Am[m] = a + (size_t)m * a_stride + (size_t)sb * kAb;
-    q6_block<kVnni, S, M>(Bs, hs, Am, acc, pf);
+    q6_block<kVnni, S, M>(Bs, hs, Am, acc, S > 2 ? gemv_step_pf<kNearPf<kVnni>>(sb, nsb, pf, kQ6GroupBlock) : 0);
   }
   CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) _mm256_storeu_ps(y + m * ldy + kHalfRows * s, acc[s][m]);

@@ -22,7 +22,8 @@
 // 8 activation rows: 8 int32 sums + 8 f32 accumulators + 4 levels.
 // The decode GEMV (M = 1) reads kX16Streams groups at once, interleaved by
 // scale group (the group's 3 chunks of each stream in turn), and prefetches
-// the same chunks of the next groups into L2 (kq_x16_run, gemv_prefetch.h).
+// the same chunks of each group's next super-block into L1 (kq_x16_run,
+// gemv_prefetch.h: the near policy).
 #include "kernels/matmul_kquant_x16.h"
 
 #if defined(__x86_64__)
@@ -99,7 +100,7 @@ CHIMERA_T_X16_INLINE __m512i scale32(const uint8_t* B, int g) {
 // row m's Q8_K block) into acc[s][m]. S > 1 (with M = 1) is the decode GEMV's
 // multi-stream step (kq_x16_run): the groups are interleaved by scale group
 // (3 chunks each), and pf != 0 fetches the same chunks of the groups pf bytes
-// further into L2 (gemv_prefetch.h). Each group's arithmetic is the same for
+// further (one group block: the near policy of gemv_prefetch.h). Each group's arithmetic is the same for
 // every S and M.
 template <bool kVnni, int S, int M>
 CHIMERA_T_X16_INLINE void q6_block(const uint8_t* const* Bs, const uint8_t* const* Am, __m512 (&acc)[S][M],
@@ -112,13 +113,13 @@ CHIMERA_T_X16_INLINE void q6_block(const uint8_t* const* Bs, const uint8_t* cons
   }
   __m512i Sx[S][M];
   CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
-    if (pf) gemv_prefetch_l2(Bs[s] + pf, kQ6Levels);  // d and the scale planes
+    if (pf) gemv_step_prefetch<true>(Bs[s] + pf, kQ6Levels);  // d and the scale planes
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) Sx[s][m] = _mm512_setzero_si512();
   }
   CHIMERA_UNROLL for (int g = 0; g < 16; ++g) {
     CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
       const uint8_t* X = Bs[s] + kQ6Levels + 3 * 64 * (size_t)g;
-      if (pf) gemv_prefetch_l2(X + pf, 3 * 64);
+      if (pf) gemv_step_prefetch<true>(X + pf, 3 * 64);
       __m512i lv[4];
       levels4(X, lv);
       const __m512i sc = scale32(Bs[s], g);
@@ -166,7 +167,7 @@ CHIMERA_T_X16 void q6_run(const uint8_t* G, size_t gbytes, const uint8_t* a, siz
     if constexpr (S == 1 && M > 1) gemv_prefetch_l2(Bs[0] + kPfTile * kQ6GroupBlock, kQ6GroupBlock);
     const uint8_t* Am[M];
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) Am[m] = a + (size_t)m * a_stride + (size_t)sb * kAb;
-    q6_block<kVnni, S, M>(Bs, Am, acc, pf);
+    q6_block<kVnni, S, M>(Bs, Am, acc, S > 1 ? gemv_step_pf<true>(sb, nsb, pf, kQ6GroupBlock) : 0);
   }
   CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) _mm512_storeu_ps(y + m * ldy + kX16Rows * s, acc[s][m]);
