@@ -71,10 +71,12 @@
 // (2 threads ~35 -> ~41-47 GB/s), Q4_K AVX-VNNI 1.29x / 1.17x, Q5_K AVX2
 // 1.16x / 1.18x, Q6_K AVX-VNNI 1.15-1.17x / 1.05-1.21x, Q4_K AVX-512 VNNI
 // 1.05x / 1.09x, Q6_K AVX-512 VNNI 1.16x / 1.13x (2 threads 52 -> 59
-// GB/s); Q5_K AVX-512 VNNI 1.00x. Two super-blocks ahead, or the next one
+// GB/s); Q5_K AVX-512 VNNI 1.00x; IQ4_XS AVX2 0.99x / 1.17-1.20x, AVX-512
+// VNNI 0.92-1.07x / 1.07-1.11x. Two super-blocks ahead, or the next one
 // into L2 only, gained less. Plain AVX2 Q6_K (compute-bound: ~32 GB/s per
-// core even from L2) read 0.88-1.06x and keeps the far policy. The other
-// multi-stream GEMVs below keep the far policy until measured.
+// core even from L2) read 0.88-1.06x, and the packed ternary GEMVs (256
+// bytes per group and super-block) 0.78-1.0x at 1, 2 and 4 blocks ahead:
+// both keep the far policy, as Q2_K / Q3_K (not measured).
 //
 // The packed TQ2_0 / TQ1_0 GEMVs read kTqStreams = 4 groups at once, block by
 // block (4 lines of each group in turn), with the L2 prefetch of the next 4

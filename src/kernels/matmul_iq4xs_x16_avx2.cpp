@@ -82,8 +82,9 @@ CHIMERA_T_X16A2_INLINE void iq4_scales(const uint8_t* B, int half, __m256i (&sc)
 // 393.7 per half) -> 556 cycles, one group 426 -> 293; vector ALU bound.
 // S > 1 (M = 1) is the decode GEMV's multi-stream step (kq_x16_run): the
 // groups are interleaved lane by lane (the 8 chunks of one lane l of each
-// group in turn), and pf != 0 fetches into L2, per lane, the next 8 qs lines
-// (lane l: chunks 8l .. 8l + 7) of the groups pf bytes further
+// group in turn), and pf != 0 fetches into L1, per lane, the next 8 qs lines
+// (lane l: chunks 8l .. 8l + 7) of the groups pf bytes further (one group
+// block: the near policy)
 // (gemv_prefetch.h; a prefetch of each lane's own 8 scattered lines cost 2.5x
 // in compute, the cache-warm GEMV). Each group's arithmetic is the same for
 // every S and M.
@@ -96,7 +97,7 @@ CHIMERA_T_X16A2_INLINE void iq4_block(const uint8_t* const (&Bs)[S], const uint8
   alignas(32) __m256i sc[S][2][8];
   alignas(32) __m256 dd[S][M][2];
   CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
-    if (pf) gemv_prefetch_l2(Bs[s] + pf, kQs);  // d and the scales
+    if (pf) gemv_step_prefetch<true>(Bs[s] + pf, kQs);  // d and the scales
     CHIMERA_UNROLL for (int h = 0; h < 2; ++h) {
       const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(Bs[s] + kD + 16 * h)));
       CHIMERA_UNROLL for (int m = 0; m < M; ++m) dd[s][m][h] = _mm256_mul_ps(d8, _mm256_set1_ps(dy[m]));
@@ -110,7 +111,7 @@ CHIMERA_T_X16A2_INLINE void iq4_block(const uint8_t* const (&Bs)[S], const uint8
   CHIMERA_UNROLL for (int h0 = 0; h0 < 2; h0 += kH)
   CHIMERA_UNROLL for (int l = 0; l < 4; ++l) {
     if (pf && h0 == 0) {
-      CHIMERA_UNROLL for (int s = 0; s < S; ++s) gemv_prefetch_l2(Bs[s] + kQs + 64 * 8 * l + pf, 64 * 8);
+      CHIMERA_UNROLL for (int s = 0; s < S; ++s) gemv_step_prefetch<true>(Bs[s] + kQs + 64 * 8 * l + pf, 64 * 8);
     }
     CHIMERA_UNROLL for (int n = 0; n < 2; ++n) {  // low nibbles (lane l), high (lane l + 4)
       __m256i Sx[S][2][M];
@@ -180,7 +181,7 @@ CHIMERA_T_X16A2 void iq4_run(const uint8_t* G, size_t gbytes, const uint8_t* A, 
       Am[m] = A + (size_t)m * a_stride + (size_t)sb * kAb;
       std::memcpy(&dy[m], Am[m], 4);
     }
-    iq4_block<S, M>(Bs, Am, dy, acc, pf);
+    iq4_block<S, M>(Bs, Am, dy, acc, S > 1 ? gemv_step_pf<true>(sb, nsb, pf, kBlock) : 0);
   }
   CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) {

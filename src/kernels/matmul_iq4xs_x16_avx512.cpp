@@ -2,7 +2,7 @@
 // 64-byte chunk of a group block holds 4 index bytes of each of the 16 rows,
 // one row per 32-bit lane, so a tile is the 16 rows of a group x M <= kMaxActs
 // activation rows. The decode GEMV reads kX16Streams groups at once, lane by
-// lane, with an L2 prefetch of the next ones (kq_x16_run, gemv_prefetch.h):
+// lane, with an L1 prefetch of their next super-block (kq_x16_run, gemv_prefetch.h):
 // iq4_block with S = kX16Streams, M = 1; the GEMM tiles and leftover groups
 // are S = 1.
 //
@@ -59,9 +59,9 @@ constexpr size_t act_offset(int j, int l) { return 4 + 128 * (size_t)(j / 4) + 1
 // llama.cpp lanes of 16 rows). S > 1 (with M = 1) is the decode GEMV's
 // multi-stream step (kq_x16_run): the groups are interleaved lane by lane
 // (the 8 chunks of lane l of each group in turn), and pf != 0 fetches into
-// L2, per lane step, the next 8 qs lines (lane l: chunks 8l .. 8l + 7) of the
-// groups pf bytes further, so the 4 lane steps fetch the whole next group
-// blocks (gemv_prefetch.h). Each group's arithmetic is the same for every S.
+// L1, per lane step, the next 8 qs lines (lane l: chunks 8l .. 8l + 7) of the
+// groups pf bytes further (one group block: the near policy), so the 4 lane
+// steps fetch the whole next group blocks (gemv_prefetch.h). Each group's arithmetic is the same for every S.
 template <bool kVnni, int S, int M>
 CHIMERA_T_X16_INLINE void iq4_block(const uint8_t* const (&Bs)[S], const uint8_t* const (&Am)[M],
                                     const float (&dy)[M], __m512 (&acc)[S][M][8], size_t pf) {
@@ -74,7 +74,7 @@ CHIMERA_T_X16_INLINE void iq4_block(const uint8_t* const (&Bs)[S], const uint8_t
   alignas(64) __m512i sc[S][8];
   CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
     const uint8_t* B = Bs[s];
-    if (pf) gemv_prefetch_l2(B + pf, kQs);  // d and the scales
+    if (pf) gemv_step_prefetch<true>(B + pf, kQs);  // d and the scales
     const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(B + kD)));
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) dd[s][m] = _mm512_mul_ps(d16, _mm512_set1_ps(dy[m]));
     const __m512i sl = _mm512_loadu_si512(B + kSl);
@@ -89,7 +89,7 @@ CHIMERA_T_X16_INLINE void iq4_block(const uint8_t* const (&Bs)[S], const uint8_t
   CHIMERA_UNROLL for (int l = 0; l < 4; ++l) {
     CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
       const uint8_t* qs = Bs[s] + kQs;
-      if (pf) gemv_prefetch_l2(qs + 64 * 8 * l + pf, 64 * 8);
+      if (pf) gemv_step_prefetch<true>(qs + 64 * 8 * l + pf, 64 * 8);
       __m512i Slo[M], Shi[M];
       CHIMERA_UNROLL for (int m = 0; m < M; ++m) Slo[m] = Shi[m] = zero;
       CHIMERA_UNROLL for (int j = 0; j < 8; ++j) {
@@ -141,7 +141,7 @@ CHIMERA_T_X16 void iq4_run(const uint8_t* G, size_t gbytes, const uint8_t* A, si
       Am[m] = A + (size_t)m * a_stride + (size_t)sb * kAb;
       std::memcpy(&dy[m], Am[m], 4);
     }
-    iq4_block<kVnni, S, M>(Bs, Am, dy, acc, pf);
+    iq4_block<kVnni, S, M>(Bs, Am, dy, acc, S > 1 ? gemv_step_pf<true>(sb, nsb, pf, kBlock) : 0);
   }
   CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
