@@ -127,6 +127,15 @@ inline void gemv_stream_steps(int64_t r0, int64_t r1, size_t group_bytes, Step&&
 
 // Prefetch distances, in the family's blocks ahead of the one being read.
 constexpr int kPfX16 = 2;      // x16 K-quant / IQ4_XS group blocks (1.3-3.4 KB each)
+// The small-m GEMM tiles (m = 2..8 activation rows: batched decode steps)
+// of the x16 Q4_K / Q5_K kernels read a group's blocks in order and fetch
+// the block kPfTileQ45 blocks further into L1 (past the group's end that is
+// the next group's, which the next tile reads: group blocks are contiguous).
+// Session 20, paired A/B on Zen 5 (4096 x 4096 cold, 2 threads) against the
+// same block of the next group into L2: AVX-512 VNNI Q4_K m = 2 / 4 / 8
+// 1.41x / 1.32x / 1.39x, AVX2 1.28x / 1.30x / 1.14x; Q5_K m = 2 / 8 AVX-512
+// 1.22x / 1.07x, AVX2 1.20x / 1.04x; 2 and 4 blocks ahead within a few %.
+constexpr int kPfTileQ45 = 3;
 
 // The prefetching lambdas must be always_inline: the kernels are compiled
 // with a target attribute (AVX2 / AVX-512) that a plain lambda does not have,

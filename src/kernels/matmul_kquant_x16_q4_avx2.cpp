@@ -339,11 +339,11 @@ CHIMERA_T_X16A2 void q4g_tile8(const uint8_t* G, int half, const uint8_t* A, siz
   std::memset(accm, 0, sizeof(accm));
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* B = G + (size_t)sb * GB::kBlock;
-    // The same block of the next group into L2 (group blocks are contiguous,
-    // nsb * kBlock bytes per group; past the tensor's end the prefetch reads
-    // nothing it uses and cannot fault): the first half-tile of a group no
-    // longer waits on DRAM (AVX-512 kernel: cold 8192 x 2048, m = 4, ~2x).
-    if (half == 0) gemv_prefetch_l2(B + (size_t)nsb * GB::kBlock, GB::kBlock);
+    // The block kPfTileQ45 further into L1 (gemv_prefetch.h; group blocks
+    // are contiguous, nsb * kBlock bytes per group; past the tensor's end the
+    // prefetch reads nothing it uses and cannot fault), once per block (by
+    // the first half-tile): a tile no longer waits on DRAM.
+    if (half == 0) gemv_step_prefetch<true>(B + kPfTileQ45 * GB::kBlock, GB::kBlock);
     const uint8_t* Am[M];
     float dy[M];
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) {

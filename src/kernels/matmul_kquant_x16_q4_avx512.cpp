@@ -200,13 +200,13 @@ CHIMERA_T_X16 void q4_run(const uint8_t* G, size_t gbytes, const uint8_t* A, siz
     const uint8_t* Bs[S];
     CHIMERA_UNROLL for (int s = 0; s < S; ++s) Bs[s] = G + s * gbytes + (size_t)sb * GB::kBlock;
     if constexpr (S == 1 && M == 1) gemv_prefetch_ahead<GB::kBlock, kPfX16>(Bs[0], G + (size_t)nsb * GB::kBlock);
-    // GEMM tiles: the same block of the next group (the group blocks of a
-    // packed tensor are contiguous, nsb * kBlock bytes per group) into L2,
-    // a group ahead of the tiles. Without it the first tile of a group waits
-    // on DRAM: 8192 x 2048, m = 4, 1 thread, cold weights 2x the time of
-    // cache-warm ones (Zen 5). Past the tensor's last group this prefetches
-    // bytes it never reads (a prefetch does not fault).
-    if constexpr (S == 1 && M > 1) gemv_prefetch_l2(Bs[0] + (size_t)nsb * GB::kBlock, GB::kBlock);
+    // GEMM tiles: the block kPfTileQ45 further into L1 (gemv_prefetch.h; the
+    // group blocks of a packed tensor are contiguous, so near a group's end
+    // that is the next group's first blocks). Without a prefetch the first
+    // tile of a group waits on DRAM: 8192 x 2048, m = 4, 1 thread, cold
+    // weights 2x the time of cache-warm ones (Zen 5). Past the tensor's last
+    // group this prefetches bytes it never reads (a prefetch does not fault).
+    if constexpr (S == 1 && M > 1) gemv_step_prefetch<true>(Bs[0] + kPfTileQ45 * GB::kBlock, GB::kBlock);
     const uint8_t* Am[M];
     float dy[M];
     CHIMERA_UNROLL for (int m = 0; m < M; ++m) {
