@@ -17,8 +17,8 @@
 // row and 32 weights). Bit-identical to q8r::gemm_packed_scalar (tested).
 //
 // Tile: R groups of 8 rows x M activation rows, R * M int32 block sums and
-// R * M f32 accumulators in the 16 ymm registers: 4 x 1 (GEMV, with the L2
-// prefetch of the next tile's blocks of the VNNI kernel), 2 x 2 and 1 x 4
+// R * M f32 accumulators in the 16 ymm registers: 4 x 1 (GEMV, with an L1
+// prefetch kPfNear blocks ahead in each group), 2 x 2 and 1 x 4
 // for GEMM, 1 x 3 for a tail of 3 (2048x2048, m = 256, 1 thread, loaded
 // machine: 1 x 3 took 0.5x, 2 x 2 0.7x the storage-layout kernel's time;
 // session 14: 1 x 4 shares each chunk's conversion among 4 activation rows,
@@ -46,6 +46,12 @@
 
 namespace chimera::kernels::legacy::q8r {
 namespace {
+// The GEMV's prefetch distance, in 256-byte code blocks of the same group,
+// into L1 (the next tile's scales still go to L2). Session 20, paired A/B on
+// Zen 5 (4096 x 4096 cold) against the same block of the next tile into L2:
+// 1 / 2 threads 1.13x / 1.13-1.16x (2 threads 40 -> 45 GB/s); 4 blocks
+// 1.07x / 1.10x, 8 1.13x / 1.14-1.18x.
+constexpr int64_t kPfNear = 6;
 
 using x86::bcast4;
 
@@ -82,8 +88,10 @@ struct Avx2 {
       const uint8_t* cb = codes + (size_t)b * 256;
       if constexpr (M == 1) {
         CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
-          const uint8_t* nx = cb + (size_t)(R + rr) * gbytes;
-          CHIMERA_UNROLL for (int l = 0; l < 4; ++l) _mm_prefetch((const char*)(nx + 64 * l), _MM_HINT_T1);
+          if (b + kPfNear < nb) {
+            const uint8_t* nn = cb + (size_t)rr * gbytes + (size_t)kPfNear * 256;
+            CHIMERA_UNROLL for (int l = 0; l < 4; ++l) _mm_prefetch((const char*)(nn + 64 * l), _MM_HINT_T0);
+          }
           if ((b & 3) == 0) _mm_prefetch((const char*)(base + (size_t)(R + rr) * gbytes + 16 * b), _MM_HINT_T1);
         }
       }
