@@ -11,7 +11,10 @@
 // nothing), and prefetch the same chunks of the next 4 groups into L2: 12-14
 // -> 19.6-20.7 GB/s, and llama-3.2-1b Q6_K decode 12.7-14.4 -> 20.2-23.2
 // tok/s. The packed Q8_0 / Q4_0 GEMVs have read 4-8 groups at once with an
-// L2 prefetch of the next tile since session 9 (their 62-80% of the probe).
+// L2 prefetch of the next tile since session 9 (their 62-80% of the probe);
+// since session 20 they fetch each group's codes a few blocks ahead into L1
+// instead (kPfNear in matmul_q8_0_repack_*.cpp, matmul_q4_0_repack_x86.cpp:
+// Q8_0 1.13-1.27x, Q4_0 1.0-1.12x in paired A/B runs).
 // AVX2 x16 Q6_K and IQ4_XS (session 12, same machine, heavily loaded: 4
 // alternating rounds, GB/s by wall time) use the same kX16Streams = 4 step,
 // interleaved by lane (Q6_K: a lane's two 3-line runs per group; IQ4_XS: a
