@@ -94,11 +94,12 @@
 // No prefetch reaches past its `end` (the group or the call's last row): an
 // out-of-range prefetch does not fault on x86, but it would touch memory the
 // kernel does not own; the multi-stream L2 prefetch is only issued when the
-// next groups are the thread's own. One exception: the AVX-512 Q6_K GEMM
-// tiles (m >= 2, matmul_kquant_x16_q6_avx512.cpp, kPfTile) fetch 3 group
-// blocks ahead in the packed stream without knowing the tensor's end, so the
-// last tile of a tensor reaches up to ~10 KiB past it (a hint: no fault, no
-// write). Prefetching changes no arithmetic: the results stay bit-identical.
+// next groups are the thread's own. The exception: the x16 GEMM tiles (m >=
+// 2) fetch a few group blocks ahead in the packed stream without knowing the
+// tensor's end (AVX-512 Q6_K kPfTile = 3, Q4_K / Q5_K kPfTileQ45 = 3, AVX2
+// Q6_K 2), so the last tile of a tensor reaches up to ~10 KiB past it (a
+// hint: no fault, no write). Prefetching changes no arithmetic: the results
+// stay bit-identical.
 #pragma once
 
 #include <cstddef>
