@@ -24,6 +24,7 @@
 #include <cstring>
 
 #include "kernels/avx_vnni.h"
+#include "kernels/gemv_prefetch.h"
 #include "kernels/matmul_legacy_packed_zmm.h"
 #include "kernels/matmul_q_legacy.h"
 #include "kernels/matmul_tile.h"
@@ -75,11 +76,7 @@ constexpr int64_t kPfNear = 8;
         }                                                                                                       \
         if constexpr (M == 1) {                                                                                 \
           CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {                                                       \
-            if (b + kPfNear < nb) {                                                                             \
-              const uint8_t* nn = cb + (size_t)rr * gbytes + (size_t)kPfNear * 128;                             \
-              _mm_prefetch((const char*)nn, _MM_HINT_T0);                                                       \
-              _mm_prefetch((const char*)(nn + 64), _MM_HINT_T0);                                                \
-            }                                                                                                   \
+            if (b + kPfNear < nb) gemv_step_prefetch<true>(cb + (size_t)rr * gbytes + (size_t)kPfNear * 128, 128); \
             if ((b & 3) == 0) _mm_prefetch((const char*)(base + (size_t)(R + rr) * gbytes + 16 * b), _MM_HINT_T1); \
           }                                                                                                     \
         }                                                                                                       \

@@ -34,6 +34,7 @@
 #include <cstring>
 
 #include "kernels/avx_vnni.h"
+#include "kernels/gemv_prefetch.h"
 #include "kernels/matmul_q_legacy.h"
 #include "kernels/matmul_tile.h"
 
@@ -88,10 +89,7 @@ struct Avx2 {
       const uint8_t* cb = codes + (size_t)b * 256;
       if constexpr (M == 1) {
         CHIMERA_UNROLL for (int rr = 0; rr < R; ++rr) {
-          if (b + kPfNear < nb) {
-            const uint8_t* nn = cb + (size_t)rr * gbytes + (size_t)kPfNear * 256;
-            CHIMERA_UNROLL for (int l = 0; l < 4; ++l) _mm_prefetch((const char*)(nn + 64 * l), _MM_HINT_T0);
-          }
+          if (b + kPfNear < nb) gemv_step_prefetch<true>(cb + (size_t)rr * gbytes + (size_t)kPfNear * 256, 256);
           if ((b & 3) == 0) _mm_prefetch((const char*)(base + (size_t)(R + rr) * gbytes + 16 * b), _MM_HINT_T1);
         }
       }
