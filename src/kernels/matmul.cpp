@@ -3,7 +3,7 @@
 // activation rows once into its kernel's layout (the caller's scratch, or for
 // a plain matmul thread-local scratch that only grows, so steady-state calls
 // do not allocate), then splits the total cost Σ rows_t · m_t over the pool in
-// chunks (GuidedJob: one large chunk per thread, then small ones taken as
+// chunks (GuidedJob: one large chunk per thread, then geometrically shrinking ones taken as
 // threads finish). A range boundary at cost u maps to (task,
 // row) with the row rounded up to the 16-row grain the kernels tile by; the
 // mapping is monotonic, so the ranges are disjoint and cover every row exactly
@@ -102,21 +102,45 @@ void run_range(const Prepared* p, int64_t np, Split a, Split b) {
 // Guided schedule of one pool region: chunk c < T (T threads) is thread c's
 // share of the first kStaticPart of the cost, taken by that thread first (the
 // rows it would own under an even split, so its weight stream starts where it
-// always did); the rest of the cost is kTailChunks * T small chunks that
-// threads take in turn from a shared counter as they finish. A thread slowed
-// by the host, a task whose rows cost more than the cost model's rows x m (a
-// Q6_K tensor among Q4_K ones), or serial work just before the region then no
-// longer leaves the other threads idle at its end. Chunk bounds are split_at
-// points (16-row grain), disjoint and covering, and each y element is still
-// computed whole by one kernel call, so the bits do not depend on which
-// thread takes which chunk.
+// always did); the rest R of the cost is cut into chunks that shrink
+// geometrically (guided self-scheduling: each takes 1/T of what is left, the
+// last two are equal and at least R / (4 T^2)), which threads take in turn
+// from a shared counter as they finish. A thread slowed by the host, a task
+// whose rows cost more than the cost model's rows x m (a Q6_K tensor among
+// Q4_K ones), or serial work just before the region then no longer leaves the
+// other threads idle at its end, and the idle time at the end is at most one
+// small chunk (T = 2: R / 16 = 1/64 of the region; session 21, was R / 4
+// with 2 equal chunks per thread). Chunk bounds are split_at points (16-row
+// grain), disjoint and covering, and each y element is still computed whole
+// by one kernel call, so the bits do not depend on which thread takes which
+// chunk.
 class GuidedJob {
  public:
   static constexpr int64_t kStaticNum = 3, kStaticDen = 4;  // kStaticPart = 3/4
-  static constexpr int kTailChunks = 2;
+  // Most tail chunks (cheap to take: one atomic increment each).
+  static constexpr int kMaxTail = 64;
 
   GuidedJob(const Prepared* p, int64_t np, int64_t total, int threads)
-      : p_(p), np_(np), total_(total), threads_(threads), chunks_(threads * (1 + kTailChunks)), next_(threads) {}
+      : p_(p), np_(np), total_(total), threads_(threads), next_(threads) {
+    head_ = total_ / kStaticDen * kStaticNum + total_ % kStaticDen * kStaticNum / kStaticDen;
+    // tail_[i]: cost offset where tail chunk i starts; the remainder shrinks
+    // by 1/T per chunk until a chunk would be under the floor
+    const int64_t rest = total_ - head_, t = threads_;
+    const int64_t floor = std::max<int64_t>(1, rest / (4 * t * t));
+    int64_t left = rest;
+    n_tail_ = 0;
+    while (left > 0 && n_tail_ < kMaxTail - 1) {
+      tail_[n_tail_++] = total_ - left;
+      const int64_t take = left / t;
+      if (take < floor || left - take < floor) {
+        // the last: split what is left in two equal chunks
+        if (left >= 2 * floor && n_tail_ < kMaxTail - 1) tail_[n_tail_++] = total_ - left / 2;
+        break;
+      }
+      left -= take;
+    }
+    chunks_ = threads_ + n_tail_;
+  }
 
   void run(int t) {
     run_chunk(t);
@@ -129,18 +153,18 @@ class GuidedJob {
  private:
   // Cost offset where chunk c starts (c = chunks_: total_).
   int64_t bound(int c) const {
-    const int64_t head = total_ / kStaticDen * kStaticNum + total_ % kStaticDen * kStaticNum / kStaticDen;
-    if (c <= threads_) return head * c / threads_;
-    const int tail = chunks_ - threads_;
-    return head + (total_ - head) * (c - threads_) / tail;
+    if (c < threads_) return head_ * c / threads_;
+    if (c >= chunks_) return total_;
+    return tail_[c - threads_];
   }
   void run_chunk(int c) const {
     run_range(p_, np_, split_at(p_, np_, bound(c)), split_at(p_, np_, bound(c + 1)));
   }
 
   const Prepared* p_;
-  int64_t np_, total_;
-  int threads_, chunks_;
+  int64_t np_, total_, head_ = 0;
+  int threads_, chunks_ = 0, n_tail_ = 0;
+  int64_t tail_[kMaxTail];
   std::atomic<int> next_;
 };
 

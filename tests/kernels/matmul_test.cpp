@@ -154,6 +154,13 @@ ThreadPool& pool2() {
   return p;
 }
 
+// More threads than cores: the guided schedule's chunk bounds (matmul.cpp,
+// GuidedJob) for T = 3 and 5 must still cover every row exactly once.
+ThreadPool& pool_n(int n) {
+  static ThreadPool p3(3), p5(5);
+  return n == 3 ? p3 : p5;
+}
+
 const int64_t kCols[] = {1, 2, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 1000, 4096};
 const int64_t kRowsSweep[] = {1, 2, 3, 5, 16, 17, 33, 100};
 const int64_t kMs[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 33};
@@ -244,6 +251,10 @@ TEST_P(MatmulTypeTest, IdenticalAcrossThreadCountsAndBatching) {
         const std::vector<float> y0 = run(c, o, nullptr);
         EXPECT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * 4), 0) << "1 vs 2 threads";
         EXPECT_EQ(std::memcmp(y1.data(), y0.data(), y1.size() * 4), 0) << "pool vs no pool";
+        for (int n : {3, 5}) {
+          const std::vector<float> yn = run(c, o, &pool_n(n));
+          EXPECT_EQ(std::memcmp(y1.data(), yn.data(), y1.size() * 4), 0) << "1 vs " << n << " threads";
+        }
         // Every row alone (decode), and a few sub-batches, must equal its batch row.
         std::vector<float> single(rows);
         for (int64_t i = 0; i < c.m; ++i) {
@@ -258,6 +269,26 @@ TEST_P(MatmulTypeTest, IdenticalAcrossThreadCountsAndBatching) {
                 << "sub-batch " << sub << " row " << i;
           }
         }
+      }
+    }
+  }
+}
+
+// The guided schedule (matmul.cpp, GuidedJob) on shapes whose tail chunks
+// are many 16-row units wide: every row computed exactly once for 2, 3 and 5
+// threads (a lost or repeated chunk shows as a sentinel or a changed value).
+TEST(MatmulSchedule, TailChunksCoverEveryRowOnce) {
+  for (int64_t rows : {4099, 20000}) {
+    for (int64_t m : {1, 3}) {
+      Case c{GgmlType::F32, rows, 64, m};
+      c.seed = (uint32_t)(rows + m);
+      const Operands o = make_operands(c);
+      SCOPED_TRACE("rows=" + std::to_string(rows) + " m=" + std::to_string(m));
+      const std::vector<float> y0 = run(c, o, nullptr);
+      for (const float v : y0) ASSERT_NE(v, kSentinel);
+      EXPECT_EQ(std::memcmp(y0.data(), run(c, o, &pool2()).data(), y0.size() * 4), 0) << "2 threads";
+      for (int n : {3, 5}) {
+        EXPECT_EQ(std::memcmp(y0.data(), run(c, o, &pool_n(n)).data(), y0.size() * 4), 0) << n << " threads";
       }
     }
   }
