@@ -83,7 +83,10 @@
 //
 // The packed TQ2_0 / TQ1_0 GEMVs read kTqStreams = 4 groups at once, block by
 // block (4 lines of each group in turn), with the L2 prefetch of the next 4
-// (matmul_ternary.h, tq_packed_gemv; session 12); their groups left over
+// (matmul_ternary.h, tq_packed_gemv; session 12); since session 21 the
+// AVX-512 kernel fetches those same lines of the next 4 groups into L1
+// instead (cold, 2 threads: 1.13-1.2x; the AVX2 levels: no clear change);
+// their groups left over
 // (only at a tensor end whose rows are not a multiple of 16) have no prefetch.
 //
 // Where an x16 GEMV still reads one group at a time (the groups left over

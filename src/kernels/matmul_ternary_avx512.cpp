@@ -289,7 +289,12 @@ CHIMERA_T_TQ512_INLINE void pair_index(__m512i (&idx)[P]) {
 // for all S groups; two rows' 16-lane sums fold into one 512-bit vector
 // (shuffle_i64x2 + add) so the correction, conversion and FMA run once per
 // row pair. pf != 0: the same lines of the groups pf bytes further (the next
-// step's) are prefetched into L2. Per lane the same integer S_l and the same
+// step's) are prefetched into L1, their scales into L2. Session 21 (Zen 5,
+// 6 alternating rounds, TQ2_0 cold, 2 threads): into L1 instead of L2
+// 35-38 -> 42-44 GB/s at 6912 x 2560 (1 thread 19-21.5 -> 25.5-27), the
+// 2560 x 6912 and 2560 x 2560 shapes 1.1-1.5x, bitnet-2b TQ2_0 decode
+// +0-10 % (median +6 %); the AVX2 / AVX-VNNI kernels, compute-bound here,
+// measured no clear change and keep L2. Per lane the same integer S_l and the same
 // f32 operations as gemv<kTq2>, for every S: bit-identical to the
 // storage-layout kernel.
 template <bool kVnni, int S>
@@ -317,7 +322,9 @@ CHIMERA_T_TQ512 void gemv_packed_step(const uint8_t* grp, size_t gbytes, const T
     CHIMERA_UNROLL for (int s = 0; s < S; ++s) {
       const uint16_t* sc = reinterpret_cast<const uint16_t*>(grp + s * gbytes) + sb * G;
       const uint8_t* blk = grp + s * gbytes + sc_bytes + (size_t)sb * G * 64;
-      if (pf) gemv_prefetch_l2(blk + pf, G * 64);
+      // The next step's lines of this block into L1 (gemv_prefetch.h's
+      // near prefetch at the step distance; the AVX2 levels keep L2).
+      if (pf) gemv_step_prefetch<true>(blk + pf, G * 64);
       __m512i sum[G];
       CHIMERA_UNROLL for (int j = 0; j < G; ++j) {
         const __m512i x = _mm512_load_si512((const void*)(blk + 64 * j));
