@@ -3,8 +3,8 @@
 // activation rows once into its kernel's layout (the caller's scratch, or for
 // a plain matmul thread-local scratch that only grows, so steady-state calls
 // do not allocate), then splits the total cost Σ rows_t · m_t over the pool in
-// chunks (GuidedJob: one large chunk per thread, then geometrically shrinking ones taken as
-// threads finish). A range boundary at cost u maps to (task,
+// chunks (GuidedJob: one large chunk per thread, then geometrically
+// shrinking ones taken as threads finish). A range boundary at cost u maps to (task,
 // row) with the row rounded up to the 16-row grain the kernels tile by; the
 // mapping is monotonic, so the ranges are disjoint and cover every row exactly
 // once. Each y element is produced by exactly one thread, and kernels make it
@@ -126,20 +126,20 @@ class GuidedJob {
     // tail_[i]: cost offset where tail chunk i starts; the remainder shrinks
     // by 1/T per chunk until a chunk would be under the floor
     const int64_t rest = total_ - head_, t = threads_;
-    const int64_t floor = std::max<int64_t>(1, rest / (4 * t * t));
+    const int64_t min_chunk = std::max<int64_t>(1, rest / (4 * t * t));
     int64_t left = rest;
-    n_tail_ = 0;
-    while (left > 0 && n_tail_ < kMaxTail - 1) {
-      tail_[n_tail_++] = total_ - left;
+    int n_tail = 0;
+    while (left > 0 && n_tail < kMaxTail - 1) {
+      tail_[n_tail++] = total_ - left;
       const int64_t take = left / t;
-      if (take < floor || left - take < floor) {
+      if (take < min_chunk || left - take < min_chunk) {
         // the last: split what is left in two equal chunks
-        if (left >= 2 * floor && n_tail_ < kMaxTail - 1) tail_[n_tail_++] = total_ - left / 2;
+        if (left >= 2 * min_chunk && n_tail < kMaxTail - 1) tail_[n_tail++] = total_ - left / 2;
         break;
       }
       left -= take;
     }
-    chunks_ = threads_ + n_tail_;
+    chunks_ = threads_ + n_tail;
   }
 
   void run(int t) {
@@ -163,7 +163,7 @@ class GuidedJob {
 
   const Prepared* p_;
   int64_t np_, total_, head_ = 0;
-  int threads_, chunks_ = 0, n_tail_ = 0;
+  int threads_, chunks_ = 0;
   int64_t tail_[kMaxTail];
   std::atomic<int> next_;
 };
